@@ -1,0 +1,151 @@
+/*
+ * faultline fault engine: rule language, seeded decisions, fault log.
+ *
+ * Plain C11 with no QEMU or glib dependency, so the same code is unit-tested,
+ * fuzzed and benchmarked on its own.  Not thread-safe: the QOM wrapper
+ * (hw/fault/fault-injector.c) serialises calls.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef FAULT_ENGINE_H
+#define FAULT_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* I/O operations a device reports.  FE_OP_ANY is only a match keyword. */
+typedef enum FeOp {
+    FE_OP_READ,
+    FE_OP_WRITE,
+    FE_OP_FLUSH,
+    FE_OP_DISCARD,
+    FE_OP_WRITE_ZEROES,
+    FE_OP__MAX,
+    FE_OP_ANY = FE_OP__MAX,
+} FeOp;
+
+typedef enum FeError {
+    FE_ERR_NONE,
+    FE_ERR_EIO,
+    FE_ERR_ENOSPC,
+    FE_ERR_WRITE_FAULT,
+    FE_ERR_READ_ERROR,
+    FE_ERR_INTERNAL,
+    FE_ERR_TIMEOUT,     /* the device never completes: same as drop */
+    FE_ERR__MAX,
+} FeError;
+
+/* Completion context requested by a rule; devices that cannot honour it ignore it. */
+typedef enum FeComplete {
+    FE_COMPLETE_DEFAULT,
+    FE_COMPLETE_IRQ,
+    FE_COMPLETE_TASK,
+    FE_COMPLETE_THREAD,
+} FeComplete;
+
+/* When an injected error is reported relative to the data transfer. */
+typedef enum FeWhen {
+    FE_WHEN_BEFORE,     /* fail before any data moves (default) */
+    FE_WHEN_AFTER,      /* do the transfer, then report the error */
+} FeWhen;
+
+/* Interrupt handling after the completion is posted (NVMe). */
+typedef enum FeIrq {
+    FE_IRQ_NORMAL,
+    FE_IRQ_DELAY,       /* raise it irq_delay_ns after the completion */
+    FE_IRQ_SUPPRESS,    /* never raise it for this completion */
+} FeIrq;
+
+/*
+ * What to do with one I/O.  All rules that fire for the I/O are merged; the
+ * merge does not depend on rule order (see docs/rules.md):
+ * delays add up, drop beats error, the most severe error wins (enum order),
+ * flags are OR-ed, for enum-valued actions the largest value wins.
+ */
+typedef struct FeDecision {
+    uint64_t delay_ns;      /* hold the completion this long (virtual clock) */
+    FeError error;
+    bool dnr;               /* NVMe Do Not Retry */
+    bool drop;              /* never complete (lost completion) */
+    FeWhen when;
+    FeComplete complete;
+    FeIrq irq;
+    uint64_t irq_delay_ns;
+    uint32_t fired;         /* number of rules that fired */
+} FeDecision;
+
+#define FE_NAME_MAX 32
+#define FE_ERR_MSG_MAX 256
+
+typedef struct FeEngine FeEngine;
+
+typedef struct FeRuleStats {
+    char name[FE_NAME_MAX];
+    char text[256];         /* the rule as parsed, normalised */
+    uint64_t matched;       /* matching I/Os seen (the rule's ordinal) */
+    uint64_t hits;          /* times it fired */
+} FeRuleStats;
+
+typedef struct FeLogEntry {
+    uint64_t seq;           /* index in the whole log, from 0 */
+    uint64_t ordinal;       /* device I/O ordinal (1-based, all I/Os) */
+    uint64_t vns;           /* virtual time the device passed in */
+    uint64_t lba;
+    uint32_t len;           /* sectors */
+    FeOp op;
+    char rule[FE_NAME_MAX];
+    char action[96];        /* e.g. "error=write-fault dnr" */
+} FeLogEntry;
+
+FeEngine *fe_engine_new(uint64_t seed);
+void fe_engine_free(FeEngine *fe);
+
+/*
+ * Parse @text (any number of rule lines) and append the rules.  On any
+ * error nothing is added, -1 is returned and @err holds "LINE:COL: message".
+ * Returns the number of rules added.  Rule names must be unique; unnamed
+ * rules get "rN" names from their position in the engine.
+ */
+int fe_engine_add_rules(FeEngine *fe, const char *text, char *err, size_t errlen);
+/* Check @text without changing the engine.  Same return convention. */
+int fe_engine_check_rules(const char *text, char *err, size_t errlen);
+/* Remove one rule by name; -1 if no such rule. */
+int fe_engine_delete_rule(FeEngine *fe, const char *name);
+void fe_engine_clear_rules(FeEngine *fe);
+int fe_engine_rule_count(const FeEngine *fe);
+/* Copy out stats of rule @i (0 <= i < count); -1 if out of range. */
+int fe_engine_rule_stats(const FeEngine *fe, int i, FeRuleStats *out);
+
+void fe_engine_set_state(FeEngine *fe, uint32_t state);
+uint32_t fe_engine_state(const FeEngine *fe);
+uint64_t fe_engine_seed(const FeEngine *fe);
+
+/* Zero hit/match counters and I/O ordinals, empty the log, reset the digest. */
+void fe_engine_reset(FeEngine *fe);
+
+/*
+ * The per-I/O decision.  @lba and @len are in 512-byte sectors, @now_ns the
+ * device's virtual clock (recorded in the log only: it never influences a
+ * decision).  Returns true if any rule fired; @out is always filled.
+ */
+bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                      uint64_t now_ns, FeDecision *out);
+
+/* Fault log: a ring of the most recent entries plus a running digest. */
+uint64_t fe_engine_log_total(const FeEngine *fe);   /* entries ever logged */
+uint64_t fe_engine_log_first(const FeEngine *fe);   /* oldest seq still held */
+/* Copy entry @seq; -1 if it has left the ring or does not exist yet. */
+int fe_engine_log_get(const FeEngine *fe, uint64_t seq, FeLogEntry *out);
+/* 64-bit FNV-1a over every logged decision (not the time): identifies a run. */
+uint64_t fe_engine_digest(const FeEngine *fe);
+/* Write one JSON object for @e (no newline) into @buf; returns length. */
+int fe_log_entry_json(const FeLogEntry *e, char *buf, size_t buflen);
+/* Append the entries from @from_seq on to @f as JSON lines; returns count. */
+int fe_engine_log_write_jsonl(const FeEngine *fe, uint64_t from_seq, FILE *f);
+
+const char *fe_op_name(FeOp op);
+const char *fe_error_name(FeError err);
+
+#endif /* FAULT_ENGINE_H */

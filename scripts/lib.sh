@@ -1,0 +1,22 @@
+# Shared helpers for faultline shell scripts (sourced, not run).
+# shellcheck shell=bash
+
+FL_TOP=${FL_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+FL_CACHE=${FAULTLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/faultline}
+FL_VERSIONS=$FL_CACHE/versions.env
+
+info() { printf 'faultline: %s\n' "$*" >&2; }
+die() { printf 'faultline: error: %s\n' "$*" >&2; exit "${FL_DIE_STATUS:-2}"; }
+
+# Re-exec under sudo when not root (apt and /etc need it).
+need_root() {
+    [ "$(id -u)" -eq 0 ] && return 0
+    command -v sudo >/dev/null || die "must run as root (and sudo is not installed)"
+    exec sudo -E "$0" "$@"
+}
+
+load_versions() {
+    [ -f "$FL_VERSIONS" ] || die "no $FL_VERSIONS: run scripts/setup first"
+    # shellcheck disable=SC1090
+    . "$FL_VERSIONS"
+}
