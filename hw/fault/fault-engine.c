@@ -1,0 +1,756 @@
+/*
+ * faultline fault engine: rule set, seeded decisions, fault log.
+ *
+ * Source files of the engine library: fault-engine.c, fault-parse.c
+ * (internal header fault-engine-int.h).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault-engine-int.h"
+
+#define FE_LOG_SIZE 4096        /* power of two: the ring index is a mask */
+#define FE_GOLDEN 0x9e3779b97f4a7c15ULL
+
+/*
+ * Candidate rules of one op as compact arrays, so the common case (the I/O
+ * is outside every rule's LBA range) touches two cache-friendly arrays and
+ * never the rules themselves.
+ */
+typedef struct FeCand {
+    uint32_t n;
+    uint64_t *lo;
+    uint64_t *hi;
+    uint32_t *idx;
+} FeCand;
+
+typedef struct FeFired {
+    uint64_t key;
+    const FeRule *rule;
+    uint32_t idx;
+} FeFired;
+
+struct FeEngine {
+    uint64_t seed;
+    uint32_t state;
+    uint64_t ordinal;           /* decide() calls since new/reset */
+
+    FeRule *rules;
+    size_t nrules;
+    FeCand cand[FE_OP__MAX];
+    char *cand_mem;
+    size_t cand_cap;            /* rules the arrays can hold */
+    FeFired *fired;             /* scratch, one slot per rule */
+
+    FeLogEntry *log;
+    uint64_t log_total;
+    uint64_t digest;
+};
+
+/* splitmix64 finaliser. */
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rule_hbase(uint64_t seed, uint64_t key)
+{
+    return mix64(mix64(seed + FE_GOLDEN) ^ key);
+}
+
+/* Counter-based draw: depends on (seed, rule key, ordinal, salt) only. */
+static inline uint64_t draw(const FeRule *r, uint64_t n, uint64_t salt)
+{
+    return mix64(mix64(r->hbase + n * FE_GOLDEN) ^
+                 (salt * 0xd6e8feb86659fd93ULL));
+}
+
+/* (a * b) >> 32, saturating; 32-bit limbs so no 128-bit type is needed. */
+static uint64_t mul_q32(uint64_t a, uint64_t b)
+{
+    uint64_t ah = a >> 32, al = a & 0xffffffffu;
+    uint64_t bh = b >> 32, bl = b & 0xffffffffu;
+    uint64_t r, t[3];
+
+    r = ah * bh;
+    if (r >> 32) {
+        return UINT64_MAX;
+    }
+    r <<= 32;
+    t[0] = ah * bl;
+    t[1] = al * bh;
+    t[2] = (al * bl) >> 32;
+    for (int i = 0; i < 3; i++) {
+        if (r > UINT64_MAX - t[i]) {
+            return UINT64_MAX;
+        }
+        r += t[i];
+    }
+    return r;
+}
+
+/*
+ * -ln(U) in Q32.32 for U in (0,1] taken from @u, with integer arithmetic
+ * only: libm's log() may differ between hosts, this cannot.
+ */
+static uint64_t neg_ln_q32(uint64_t u)
+{
+    uint64_t x = (u >> 1) + 1;              /* U = x / 2^63 */
+    int e = 63 - __builtin_clzll(x);
+    uint64_t m = e >= 31 ? x >> (e - 31) : x << (31 - e);
+    uint64_t frac = 0, neg_log2;
+
+    /* Bit-by-bit log2 of the mantissa m / 2^31 in [1,2). */
+    for (int i = 31; i >= 0; i--) {
+        m = (m * m) >> 31;
+        if (m >= (1ULL << 32)) {
+            m >>= 1;
+            frac |= 1ULL << i;
+        }
+    }
+    neg_log2 = ((uint64_t)(63 - e) << 32) - frac;
+    return mul_q32(neg_log2, 2977044472ULL);    /* ln 2 in Q0.32 */
+}
+
+static uint64_t delay_value(const FeRule *r, const FeDelaySpec *d,
+                            uint64_t n, uint64_t salt)
+{
+    uint64_t span;
+
+    switch (d->kind) {
+    case FE_DELAY_FIXED:
+        return d->a;
+    case FE_DELAY_UNIFORM:
+        span = d->b - d->a + 1;
+        /* span == 0: the full 64-bit range. */
+        return d->a + (span ? draw(r, n, salt) % span : draw(r, n, salt));
+    case FE_DELAY_EXP:
+        return mul_q32(d->a, neg_ln_q32(draw(r, n, salt)));
+    case FE_DELAY_NONE:
+        break;
+    }
+    return 0;
+}
+
+/* Never fails when the rule count did not grow (delete, clear). */
+static int rebuild_candidates(FeEngine *fe)
+{
+    size_t per = fe->nrules ? fe->nrules : 1;
+    char *mem;
+
+    if (per > fe->cand_cap) {
+        size_t sz = FE_OP__MAX * per *
+                    (2 * sizeof(uint64_t) + sizeof(uint32_t));
+        FeFired *fired;
+
+        mem = malloc(sz);
+        fired = malloc(per * sizeof(*fired));
+        if (!mem || !fired) {
+            free(mem);
+            free(fired);
+            return -1;
+        }
+        free(fe->cand_mem);
+        free(fe->fired);
+        fe->cand_mem = mem;
+        fe->fired = fired;
+        fe->cand_cap = per;
+    }
+    for (int op = 0; op < FE_OP__MAX; op++) {
+        /* All 64-bit arrays first, so every array stays aligned. */
+        FeCand *c = &fe->cand[op];
+        uint64_t *b64 = (uint64_t *)(void *)fe->cand_mem;
+        c->n = 0;
+        c->lo = b64 + (size_t)op * 2 * fe->cand_cap;
+        c->hi = c->lo + fe->cand_cap;
+        c->idx = (uint32_t *)(void *)(b64 + FE_OP__MAX * 2 * fe->cand_cap) +
+                 (size_t)op * fe->cand_cap;
+        for (size_t i = 0; i < fe->nrules; i++) {
+            const FeRule *r = &fe->rules[i];
+            if (r->op != FE_OP_ANY && (int)r->op != op) {
+                continue;
+            }
+            c->lo[c->n] = (r->flags & FE_HAS_LBA) ? r->lba_lo : 0;
+            c->hi[c->n] = (r->flags & FE_HAS_LBA) ? r->lba_hi : UINT64_MAX;
+            c->idx[c->n] = (uint32_t)i;
+            c->n++;
+        }
+    }
+    return 0;
+}
+
+FeEngine *fe_engine_new(uint64_t seed)
+{
+    FeEngine *fe = calloc(1, sizeof(*fe));
+
+    if (!fe) {
+        return NULL;
+    }
+    fe->seed = seed;
+    fe->digest = FE_FNV_BASIS;
+    fe->log = calloc(FE_LOG_SIZE, sizeof(*fe->log));
+    if (!fe->log || rebuild_candidates(fe) < 0) {
+        fe_engine_free(fe);
+        return NULL;
+    }
+    return fe;
+}
+
+void fe_engine_free(FeEngine *fe)
+{
+    if (!fe) {
+        return;
+    }
+    free(fe->rules);
+    free(fe->cand_mem);
+    free(fe->fired);
+    free(fe->log);
+    free(fe);
+}
+
+/* Truncating string copy (the canonical text outgrows FeRuleStats.text). */
+static void copy_str(char *dst, size_t len, const char *src)
+{
+    size_t n = strlen(src);
+
+    if (n >= len) {
+        n = len - 1;
+    }
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static bool name_taken(const FeRule *a, size_t na, const FeRule *b, size_t nb,
+                       const char *name)
+{
+    for (size_t i = 0; i < na; i++) {
+        if (a[i].name[0] && strcmp(a[i].name, name) == 0) {
+            return true;
+        }
+    }
+    for (size_t i = 0; i < nb; i++) {
+        if (b[i].name[0] && strcmp(b[i].name, name) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int batch_error(char *err, size_t errlen, size_t line, size_t col,
+                       const char *msg, const char *name)
+{
+    if (err && errlen) {
+        snprintf(err, errlen, "%zu:%zu: %s '%s'", line, col, msg, name);
+    }
+    return -1;
+}
+
+/* Name checks shared by add and check; @have are rules already present. */
+static int check_names(const FeRule *have, size_t nhave, FeRule *v, size_t n,
+                       char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].named &&
+            name_taken(have, nhave, v, i, v[i].name)) {
+            return batch_error(err, errlen, v[i].line, v[i].name_col,
+                               "duplicate rule name", v[i].name);
+        }
+    }
+    return 0;
+}
+
+/* Unnamed rules get "rN" from their engine index, skipping taken names. */
+static void assign_names(const FeRule *have, size_t nhave, FeRule *v,
+                         size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = nhave + i;
+        if (v[i].named) {
+            continue;
+        }
+        do {
+            snprintf(v[i].name, sizeof(v[i].name), "r%" PRIu64, k++);
+        } while (name_taken(have, nhave, v, i, v[i].name) ||
+                 name_taken(NULL, 0, v + i + 1, n - i - 1, v[i].name));
+    }
+}
+
+int fe_engine_check_rules(const char *text, char *err, size_t errlen)
+{
+    FeRule *v;
+    size_t n;
+    int ret;
+
+    if (fe_parse_rules(text, &v, &n, err, errlen) < 0) {
+        return -1;
+    }
+    ret = check_names(NULL, 0, v, n, err, errlen) < 0 ? -1 : (int)n;
+    free(v);
+    return ret;
+}
+
+int fe_engine_add_rules(FeEngine *fe, const char *text, char *err,
+                        size_t errlen)
+{
+    FeRule *v, *all;
+    size_t n;
+
+    if (fe_parse_rules(text, &v, &n, err, errlen) < 0) {
+        return -1;
+    }
+    if (check_names(fe->rules, fe->nrules, v, n, err, errlen) < 0) {
+        free(v);
+        return -1;
+    }
+    if (fe->nrules + n > FE_RULES_MAX) {
+        if (err && errlen) {
+            snprintf(err, errlen, "1:1: too many rules (max %d)",
+                     FE_RULES_MAX);
+        }
+        free(v);
+        return -1;
+    }
+    if (n == 0) {
+        free(v);
+        return 0;
+    }
+    assign_names(fe->rules, fe->nrules, v, n);
+    for (size_t i = 0; i < n; i++) {
+        FeRule *r = &v[i];
+        r->key = r->named ? fe_fnv1a(FE_FNV_BASIS, r->name, strlen(r->name))
+                          : fe_fnv1a(FE_FNV_BASIS, r->text, strlen(r->text));
+        r->hbase = rule_hbase(fe->seed, r->key);
+    }
+    all = realloc(fe->rules, (fe->nrules + n) * sizeof(*all));
+    if (!all) {
+        goto oom;
+    }
+    fe->rules = all;
+    memcpy(all + fe->nrules, v, n * sizeof(*v));
+    fe->nrules += n;
+    if (rebuild_candidates(fe) < 0) {
+        fe->nrules -= n;
+        goto oom;
+    }
+    free(v);
+    return (int)n;
+
+oom:
+    if (err && errlen) {
+        snprintf(err, errlen, "1:1: out of memory");
+    }
+    free(v);
+    return -1;
+}
+
+int fe_engine_delete_rule(FeEngine *fe, const char *name)
+{
+    for (size_t i = 0; name && i < fe->nrules; i++) {
+        if (strcmp(fe->rules[i].name, name) == 0) {
+            memmove(&fe->rules[i], &fe->rules[i + 1],
+                    (fe->nrules - i - 1) * sizeof(FeRule));
+            fe->nrules--;
+            rebuild_candidates(fe);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void fe_engine_clear_rules(FeEngine *fe)
+{
+    free(fe->rules);
+    fe->rules = NULL;
+    fe->nrules = 0;
+    for (int op = 0; op < FE_OP__MAX; op++) {
+        fe->cand[op].n = 0;
+    }
+}
+
+int fe_engine_rule_count(const FeEngine *fe)
+{
+    return (int)fe->nrules;
+}
+
+int fe_engine_rule_stats(const FeEngine *fe, int i, FeRuleStats *out)
+{
+    const FeRule *r;
+
+    if (i < 0 || (size_t)i >= fe->nrules) {
+        return -1;
+    }
+    r = &fe->rules[i];
+    memset(out, 0, sizeof(*out));
+    copy_str(out->name, sizeof(out->name), r->name);
+    copy_str(out->text, sizeof(out->text), r->text);
+    out->matched = r->matched;
+    out->hits = r->hits;
+    return 0;
+}
+
+void fe_engine_set_state(FeEngine *fe, uint32_t state)
+{
+    fe->state = state;
+}
+
+uint32_t fe_engine_state(const FeEngine *fe)
+{
+    return fe->state;
+}
+
+uint64_t fe_engine_seed(const FeEngine *fe)
+{
+    return fe->seed;
+}
+
+void fe_engine_reset(FeEngine *fe)
+{
+    for (size_t i = 0; i < fe->nrules; i++) {
+        fe->rules[i].matched = 0;
+        fe->rules[i].hits = 0;
+    }
+    fe->ordinal = 0;
+    fe->state = 0;
+    fe->log_total = 0;
+    fe->digest = FE_FNV_BASIS;
+}
+
+/* Trigger over the rule's ordinal; advances it.  Count is checked last. */
+static inline bool rule_fires(FeRule *r)
+{
+    uint64_t n = ++r->matched;
+    uint32_t f = r->flags;
+
+    if ((f & FE_HAS_NTH) && n != r->nth) {
+        return false;
+    }
+    if ((f & FE_HAS_AFTER) && n <= r->after) {
+        return false;
+    }
+    if (f & FE_HAS_EVERY) {
+        uint64_t m = n - ((f & FE_HAS_AFTER) ? r->after : 0);
+        if (m < 1 || m % r->every) {
+            return false;
+        }
+    }
+    if ((f & FE_HAS_PROB) && !r->prob_one && draw(r, n, 1) >= r->prob_thresh) {
+        return false;
+    }
+    if ((f & FE_HAS_COUNT) && r->hits >= r->count) {
+        return false;
+    }
+    r->hits++;
+    return true;
+}
+
+static int cmp_fired(const void *a, const void *b)
+{
+    const FeFired *x = a, *y = b;
+
+    if (x->key != y->key) {
+        return x->key < y->key ? -1 : 1;
+    }
+    return strcmp(x->rule->name, y->rule->name);
+}
+
+static void put_le(uint64_t *h, uint64_t v, int bytes)
+{
+    unsigned char b[8];
+
+    for (int i = 0; i < bytes; i++) {
+        b[i] = (unsigned char)(v >> (8 * i));
+    }
+    *h = fe_fnv1a(*h, b, (size_t)bytes);
+}
+
+static void log_append(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                       uint64_t now_ns, const char *rule, const char *action)
+{
+    FeLogEntry *e = &fe->log[fe->log_total & (FE_LOG_SIZE - 1)];
+
+    e->seq = fe->log_total++;
+    e->ordinal = fe->ordinal;
+    e->vns = now_ns;
+    e->op = op;
+    e->lba = lba;
+    e->len = len;
+    copy_str(e->rule, sizeof(e->rule), rule);
+    copy_str(e->action, sizeof(e->action), action);
+
+    /* Fixed little-endian layout: the digest is the same on every host. */
+    put_le(&fe->digest, e->ordinal, 8);
+    put_le(&fe->digest, (uint64_t)op, 1);
+    put_le(&fe->digest, lba, 8);
+    put_le(&fe->digest, len, 4);
+    fe->digest = fe_fnv1a(fe->digest, e->rule, strlen(e->rule) + 1);
+    fe->digest = fe_fnv1a(fe->digest, e->action, strlen(e->action) + 1);
+}
+
+/* Space-separated append to a bounded action string. */
+static void act(char *buf, size_t len, size_t *pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void act(char *buf, size_t len, size_t *pos, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*pos && *pos + 1 < len) {
+        buf[(*pos)++] = ' ';
+        buf[*pos] = '\0';
+    }
+    if (*pos + 1 >= len) {
+        return;
+    }
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *pos, len - *pos, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        *pos += (size_t)n;
+    }
+}
+
+/* Apply one fired rule to @out and log it: the slow, rare path. */
+static void apply_rule(FeEngine *fe, const FeRule *r, FeOp op, uint64_t lba,
+                       uint32_t len, uint64_t now_ns, FeDecision *out,
+                       bool *set, uint32_t *new_state)
+{
+    char a[sizeof(((FeLogEntry *)0)->action)];
+    size_t pos = 0;
+    uint64_t n = r->matched;
+    uint64_t d;
+
+    a[0] = '\0';
+    if (r->delay.kind != FE_DELAY_NONE) {
+        d = delay_value(r, &r->delay, n, 2);
+        out->delay_ns = out->delay_ns > UINT64_MAX - d ? UINT64_MAX
+                                                       : out->delay_ns + d;
+        act(a, sizeof(a), &pos, "delay=%" PRIu64 "ns", d);
+    }
+    if (r->error != FE_ERR_NONE) {
+        if (r->error > out->error) {
+            out->error = r->error;
+        }
+        act(a, sizeof(a), &pos, "error=%s", fe_error_name(r->error));
+    }
+    if (r->flags & FE_HAS_WHEN) {
+        if (r->when > out->when) {
+            out->when = r->when;
+        }
+        act(a, sizeof(a), &pos, "when=%s",
+            r->when == FE_WHEN_AFTER ? "after" : "before");
+    }
+    if (r->dnr) {
+        out->dnr = true;
+        act(a, sizeof(a), &pos, "dnr");
+    }
+    if (r->flags & FE_HAS_DROP) {
+        act(a, sizeof(a), &pos, "drop");
+    }
+    out->drop |= r->drop;
+    if (r->flags & FE_HAS_SET_STATE) {
+        if (!*set || r->set_state > *new_state) {
+            *new_state = r->set_state;
+        }
+        *set = true;
+        act(a, sizeof(a), &pos, "set-state=%" PRIu32, r->set_state);
+    }
+    if (r->complete != FE_COMPLETE_DEFAULT) {
+        static const char *const cn[] = { "default", "irq", "task", "thread" };
+        if (r->complete > out->complete) {
+            out->complete = r->complete;
+        }
+        act(a, sizeof(a), &pos, "complete=%s", cn[r->complete & 3]);
+    }
+    if (r->irq == FE_IRQ_SUPPRESS) {
+        act(a, sizeof(a), &pos, "irq=suppress");
+    }
+    if (r->irq > out->irq) {
+        out->irq = r->irq;
+    }
+    if (r->irq_delay.kind != FE_DELAY_NONE) {
+        d = delay_value(r, &r->irq_delay, n, 3);
+        if (d > out->irq_delay_ns) {
+            out->irq_delay_ns = d;
+        }
+        act(a, sizeof(a), &pos, "irq-delay=%" PRIu64 "ns", d);
+    }
+    log_append(fe, op, lba, len, now_ns, r->name, a);
+}
+
+bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                      uint64_t now_ns, FeDecision *out)
+{
+    const FeCand *c;
+    uint64_t end;
+    uint32_t nf = 0, state = fe->state, new_state = 0;
+    bool set = false;
+
+    memset(out, 0, sizeof(*out));
+    fe->ordinal++;
+    if ((unsigned)op >= FE_OP__MAX) {
+        return false;
+    }
+    /* Last sector touched; a zero-length I/O is treated as one sector. */
+    end = lba + (len ? len - 1 : 0);
+    if (end < lba) {
+        end = UINT64_MAX;
+    }
+    c = &fe->cand[op];
+    for (uint32_t i = 0; i < c->n; i++) {
+        FeRule *r;
+        if (lba > c->hi[i] || end < c->lo[i]) {
+            continue;
+        }
+        r = &fe->rules[c->idx[i]];
+        if ((r->flags & FE_HAS_STATE) && r->state != state) {
+            continue;
+        }
+        if ((r->flags & FE_HAS_LEN) && (len < r->len_lo || len > r->len_hi)) {
+            continue;
+        }
+        if (rule_fires(r)) {
+            fe->fired[nf].key = r->key;
+            fe->fired[nf].rule = r;
+            fe->fired[nf].idx = c->idx[i];
+            nf++;
+        }
+    }
+    if (!nf) {
+        return false;
+    }
+    /* Log in key order so the log and digest ignore rule order. */
+    if (nf > 1) {
+        qsort(fe->fired, nf, sizeof(*fe->fired), cmp_fired);
+    }
+    for (uint32_t i = 0; i < nf; i++) {
+        apply_rule(fe, fe->fired[i].rule, op, lba, len, now_ns, out, &set,
+                   &new_state);
+    }
+    if (out->drop) {
+        /* Nothing completes, so no status is reported (timeout is a drop). */
+        if (out->error != FE_ERR_TIMEOUT) {
+            out->error = FE_ERR_NONE;
+        }
+    }
+    if (out->irq != FE_IRQ_DELAY) {
+        out->irq_delay_ns = 0;
+    }
+    out->fired = nf;
+    if (set) {
+        fe->state = new_state;
+    }
+    return true;
+}
+
+uint64_t fe_engine_log_total(const FeEngine *fe)
+{
+    return fe->log_total;
+}
+
+uint64_t fe_engine_log_first(const FeEngine *fe)
+{
+    return fe->log_total > FE_LOG_SIZE ? fe->log_total - FE_LOG_SIZE : 0;
+}
+
+int fe_engine_log_get(const FeEngine *fe, uint64_t seq, FeLogEntry *out)
+{
+    if (seq >= fe->log_total || seq < fe_engine_log_first(fe)) {
+        return -1;
+    }
+    *out = fe->log[seq & (FE_LOG_SIZE - 1)];
+    return 0;
+}
+
+uint64_t fe_engine_digest(const FeEngine *fe)
+{
+    return fe->digest;
+}
+
+/* Appends @s as a JSON string; counts what would be written. */
+static void json_str(char *buf, size_t buflen, size_t *pos, const char *s,
+                     size_t maxlen)
+{
+    char tmp[8];
+
+    for (size_t i = 0; i < maxlen && s[i]; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        const char *o = tmp;
+        if (ch == '"' || ch == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)ch;
+            tmp[2] = '\0';
+        } else if (ch == '\n') {
+            o = "\\n";
+        } else if (ch == '\t') {
+            o = "\\t";
+        } else if (ch == '\r') {
+            o = "\\r";
+        } else if (ch < 0x20 || ch == 0x7f) {
+            snprintf(tmp, sizeof(tmp), "\\u%04x", ch);
+        } else {
+            tmp[0] = (char)ch;
+            tmp[1] = '\0';
+        }
+        for (; *o; o++, (*pos)++) {
+            if (*pos + 1 < buflen) {
+                buf[*pos] = *o;
+            }
+        }
+    }
+}
+
+static void json_raw(char *buf, size_t buflen, size_t *pos, const char *s)
+{
+    for (; *s; s++, (*pos)++) {
+        if (*pos + 1 < buflen) {
+            buf[*pos] = *s;
+        }
+    }
+}
+
+int fe_log_entry_json(const FeLogEntry *e, char *buf, size_t buflen)
+{
+    char num[160];
+    size_t pos = 0;
+
+    snprintf(num, sizeof(num),
+             "{\"seq\":%" PRIu64 ",\"ordinal\":%" PRIu64 ",\"vns\":%" PRIu64
+             ",\"op\":\"%s\",\"lba\":%" PRIu64 ",\"len\":%" PRIu32
+             ",\"rule\":\"", e->seq, e->ordinal, e->vns, fe_op_name(e->op),
+             e->lba, e->len);
+    json_raw(buf, buflen, &pos, num);
+    json_str(buf, buflen, &pos, e->rule, sizeof(e->rule));
+    json_raw(buf, buflen, &pos, "\",\"action\":\"");
+    json_str(buf, buflen, &pos, e->action, sizeof(e->action));
+    json_raw(buf, buflen, &pos, "\"}");
+    if (buflen) {
+        buf[pos < buflen ? pos : buflen - 1] = '\0';
+    }
+    return (int)pos;
+}
+
+int fe_engine_log_write_jsonl(const FeEngine *fe, uint64_t from_seq, FILE *f)
+{
+    char buf[1024];
+    FeLogEntry e;
+    uint64_t seq = from_seq > fe_engine_log_first(fe) ? from_seq
+                                                      : fe_engine_log_first(fe);
+    int n = 0;
+
+    for (; seq < fe->log_total; seq++) {
+        if (fe_engine_log_get(fe, seq, &e) < 0) {
+            continue;
+        }
+        fe_log_entry_json(&e, buf, sizeof(buf));
+        fprintf(f, "%s\n", buf);
+        n++;
+    }
+    return n;
+}
