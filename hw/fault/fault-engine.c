@@ -17,16 +17,27 @@
 #define FE_GOLDEN 0x9e3779b97f4a7c15ULL
 
 /*
- * Candidate rules of one op as compact arrays, so the common case (the I/O
- * is outside every rule's LBA range) touches two cache-friendly arrays and
- * never the rules themselves.
+ * Candidate rules of one op.  Rules without lba= are always candidates.
+ * Rules with lba= are sorted by start, with a prefix maximum of their ends,
+ * so one branch-free binary search finds the last range starting at or
+ * before the I/O's end and a short backward scan stops as soon as no
+ * earlier range can reach the I/O's start: an I/O outside every range
+ * costs O(log n) and never touches a rule.
  */
 typedef struct FeCand {
+    uint32_t nall;
+    uint32_t *all;              /* rule indices, no lba= */
     uint32_t n;
-    uint64_t *lo;
+    uint64_t *lo;               /* sorted ascending */
     uint64_t *hi;
+    uint64_t *pmax;             /* max(hi[0..i]) */
     uint32_t *idx;
 } FeCand;
+
+typedef struct FeSortEnt {
+    uint64_t lo, hi;
+    uint32_t idx;
+} FeSortEnt;
 
 typedef struct FeFired {
     uint64_t key;
@@ -44,6 +55,7 @@ struct FeEngine {
     FeCand cand[FE_OP__MAX];
     char *cand_mem;
     size_t cand_cap;            /* rules the arrays can hold */
+    FeSortEnt *sort_tmp;
     FeFired *fired;             /* scratch, one slot per rule */
 
     FeLogEntry *log;
@@ -138,48 +150,82 @@ static uint64_t delay_value(const FeRule *r, const FeDelaySpec *d,
     return 0;
 }
 
+static int cmp_sort_ent(const void *a, const void *b)
+{
+    const FeSortEnt *x = a, *y = b;
+
+    if (x->lo != y->lo) {
+        return x->lo < y->lo ? -1 : 1;
+    }
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
 /* Never fails when the rule count did not grow (delete, clear). */
 static int rebuild_candidates(FeEngine *fe)
 {
     size_t per = fe->nrules ? fe->nrules : 1;
-    char *mem;
+    size_t cap;
+    uint64_t *b64;
+    uint32_t *b32;
 
     if (per > fe->cand_cap) {
         size_t sz = FE_OP__MAX * per *
-                    (2 * sizeof(uint64_t) + sizeof(uint32_t));
-        FeFired *fired;
+                    (3 * sizeof(uint64_t) + 2 * sizeof(uint32_t));
+        char *mem = malloc(sz);
+        FeFired *fired = malloc(per * sizeof(*fired));
+        FeSortEnt *tmp = malloc(per * sizeof(*tmp));
 
-        mem = malloc(sz);
-        fired = malloc(per * sizeof(*fired));
-        if (!mem || !fired) {
+        if (!mem || !fired || !tmp) {
             free(mem);
             free(fired);
+            free(tmp);
             return -1;
         }
         free(fe->cand_mem);
         free(fe->fired);
+        free(fe->sort_tmp);
         fe->cand_mem = mem;
         fe->fired = fired;
+        fe->sort_tmp = tmp;
         fe->cand_cap = per;
     }
+    cap = fe->cand_cap;
+    /* All 64-bit arrays first, so every array stays aligned. */
+    b64 = (uint64_t *)(void *)fe->cand_mem;
+    b32 = (uint32_t *)(void *)(b64 + FE_OP__MAX * 3 * cap);
     for (int op = 0; op < FE_OP__MAX; op++) {
-        /* All 64-bit arrays first, so every array stays aligned. */
         FeCand *c = &fe->cand[op];
-        uint64_t *b64 = (uint64_t *)(void *)fe->cand_mem;
+        FeSortEnt *t = fe->sort_tmp;
+        uint64_t m = 0;
+
+        c->lo = b64 + (size_t)op * 3 * cap;
+        c->hi = c->lo + cap;
+        c->pmax = c->hi + cap;
+        c->idx = b32 + (size_t)op * 2 * cap;
+        c->all = c->idx + cap;
         c->n = 0;
-        c->lo = b64 + (size_t)op * 2 * fe->cand_cap;
-        c->hi = c->lo + fe->cand_cap;
-        c->idx = (uint32_t *)(void *)(b64 + FE_OP__MAX * 2 * fe->cand_cap) +
-                 (size_t)op * fe->cand_cap;
+        c->nall = 0;
         for (size_t i = 0; i < fe->nrules; i++) {
             const FeRule *r = &fe->rules[i];
             if (r->op != FE_OP_ANY && (int)r->op != op) {
                 continue;
             }
-            c->lo[c->n] = (r->flags & FE_HAS_LBA) ? r->lba_lo : 0;
-            c->hi[c->n] = (r->flags & FE_HAS_LBA) ? r->lba_hi : UINT64_MAX;
-            c->idx[c->n] = (uint32_t)i;
+            if (!(r->flags & FE_HAS_LBA)) {
+                c->all[c->nall++] = (uint32_t)i;
+                continue;
+            }
+            t[c->n].lo = r->lba_lo;
+            t[c->n].hi = r->lba_hi;
+            t[c->n].idx = (uint32_t)i;
             c->n++;
+        }
+        qsort(t, c->n, sizeof(*t), cmp_sort_ent);
+        for (uint32_t i = 0; i < c->n; i++) {
+            m = t[i].hi > m ? t[i].hi : m;
+            c->lo[i] = t[i].lo;
+            c->hi[i] = t[i].hi;
+            c->pmax[i] = m;
+            c->idx[i] = t[i].idx;
         }
     }
     return 0;
@@ -210,6 +256,7 @@ void fe_engine_free(FeEngine *fe)
     free(fe->rules);
     free(fe->cand_mem);
     free(fe->fired);
+    free(fe->sort_tmp);
     free(fe->log);
     free(fe);
 }
@@ -370,6 +417,7 @@ void fe_engine_clear_rules(FeEngine *fe)
     fe->nrules = 0;
     for (int op = 0; op < FE_OP__MAX; op++) {
         fe->cand[op].n = 0;
+        fe->cand[op].nall = 0;
     }
 }
 
@@ -439,7 +487,9 @@ static inline bool rule_fires(FeRule *r)
             return false;
         }
     }
-    if ((f & FE_HAS_PROB) && !r->prob_one && draw(r, n, 1) >= r->prob_thresh) {
+    /* prob=0 needs no draw: the threshold is 0. */
+    if ((f & FE_HAS_PROB) && !r->prob_one &&
+        (!r->prob_thresh || draw(r, n, 1) >= r->prob_thresh)) {
         return false;
     }
     if ((f & FE_HAS_COUNT) && r->hits >= r->count) {
@@ -447,6 +497,40 @@ static inline bool rule_fires(FeRule *r)
     }
     r->hits++;
     return true;
+}
+
+/* Number of a[0..n) that are <= key (a sorted); branch-free. */
+static inline uint32_t upper_bound(const uint64_t *a, uint32_t n, uint64_t key)
+{
+    const uint64_t *base = a;
+
+    while (n > 1) {
+        uint32_t half = n / 2;
+        base = base[half] <= key ? base + half : base;
+        n -= half;
+    }
+    return (uint32_t)(base - a) + (*base <= key);
+}
+
+/* Rule @idx overlaps the I/O: check the rest of the match, then trigger. */
+static inline uint32_t consider(FeEngine *fe, uint32_t idx, uint32_t len,
+                                uint32_t state, uint32_t nf)
+{
+    FeRule *r = &fe->rules[idx];
+
+    if ((r->flags & FE_HAS_STATE) && r->state != state) {
+        return 0;
+    }
+    if ((r->flags & FE_HAS_LEN) && (len < r->len_lo || len > r->len_hi)) {
+        return 0;
+    }
+    if (!rule_fires(r)) {
+        return 0;
+    }
+    fe->fired[nf].key = r->key;
+    fe->fired[nf].rule = r;
+    fe->fired[nf].idx = idx;
+    return 1;
 }
 
 static int cmp_fired(const void *a, const void *b)
@@ -603,23 +687,15 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
         end = UINT64_MAX;
     }
     c = &fe->cand[op];
-    for (uint32_t i = 0; i < c->n; i++) {
-        FeRule *r;
-        if (lba > c->hi[i] || end < c->lo[i]) {
-            continue;
-        }
-        r = &fe->rules[c->idx[i]];
-        if ((r->flags & FE_HAS_STATE) && r->state != state) {
-            continue;
-        }
-        if ((r->flags & FE_HAS_LEN) && (len < r->len_lo || len > r->len_hi)) {
-            continue;
-        }
-        if (rule_fires(r)) {
-            fe->fired[nf].key = r->key;
-            fe->fired[nf].rule = r;
-            fe->fired[nf].idx = c->idx[i];
-            nf++;
+    for (uint32_t i = 0; i < c->nall; i++) {
+        nf += consider(fe, c->all[i], len, state, nf);
+    }
+    if (c->n) {
+        uint32_t i = upper_bound(c->lo, c->n, end);
+        while (i-- > 0 && c->pmax[i] >= lba) {
+            if (c->hi[i] >= lba) {
+                nf += consider(fe, c->idx[i], len, state, nf);
+            }
         }
     }
     if (!nf) {
