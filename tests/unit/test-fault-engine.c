@@ -1,0 +1,1005 @@
+/*
+ * Unit tests of the faultline fault engine (no QEMU, no framework).
+ * Prints TAP; exits non-zero if any test fails.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault-engine.h"
+
+static int ntests;
+static int nfailed;
+
+static bool ok(bool cond, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static bool ok(bool cond, const char *fmt, ...)
+{
+    va_list ap;
+    char desc[256];
+
+    va_start(ap, fmt);
+    vsnprintf(desc, sizeof(desc), fmt, ap);
+    va_end(ap);
+    /* One TAP line per test, whatever the description holds. */
+    for (char *p = desc; *p; p++) {
+        if ((unsigned char)*p < 0x20) {
+            *p = ' ';
+        }
+    }
+    printf("%sok %d - %s\n", cond ? "" : "not ", ++ntests, desc);
+    if (!cond) {
+        nfailed++;
+    }
+    return cond;
+}
+
+#define OK(cond, ...) ok((cond), __VA_ARGS__)
+#define EQ_U64(a, b, desc) do { \
+        uint64_t a_ = (a), b_ = (b); \
+        if (!ok(a_ == b_, "%s", desc)) { \
+            printf("#   got %" PRIu64 ", expected %" PRIu64 "\n", a_, b_); \
+        } \
+    } while (0)
+#define EQ_STR(a, b, desc) do { \
+        const char *a_ = (a), *b_ = (b); \
+        if (!ok(strcmp(a_, b_) == 0, "%s", desc)) { \
+            printf("#   got      '%s'\n#   expected '%s'\n", a_, b_); \
+        } \
+    } while (0)
+
+static FeEngine *engine(const char *rules)
+{
+    FeEngine *fe = fe_engine_new(42);
+    char err[FE_ERR_MSG_MAX];
+
+    if (rules && fe_engine_add_rules(fe, rules, err, sizeof(err)) < 0) {
+        printf("# unexpected rule error: %s\n", err);
+        abort();
+    }
+    return fe;
+}
+
+static const char *text_of(FeEngine *fe, int i)
+{
+    static FeRuleStats st;
+
+    if (fe_engine_rule_stats(fe, i, &st) < 0) {
+        return "(none)";
+    }
+    return st.text;
+}
+
+static const char *name_of(FeEngine *fe, int i)
+{
+    static FeRuleStats st;
+
+    if (fe_engine_rule_stats(fe, i, &st) < 0) {
+        return "(none)";
+    }
+    return st.name;
+}
+
+/* Canonical rendering of a single rule. */
+static void canon(const char *in, const char *want)
+{
+    FeEngine *fe = engine(in);
+    char desc[300];
+
+    snprintf(desc, sizeof(desc), "canonical form of '%.200s'", in);
+    EQ_STR(text_of(fe, 0), want, desc);
+    fe_engine_free(fe);
+}
+
+/* @text must fail with exactly @want, in both add and check. */
+static void err_is(const char *text, const char *want)
+{
+    FeEngine *fe = fe_engine_new(1);
+    char err[FE_ERR_MSG_MAX] = "", err2[FE_ERR_MSG_MAX] = "";
+    char desc[300];
+    int r = fe_engine_add_rules(fe, text, err, sizeof(err));
+    int r2 = fe_engine_check_rules(text, err2, sizeof(err2));
+
+    snprintf(desc, sizeof(desc), "error for '%.60s'", text);
+    OK(r == -1 && r2 == -1 && fe_engine_rule_count(fe) == 0,
+       "'%.60s' is rejected, nothing added", text);
+    EQ_STR(err, want, desc);
+    EQ_STR(err2, want, "check_rules gives the same error");
+    fe_engine_free(fe);
+}
+
+/* Error text starts with @prefix (for long "expected" lists). */
+static void err_starts(const char *text, const char *prefix)
+{
+    char err[FE_ERR_MSG_MAX] = "";
+    int r = fe_engine_check_rules(text, err, sizeof(err));
+
+    if (!OK(r == -1 && strncmp(err, prefix, strlen(prefix)) == 0,
+            "'%.60s' fails with '%s...'", text, prefix)) {
+        printf("#   got '%s'\n", err);
+    }
+}
+
+static bool wr(FeEngine *fe, uint64_t lba, uint32_t len, FeDecision *d)
+{
+    return fe_engine_decide(fe, FE_OP_WRITE, lba, len, 0, d);
+}
+
+/* Ordinals (1..n) at which @n writes to lba 0 fire, as "a,b,c". */
+static const char *fired_at(const char *rules, int n)
+{
+    static char buf[512];
+    FeEngine *fe = engine(rules);
+    FeDecision d;
+    size_t pos = 0;
+
+    buf[0] = '\0';
+    for (int i = 1; i <= n; i++) {
+        if (wr(fe, 0, 8, &d) && pos < sizeof(buf) - 16) {
+            pos += (size_t)snprintf(buf + pos, sizeof(buf) - pos, "%s%d",
+                                    pos ? "," : "", i);
+        }
+    }
+    fe_engine_free(fe);
+    return buf;
+}
+
+static void test_canonical(void)
+{
+    canon("wfail:  write lba=0-262143      after=1000 every=50 count=20  "
+          "error=write-fault",
+          "write lba=0-262143 after=1000 every=50 count=20 error=write-fault");
+    canon("slow:   write                   prob=0.05              "
+          "delay=exp(200us)", "write prob=0.05 delay=exp(200us)");
+    canon("lost:   write lba=4096-8191     nth=3                  drop",
+          "write lba=4096-8191 nth=3 drop");
+    canon("phase2: any   state=2                                  "
+          "delay=uniform(50us,2ms)", "any state=2 delay=uniform(50us,2ms)");
+    canon("read error=read-error", "read error=read-error");
+    canon("flush delay=1s", "flush delay=1s");
+    canon("discard error=eio", "discard error=eio");
+    canon("write-zeroes error=enospc", "write-zeroes error=enospc");
+    canon("write error=internal dnr", "write error=internal dnr");
+    canon("write error=timeout", "write error=timeout");
+    canon("write lba=0x10-0x1F drop", "write lba=16-31 drop");
+    canon("write lba=7 drop", "write lba=7 drop");
+    canon("write lba=7-7 drop", "write lba=7 drop");
+    canon("write len=8 drop", "write len=8 drop");
+    canon("write len=1-0x10 drop", "write len=1-16 drop");
+    canon("write delay=5ns", "write delay=5ns");
+    canon("write delay=1.5ns", "write delay=1ns");
+    canon("write delay=1.5ms", "write delay=1500us");
+    canon("write delay=0.5s", "write delay=500ms");
+    canon("write delay=2000us", "write delay=2ms");
+    canon("write delay=0us", "write delay=0ns");
+    canon("write delay=1.0000000009s", "write delay=1s");
+    canon("write delay=1.000000001s", "write delay=1000000001ns");
+    canon("write delay=uniform( 50us , 2ms )", "write delay=uniform(50us,2ms)");
+    canon("write delay=exp(1.5us)", "write delay=exp(1500ns)");
+    canon("write prob=0.50 drop", "write prob=0.5 drop");
+    canon("write prob=.25 drop", "write prob=0.25 drop");
+    canon("write prob=1.000 drop", "write prob=1 drop");
+    canon("write prob=0 drop", "write prob=0 drop");
+    canon("write prob=0.000 drop", "write prob=0 drop");
+    canon("write prob=0.001 drop", "write prob=0.001 drop");
+    canon("write state=4294967295 set-state=0x10",
+          "write state=4294967295 set-state=16");
+    canon("write complete=irq", "write complete=irq");
+    canon("write complete=task", "write complete=task");
+    canon("write complete=thread", "write complete=thread");
+    canon("write error=eio when=after", "write error=eio when=after");
+    canon("write error=eio when=before", "write error=eio when=before");
+    canon("write irq=suppress", "write irq=suppress");
+    canon("write irq-delay=10us", "write irq-delay=10us");
+    canon("write irq-delay=uniform(1us,2us)",
+          "write irq-delay=uniform(1us,2us)");
+    /* Canonical key order, whatever the input order. */
+    canon("write drop dnr error=eio nth=2 lba=1-2 state=3",
+          "write lba=1-2 state=3 nth=2 error=eio dnr drop");
+    canon("a:write drop", "write drop");
+    canon("write drop # trailing comment", "write drop");
+    canon("write drop#no space", "write drop");
+    canon("\t write\tdrop \r", "write drop");
+}
+
+static void test_names(void)
+{
+    FeEngine *fe;
+    char err[FE_ERR_MSG_MAX];
+    FeRuleStats st;
+
+    fe = engine("# just a comment\n\n   \n");
+    EQ_U64(fe_engine_rule_count(fe), 0, "comments and blank lines add nothing");
+    EQ_U64(fe_engine_add_rules(fe, "", err, sizeof(err)), 0,
+           "empty text adds 0 rules");
+    EQ_U64(fe_engine_add_rules(fe, "write drop\r\nread drop\n", err,
+                               sizeof(err)), 2, "two rules (CRLF) added");
+    EQ_STR(name_of(fe, 0), "r0", "unnamed rule 0 is r0");
+    EQ_STR(name_of(fe, 1), "r1", "unnamed rule 1 is r1");
+    EQ_U64(fe_engine_add_rules(fe, "r3: write drop", err, sizeof(err)), 1,
+           "explicit name r3 at index 2");
+    EQ_U64(fe_engine_add_rules(fe, "flush drop", err, sizeof(err)), 1,
+           "unnamed at index 3");
+    EQ_STR(name_of(fe, 3), "r4", "taken r3 is skipped: r4");
+    EQ_U64(fe_engine_add_rules(fe, "discard drop\nr5: read drop", err,
+                               sizeof(err)), 2, "batch with explicit r5");
+    EQ_STR(name_of(fe, 4), "r6", "r4, r5 taken (r5 later in batch): r6");
+    EQ_U64(fe_engine_rule_stats(fe, 6, &st), (uint64_t)-1,
+           "rule_stats out of range");
+    EQ_U64(fe_engine_rule_stats(fe, -1, &st), (uint64_t)-1,
+           "rule_stats negative");
+    fe_engine_free(fe);
+
+    /* Longest legal name. */
+    fe = engine("abcdefghijklmnopqrstuvwxyz_-012: write drop");
+    EQ_STR(name_of(fe, 0), "abcdefghijklmnopqrstuvwxyz_-012",
+           "31-character name accepted");
+    fe_engine_free(fe);
+}
+
+static void test_errors(void)
+{
+    char big[8192];
+
+    err_is("\n\nwfail:  wrte drop",
+           "3:9: unknown op 'wrte' (expected read, write, flush, discard, "
+           "write-zeroes or any)");
+    err_is("write delay=10",
+           "1:7: bad duration '10' (expected a unit: ns, us, ms, s)");
+    err_is("slow: write prob=0.05 delay=10",
+           "1:23: bad duration '10' (expected a unit: ns, us, ms, s)");
+    err_is("write delay=1xs",
+           "1:7: bad duration '1xs' (expected a unit: ns, us, ms, s)");
+    err_is("write delay=ms",
+           "1:7: bad duration 'ms' (expected a number and a unit: ns, us, "
+           "ms, s)");
+    err_is("write delay=99999999999999999999ns",
+           "1:7: duration '99999999999999999999ns' out of range");
+    err_is("write delay=18446744073709551615s",
+           "1:7: duration '18446744073709551615s' out of range");
+    err_is("wfail: write drop\nwfail: read drop",
+           "2:1: duplicate rule name 'wfail'");
+    err_is("write lba=9-3 drop", "1:7: lba range 9-3 is empty");
+    err_is("write len=9-3 drop", "1:7: len range 9-3 is empty");
+    err_is("write prob=1.5 drop", "1:7: prob=1.5 out of range [0,1]");
+    err_is("write prob=2 drop", "1:7: prob=2 out of range [0,1]");
+    err_is("write prob=0.5x drop",
+           "1:7: bad probability '0.5x' (expected a number in [0,1])");
+    err_is("write prob=-1 drop",
+           "1:7: bad probability '-1' (expected a number in [0,1])");
+    err_is("write nth=1 nth=2 drop",
+           "1:13: duplicate key 'nth' (already given at column 7)");
+    err_is("write drop drop",
+           "1:12: duplicate key 'drop' (already given at column 7)");
+    err_is("write delay=1us delay=2us",
+           "1:17: duplicate key 'delay' (already given at column 7)");
+    err_is("write lba=1",
+           "1:1: rule has no action (expected delay=, error=, dnr, drop, "
+           "set-state=, complete=, irq= or irq-delay=)");
+    err_is("x: write lba=1 when=after",
+           "1:4: rule has no action (expected delay=, error=, dnr, drop, "
+           "set-state=, complete=, irq= or irq-delay=)");
+    err_is("write delay=uniform(2ms,50us)",
+           "1:7: empty range in 'uniform(2ms,50us)' (min > max)");
+    err_is("write delay=uniform(1ms)",
+           "1:7: bad delay 'uniform(1ms)' (expected DUR, uniform(MIN,MAX) "
+           "or exp(MEAN))");
+    err_is("write delay=exp(1ms,2ms)",
+           "1:7: bad delay 'exp(1ms,2ms)' (expected DUR, uniform(MIN,MAX) "
+           "or exp(MEAN))");
+    err_is("write delay=exp(1ms",
+           "1:7: bad delay 'exp(1ms' (expected DUR, uniform(MIN,MAX) "
+           "or exp(MEAN))");
+    err_is("write delay=uniform(1ms,2ms,3ms)",
+           "1:7: bad delay 'uniform(1ms,2ms,3ms)' (expected DUR, "
+           "uniform(MIN,MAX) or exp(MEAN))");
+    err_is("write lba=18446744073709551616 drop",
+           "1:7: number '18446744073709551616' out of range (max "
+           "18446744073709551615)");
+    err_is("write lba=0x10000000000000000 drop",
+           "1:7: number '0x10000000000000000' out of range (max "
+           "18446744073709551615)");
+    err_is("write len=4294967296 drop",
+           "1:7: number '4294967296' out of range (max 4294967295)");
+    err_is("write set-state=4294967296",
+           "1:7: number '4294967296' out of range (max 4294967295)");
+    err_is("write nth=99999999999999999999 drop",
+           "1:7: number '99999999999999999999' out of range (max "
+           "18446744073709551615)");
+    err_is("write lba=abc drop",
+           "1:7: bad number 'abc' (expected a decimal or 0x hex integer)");
+    err_is("write lba=0x drop",
+           "1:7: bad number '0x' (expected a decimal or 0x hex integer)");
+    err_is("write lba=1-2-3 drop",
+           "1:7: bad number '2-3' (expected a decimal or 0x hex integer)");
+    err_is("write nth=0 drop", "1:7: nth=0 is never true (expected >= 1)");
+    err_is("write every=0 drop",
+           "1:7: every=0 is never true (expected >= 1)");
+    err_is("write error=foo",
+           "1:7: unknown error 'foo' (expected eio, enospc, write-fault, "
+           "read-error, internal or timeout)");
+    err_is("write error=none",
+           "1:7: unknown error 'none' (expected eio, enospc, write-fault, "
+           "read-error, internal or timeout)");
+    err_is("write complete=soon",
+           "1:7: unknown completion 'soon' (expected irq, task or thread)");
+    err_is("write error=eio when=later",
+           "1:17: unknown when 'later' (expected before or after)");
+    err_is("write irq=late", "1:7: unknown irq 'late' (expected suppress)");
+    err_is("write irq=suppress irq-delay=1us",
+           "1:20: 'irq-delay' conflicts with the 'irq' at column 7");
+    err_is("write dnr=1", "1:7: 'dnr' takes no value");
+    err_is("write drop=yes", "1:7: 'drop' takes no value");
+    err_is("write delay", "1:7: 'delay' needs a value ('delay=...')");
+    err_is("write lba= drop", "1:7: missing value after 'lba='");
+    err_is("1abc: write drop",
+           "1:1: bad rule name '1abc' (expected a letter or '_', then "
+           "letters, digits, '_' or '-'; at most 31 characters)");
+    err_is("a!: write drop",
+           "1:1: bad rule name 'a!' (expected a letter or '_', then "
+           "letters, digits, '_' or '-'; at most 31 characters)");
+    err_is("abcdefghijklmnopqrstuvwxyz_-0123: write drop",
+           "1:1: bad rule name 'abcdefghijklmnopqrstuvwxyz_-0123' (expected "
+           "a letter or '_', then letters, digits, '_' or '-'; at most 31 "
+           "characters)");
+    err_is("  foo:  # nothing",
+           "1:3: rule 'foo' has no op (expected read, write, flush, "
+           "discard, write-zeroes or any)");
+    err_starts("write foo=1 drop", "1:7: unknown key 'foo' (expected lba, ");
+    err_starts("write read drop", "1:7: unknown key 'read' (expected lba, ");
+    /* Long tokens are quoted truncated. */
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    memcpy(big, "write lba=", 10);
+    err_is(big, "1:7: bad number 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...'"
+           " (expected a decimal or 0x hex integer)");
+    /* Non-printable bytes are quoted as '?'. */
+    err_is("wr\x01te drop", "1:1: unknown op 'wr?te' (expected read, write, "
+           "flush, discard, write-zeroes or any)");
+    /* A tiny error buffer is still terminated. */
+    {
+        char small[6];
+        OK(fe_engine_check_rules("wrte drop", small, sizeof(small)) == -1 &&
+           strcmp(small, "1:1: ") == 0, "error truncated to a small buffer");
+        OK(fe_engine_check_rules("wrte drop", NULL, 0) == -1,
+           "NULL error buffer is fine");
+    }
+}
+
+static void test_all_or_nothing(void)
+{
+    FeEngine *fe = engine("x: write drop");
+    char err[FE_ERR_MSG_MAX];
+
+    OK(fe_engine_add_rules(fe, "a: write drop\nb: wrte drop", err,
+                           sizeof(err)) == -1 &&
+       fe_engine_rule_count(fe) == 1, "bad second line adds nothing");
+    OK(fe_engine_add_rules(fe, "y: write drop\nx: read drop", err,
+                           sizeof(err)) == -1 &&
+       fe_engine_rule_count(fe) == 1, "name clashing with engine adds nothing");
+    EQ_STR(err, "2:1: duplicate rule name 'x'", "clash error names the line");
+    OK(fe_engine_check_rules("x: write drop", err, sizeof(err)) == 1,
+       "check_rules ignores engines");
+    OK(fe_engine_check_rules("a: write drop\nread drop", err,
+                             sizeof(err)) == 2, "check_rules counts rules");
+    OK(fe_engine_add_rules(fe, "a: write drop\nb: read drop", err,
+                           sizeof(err)) == 2 &&
+       fe_engine_rule_count(fe) == 3, "good batch added");
+    fe_engine_free(fe);
+}
+
+static void test_lba_len(void)
+{
+    FeEngine *fe = engine("write lba=100-199 drop");
+    FeDecision d;
+
+    OK(!wr(fe, 92, 8, &d), "I/O [92,99] misses [100,199]");
+    OK(wr(fe, 93, 8, &d), "I/O [93,100] overlaps start");
+    OK(wr(fe, 100, 1, &d), "first sector inclusive");
+    OK(wr(fe, 199, 1, &d), "last sector inclusive");
+    OK(wr(fe, 199, 8, &d), "I/O [199,206] overlaps end");
+    OK(!wr(fe, 200, 8, &d), "I/O [200,207] misses");
+    OK(wr(fe, 0, 1000, &d), "I/O covering the range");
+    OK(wr(fe, 100, 0, &d), "len 0 at 100 matches (one sector)");
+    OK(!wr(fe, 200, 0, &d), "len 0 at 200 misses");
+    OK(!fe_engine_decide(fe, FE_OP_READ, 150, 8, 0, &d), "other op misses");
+    fe_engine_free(fe);
+
+    fe = engine("write lba=18446744073709551615 drop");
+    OK(wr(fe, UINT64_MAX - 1, 8, &d), "range end saturates at 2^64-1");
+    OK(!wr(fe, 0, UINT32_MAX, &d), "huge len at 0 misses the last sector");
+    fe_engine_free(fe);
+
+    fe = engine("write len=8-16 drop");
+    OK(!wr(fe, 5, 7, &d), "len 7 < 8 misses");
+    OK(wr(fe, 5, 8, &d), "len 8 matches");
+    OK(wr(fe, 5, 16, &d), "len 16 matches");
+    OK(!wr(fe, 5, 17, &d), "len 17 misses");
+    fe_engine_free(fe);
+
+    /* Many overlapping and disjoint ranges: the sorted index must agree
+     * with a plain scan. */
+    {
+        static const uint64_t r[][2] = {
+            { 0, 1000000 }, { 10, 20 }, { 15, 30 }, { 500, 600 },
+            { 25, 26 }, { 1000, 1000 }, { 40, 39 + 100 }, { 2000, 3000 },
+        };
+        char rules[1024];
+        size_t pos = 0;
+        bool all_ok = true;
+        uint64_t x = 1;
+
+        for (size_t i = 1; i < sizeof(r) / sizeof(r[0]); i++) {
+            pos += (size_t)snprintf(rules + pos, sizeof(rules) - pos,
+                                    "w%zu: write lba=%" PRIu64 "-%" PRIu64
+                                    " delay=%zuns\n", i, r[i][0], r[i][1],
+                                    (size_t)1 << i);
+        }
+        fe = engine(rules);
+        for (int k = 0; k < 20000; k++) {
+            uint64_t lba, want = 0;
+            uint32_t len;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            lba = x % 3200;
+            len = (uint32_t)(x >> 32) % 40;
+            for (size_t i = 1; i < sizeof(r) / sizeof(r[0]); i++) {
+                uint64_t end = lba + (len ? len - 1 : 0);
+                if (lba <= r[i][1] && end >= r[i][0]) {
+                    want |= (uint64_t)1 << i;
+                }
+            }
+            wr(fe, lba, len, &d);
+            if (d.delay_ns != want) {
+                all_ok = false;
+            }
+        }
+        OK(all_ok, "overlap index agrees with a linear scan over 20000 I/Os");
+        fe_engine_free(fe);
+    }
+}
+
+static void test_ops(void)
+{
+    FeEngine *fe = engine("any error=eio");
+    FeDecision d;
+    bool all = true;
+
+    for (int op = 0; op < FE_OP__MAX; op++) {
+        all &= fe_engine_decide(fe, (FeOp)op, 0, 1, 0, &d);
+    }
+    OK(all, "any matches all five ops");
+    OK(!fe_engine_decide(fe, FE_OP_ANY, 0, 1, 0, &d) && d.fired == 0,
+       "FE_OP_ANY is not an I/O op");
+    OK(!fe_engine_decide(fe, (FeOp)77, 0, 1, 0, &d), "bad op value ignored");
+    fe_engine_free(fe);
+
+    for (int op = 0; op < FE_OP__MAX; op++) {
+        char rule[64];
+        bool hit_own = false, hit_other = false;
+        snprintf(rule, sizeof(rule), "%s drop", fe_op_name((FeOp)op));
+        fe = engine(rule);
+        for (int o = 0; o < FE_OP__MAX; o++) {
+            bool h = fe_engine_decide(fe, (FeOp)o, 0, 1, 0, &d);
+            if (o == op) {
+                hit_own = h;
+            } else {
+                hit_other |= h;
+            }
+        }
+        OK(hit_own && !hit_other, "'%s' matches only its op", rule);
+        fe_engine_free(fe);
+    }
+    EQ_STR(fe_op_name(FE_OP_ANY), "any", "fe_op_name(ANY)");
+    EQ_STR(fe_op_name(FE_OP_WRITE_ZEROES), "write-zeroes", "fe_op_name");
+    EQ_STR(fe_op_name((FeOp)99), "?", "fe_op_name out of range");
+    EQ_STR(fe_error_name(FE_ERR_WRITE_FAULT), "write-fault", "fe_error_name");
+    EQ_STR(fe_error_name(FE_ERR_NONE), "none", "fe_error_name(NONE)");
+    EQ_STR(fe_error_name((FeError)99), "?", "fe_error_name out of range");
+}
+
+static void test_triggers(void)
+{
+    FeEngine *fe;
+    FeDecision d;
+    FeRuleStats st;
+
+    EQ_STR(fired_at("write nth=3 drop", 10), "3", "nth=3");
+    EQ_STR(fired_at("write after=5 drop", 10), "6,7,8,9,10", "after=5");
+    EQ_STR(fired_at("write every=4 drop", 13), "4,8,12", "every=4");
+    EQ_STR(fired_at("write count=3 drop", 10), "1,2,3", "count=3");
+    EQ_STR(fired_at("write count=0 drop", 10), "", "count=0 never");
+    EQ_STR(fired_at("write after=2 every=3 count=2 drop", 20), "5,8",
+           "after=2 every=3 count=2");
+    EQ_STR(fired_at("write after=2 every=3 drop", 12), "5,8,11",
+           "after=2 every=3");
+    EQ_STR(fired_at("write after=1000 every=50 count=20 drop", 1100),
+           "1050,1100", "after=1000 every=50");
+    EQ_STR(fired_at("write nth=5 after=3 drop", 10), "5", "nth=5 after=3");
+    EQ_STR(fired_at("write nth=2 after=3 drop", 10), "", "nth=2 after=3");
+    EQ_STR(fired_at("write nth=4 every=2 drop", 10), "4", "nth=4 every=2");
+    EQ_STR(fired_at("write nth=3 every=2 drop", 10), "", "nth=3 every=2");
+    EQ_STR(fired_at("write every=2 count=2 drop", 10), "2,4",
+           "every=2 count=2");
+    EQ_STR(fired_at("write prob=1 count=2 drop", 10), "1,2",
+           "prob=1 count=2");
+    EQ_STR(fired_at("write prob=0 drop", 1000), "", "prob=0 never");
+
+    /* Ordinals count only matching I/Os. */
+    fe = engine("write lba=0-9 nth=2 drop");
+    OK(!wr(fe, 0, 1, &d) && !wr(fe, 100, 1, &d) && !wr(fe, 200, 1, &d) &&
+       wr(fe, 5, 1, &d) && !wr(fe, 5, 1, &d),
+       "nth counts matching I/Os only");
+    fe_engine_rule_stats(fe, 0, &st);
+    EQ_U64(st.matched, 3, "matched counter");
+    EQ_U64(st.hits, 1, "hits counter");
+    fe_engine_free(fe);
+
+    {
+        int n1 = 0, nh = 0;
+        fe = engine("p1: write prob=1 drop\nph: write lba=0 prob=0.5 error=eio");
+        for (int i = 0; i < 10000; i++) {
+            wr(fe, 0, 1, &d);
+            n1 += d.drop;
+            nh += d.fired == 2;
+        }
+        EQ_U64(n1, 10000, "prob=1 always fires");
+        /* Binomial sd is 50: +-300 is 6 sd. */
+        OK(nh > 4700 && nh < 5300, "prob=0.5 fires about half (%d/10000)",
+           nh);
+        fe_engine_free(fe);
+    }
+    {
+        int n = 0;
+        fe = engine("write prob=0.05 drop");
+        for (int i = 0; i < 100000; i++) {
+            n += wr(fe, 0, 1, &d);
+        }
+        OK(n > 4400 && n < 5600, "prob=0.05 about 5%% (%d/100000)", n);
+        fe_engine_free(fe);
+    }
+}
+
+static void test_state(void)
+{
+    FeEngine *fe = engine("arm: write nth=2 set-state=2\n"
+                          "w2: write state=2 error=eio");
+    FeDecision d;
+    FeRuleStats st;
+
+    EQ_U64(fe_engine_state(fe), 0, "initial state 0");
+    OK(!wr(fe, 0, 1, &d), "I/O 1: nothing");
+    OK(wr(fe, 0, 1, &d) && d.error == FE_ERR_NONE && d.fired == 1,
+       "I/O 2: arm fires, w2 does not see the new state yet");
+    EQ_U64(fe_engine_state(fe), 2, "state set after the decision");
+    fe_engine_rule_stats(fe, 1, &st);
+    EQ_U64(st.matched, 0, "w2 did not match while state was 0");
+    OK(wr(fe, 0, 1, &d) && d.error == FE_ERR_EIO, "I/O 3: w2 fires");
+    fe_engine_set_state(fe, 3);
+    OK(!wr(fe, 0, 1, &d), "state 3: w2 does not match");
+    fe_engine_set_state(fe, 2);
+    OK(wr(fe, 0, 1, &d), "state 2 again: w2 matches");
+    fe_engine_free(fe);
+
+    fe = engine("a: write set-state=7\nb: write set-state=3\n"
+                "c: write set-state=5");
+    wr(fe, 0, 1, &d);
+    EQ_U64(fe_engine_state(fe), 7, "largest set-state wins");
+    fe_engine_free(fe);
+    fe = engine("a: write set-state=0\nb: write state=4 delay=1ns");
+    fe_engine_set_state(fe, 4);
+    OK(wr(fe, 0, 1, &d) && d.fired == 2 && fe_engine_state(fe) == 0,
+       "set-state=0 applies (largest of one value)");
+    fe_engine_free(fe);
+}
+
+static void test_merge(void)
+{
+    FeEngine *fe = engine("a: write delay=10us\n"
+                          "b: write delay=5us error=eio dnr\n"
+                          "c: write error=write-fault when=after "
+                          "complete=task\n"
+                          "d: write complete=irq irq-delay=3us\n"
+                          "e: write irq-delay=7us\n");
+    FeDecision d;
+
+    memset(&d, 0xff, sizeof(d));
+    OK(wr(fe, 0, 1, &d), "merge: fired");
+    EQ_U64(d.fired, 5, "merge: 5 rules fired");
+    EQ_U64(d.delay_ns, 15000, "merge: delays add");
+    EQ_U64(d.error, FE_ERR_WRITE_FAULT, "merge: most severe error");
+    OK(d.dnr && !d.drop, "merge: dnr OR-ed, no drop");
+    EQ_U64(d.when, FE_WHEN_AFTER, "merge: when=after wins");
+    EQ_U64(d.complete, FE_COMPLETE_TASK, "merge: larger complete wins");
+    EQ_U64(d.irq, FE_IRQ_DELAY, "merge: irq delay");
+    EQ_U64(d.irq_delay_ns, 7000, "merge: irq delay max");
+    fe_engine_free(fe);
+
+    fe = engine("a: write error=internal dnr\nb: write drop");
+    wr(fe, 0, 1, &d);
+    OK(d.drop && d.error == FE_ERR_NONE, "drop beats error");
+    fe_engine_free(fe);
+
+    fe = engine("a: write error=timeout\nb: write error=eio");
+    wr(fe, 0, 1, &d);
+    OK(d.drop && d.error == FE_ERR_TIMEOUT, "error=timeout implies drop");
+    fe_engine_free(fe);
+
+    fe = engine("a: write irq-delay=5us\nb: write irq=suppress");
+    wr(fe, 0, 1, &d);
+    OK(d.irq == FE_IRQ_SUPPRESS && d.irq_delay_ns == 0,
+       "irq=suppress beats irq-delay");
+    fe_engine_free(fe);
+
+    fe = engine("a: write complete=thread\nb: write complete=irq");
+    wr(fe, 0, 1, &d);
+    EQ_U64(d.complete, FE_COMPLETE_THREAD, "complete=thread beats irq");
+    fe_engine_free(fe);
+
+    fe = engine("a: write delay=1us");
+    memset(&d, 0xff, sizeof(d));
+    OK(!fe_engine_decide(fe, FE_OP_READ, 0, 1, 0, &d) && d.delay_ns == 0 &&
+       d.fired == 0 && !d.drop && !d.dnr && d.error == FE_ERR_NONE &&
+       d.irq_delay_ns == 0, "no fire: decision zeroed");
+    fe_engine_free(fe);
+
+    /* Random delays. */
+    {
+        bool in = true, varied = false;
+        uint64_t first = 0, sum = 0;
+        fe = engine("u: write delay=uniform(50us,2ms)\n");
+        for (int i = 0; i < 2000; i++) {
+            wr(fe, 0, 1, &d);
+            in &= d.delay_ns >= 50000 && d.delay_ns <= 2000000;
+            if (i == 0) {
+                first = d.delay_ns;
+            }
+            varied |= d.delay_ns != first;
+        }
+        OK(in && varied, "uniform delays within [50us,2ms] and varied");
+        fe_engine_free(fe);
+        fe = engine("u: write delay=uniform(7ns,7ns)\n");
+        wr(fe, 0, 1, &d);
+        EQ_U64(d.delay_ns, 7, "uniform(a,a) is a");
+        fe_engine_free(fe);
+        fe = engine("e: write delay=exp(100us)\n");
+        for (int i = 0; i < 50000; i++) {
+            wr(fe, 0, 1, &d);
+            sum += d.delay_ns;
+        }
+        /* sd of the mean is 100us/sqrt(50000) = 0.45us. */
+        OK(sum / 50000 > 97000 && sum / 50000 < 103000,
+           "exp(100us) mean %" PRIu64 "ns", sum / 50000);
+        fe_engine_free(fe);
+        fe = engine("e: write delay=exp(0ns)\n");
+        wr(fe, 0, 1, &d);
+        EQ_U64(d.delay_ns, 0, "exp(0) is 0");
+        fe_engine_free(fe);
+        fe = engine("a: write delay=18446744073709551615ns\n"
+                    "b: write delay=1ns\n");
+        wr(fe, 0, 1, &d);
+        EQ_U64(d.delay_ns, UINT64_MAX, "delay sum saturates");
+        fe_engine_free(fe);
+    }
+}
+
+static void test_delete_clear_reset(void)
+{
+    FeEngine *fe = engine("a: write drop\nb: read drop\nc: write lba=5 "
+                          "error=eio");
+    FeDecision d;
+    FeRuleStats st;
+    FeLogEntry e;
+    uint64_t basis;
+
+    {
+        FeEngine *fresh = fe_engine_new(5);
+        basis = fe_engine_digest(fresh);
+        EQ_U64(basis, 0xcbf29ce484222325ULL, "fresh digest is FNV basis");
+        EQ_U64(fe_engine_seed(fresh), 5, "seed reported");
+        fe_engine_free(fresh);
+    }
+    EQ_U64(fe_engine_delete_rule(fe, "zz"), (uint64_t)-1,
+           "delete missing rule");
+    EQ_U64(fe_engine_delete_rule(fe, "a"), 0, "delete a");
+    EQ_U64(fe_engine_rule_count(fe), 2, "two left");
+    EQ_STR(name_of(fe, 0), "b", "order kept after delete");
+    OK(!wr(fe, 0, 1, &d), "deleted rule no longer fires");
+    OK(wr(fe, 5, 1, &d) && d.error == FE_ERR_EIO, "remaining lba rule fires");
+    fe_engine_set_state(fe, 9);
+    fe_engine_reset(fe);
+    fe_engine_rule_stats(fe, 1, &st);
+    OK(st.matched == 0 && st.hits == 0, "reset zeroes counters");
+    OK(fe_engine_log_total(fe) == 0 && fe_engine_digest(fe) == basis,
+       "reset empties log and digest");
+    EQ_U64(fe_engine_state(fe), 0, "reset returns state to 0");
+    wr(fe, 5, 1, &d);
+    OK(fe_engine_log_get(fe, 0, &e) == 0 && e.ordinal == 1,
+       "ordinal restarts at 1 after reset");
+    fe_engine_clear_rules(fe);
+    EQ_U64(fe_engine_rule_count(fe), 0, "clear");
+    OK(!wr(fe, 5, 1, &d) && !fe_engine_decide(fe, FE_OP_READ, 0, 1, 0, &d),
+       "nothing fires after clear");
+    OK(fe_engine_add_rules(fe, "a: write drop", NULL, 0) == 1 &&
+       wr(fe, 0, 1, &d), "rules can be added after clear (name reusable)");
+    fe_engine_free(fe);
+    fe_engine_free(NULL);
+}
+
+static void test_log(void)
+{
+    FeEngine *fe = engine("wfail: write nth=2 error=write-fault dnr\n"
+                          "slow: write delay=200us\n"
+                          "lost: write lba=100 drop\n"
+                          "arm: read set-state=2 complete=irq\n");
+    FeDecision d;
+    FeLogEntry e;
+    char buf[512];
+    bool ok_all = true;
+
+    fe_engine_decide(fe, FE_OP_WRITE, 7, 8, 1000, &d);
+    fe_engine_decide(fe, FE_OP_WRITE, 100, 8, 2000, &d);
+    fe_engine_decide(fe, FE_OP_READ, 3, 1, 3000, &d);
+    EQ_U64(fe_engine_log_total(fe), 5, "one entry per fired rule");
+    fe_engine_log_get(fe, 0, &e);
+    OK(e.seq == 0 && e.ordinal == 1 && e.vns == 1000 && e.op == FE_OP_WRITE &&
+       e.lba == 7 && e.len == 8 && !strcmp(e.rule, "slow") &&
+       !strcmp(e.action, "delay=200000ns"), "entry 0: slow delay");
+    {
+        /* Entries of one decision are in rule-key order: check the set. */
+        bool w = false, s = false, l = false;
+        for (uint64_t q = 1; q <= 3; q++) {
+            fe_engine_log_get(fe, q, &e);
+            ok_all &= e.ordinal == 2 && e.vns == 2000;
+            w |= !strcmp(e.rule, "wfail") &&
+                 !strcmp(e.action, "error=write-fault dnr");
+            s |= !strcmp(e.rule, "slow") && !strcmp(e.action, "delay=200000ns");
+            l |= !strcmp(e.rule, "lost") && !strcmp(e.action, "drop");
+        }
+        OK(ok_all && w && s && l, "entries 1-3: ordinal 2, three rules");
+    }
+    fe_engine_log_get(fe, 4, &e);
+    OK(e.op == FE_OP_READ && !strcmp(e.rule, "arm") &&
+       !strcmp(e.action, "set-state=2 complete=irq"),
+       "entry 4: set-state and complete");
+    OK(fe_engine_log_get(fe, 5, &e) == -1, "entry 5 does not exist");
+    fe_engine_free(fe);
+
+    fe = engine("a: write error=eio when=after irq=suppress\n"
+                "b: write irq-delay=uniform(1us,1us) error=timeout\n");
+    wr(fe, 0, 1, &d);
+    fe_engine_log_get(fe, 0, &e);
+    {
+        FeLogEntry e2;
+        fe_engine_log_get(fe, 1, &e2);
+        const FeLogEntry *ea = !strcmp(e.rule, "a") ? &e : &e2;
+        const FeLogEntry *eb = ea == &e ? &e2 : &e;
+        EQ_STR(ea->action, "error=eio when=after irq=suppress", "action a");
+        EQ_STR(eb->action, "error=timeout irq-delay=1000ns", "action b");
+    }
+    fe_engine_free(fe);
+
+    /* Ring wraparound. */
+    fe = engine("write drop");
+    for (int i = 0; i < 5000; i++) {
+        wr(fe, (uint64_t)i, 1, &d);
+    }
+    EQ_U64(fe_engine_log_total(fe), 5000, "log total 5000");
+    EQ_U64(fe_engine_log_first(fe), 5000 - 4096, "oldest held");
+    OK(fe_engine_log_get(fe, 903, &e) == -1, "seq 903 left the ring");
+    OK(fe_engine_log_get(fe, 904, &e) == 0 && e.seq == 904 && e.lba == 904 &&
+       e.ordinal == 905, "seq 904 held");
+    OK(fe_engine_log_get(fe, 4999, &e) == 0 && e.seq == 4999,
+       "newest held");
+    OK(fe_engine_log_get(fe, 5000, &e) == -1, "seq 5000 not yet");
+    OK(fe_engine_log_get(fe, UINT64_MAX, &e) == -1, "seq 2^64-1");
+    {
+        FILE *f = tmpfile();
+        int n = fe_engine_log_write_jsonl(fe, 0, f);
+        int n2 = fe_engine_log_write_jsonl(fe, 4990, f);
+        int n3 = fe_engine_log_write_jsonl(fe, 6000, f);
+        long lines = 0;
+        int c;
+        rewind(f);
+        while ((c = fgetc(f)) != EOF) {
+            lines += c == '\n';
+        }
+        fclose(f);
+        OK(n == 4096 && n2 == 10 && n3 == 0 && lines == 4106,
+           "jsonl export counts (%d %d %d %ld)", n, n2, n3, lines);
+    }
+    fe_engine_log_get(fe, 4999, &e);
+    fe_log_entry_json(&e, buf, sizeof(buf));
+    EQ_STR(buf, "{\"seq\":4999,\"ordinal\":5000,\"vns\":0,\"op\":\"write\","
+           "\"lba\":4999,\"len\":1,\"rule\":\"r0\",\"action\":\"drop\"}",
+           "JSON of an entry");
+    fe_engine_free(fe);
+
+    /* JSON escaping. */
+    memset(&e, 0, sizeof(e));
+    e.seq = 1;
+    e.ordinal = 2;
+    e.vns = 3;
+    e.lba = 4;
+    e.len = 5;
+    e.op = FE_OP_FLUSH;
+    snprintf(e.rule, sizeof(e.rule), "q\"b\\s/\x01");
+    snprintf(e.action, sizeof(e.action), "a\nb\tc\rd\x1f\x7f");
+    {
+        const char *want = "{\"seq\":1,\"ordinal\":2,\"vns\":3,\"op\":\"flush\","
+            "\"lba\":4,\"len\":5,\"rule\":\"q\\\"b\\\\s/\\u0001\","
+            "\"action\":\"a\\nb\\tc\\rd\\u001f\\u007f\"}";
+        int n = fe_log_entry_json(&e, buf, sizeof(buf));
+        EQ_STR(buf, want, "JSON escaping");
+        EQ_U64(n, strlen(want), "JSON length");
+        n = fe_log_entry_json(&e, buf, 10);
+        OK(n == (int)strlen(want) && strlen(buf) == 9,
+           "JSON truncates, returns full length");
+        OK(fe_log_entry_json(&e, NULL, 0) == (int)strlen(want),
+           "JSON length query with no buffer");
+    }
+    /* Unterminated fields stay bounded. */
+    memset(e.rule, 'x', sizeof(e.rule));
+    memset(e.action, 'y', sizeof(e.action));
+    OK(fe_log_entry_json(&e, buf, sizeof(buf)) < (int)sizeof(buf),
+       "unterminated names stay bounded");
+}
+
+static uint64_t xs(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* Run @n random I/Os; returns a hash of every decision. */
+static uint64_t stream(FeEngine *fe, int n)
+{
+    uint64_t s = 12345, h = 0xcbf29ce484222325ULL;
+    FeDecision d;
+
+    for (int i = 0; i < n; i++) {
+        uint64_t x = xs(&s);
+        FeOp op = (FeOp)(x % FE_OP__MAX);
+        uint64_t lba = (x >> 8) % 300000;
+        uint32_t len = (uint32_t)((x >> 40) % 64) + 1;
+        uint64_t v[9];
+
+        fe_engine_decide(fe, op, lba, len, (uint64_t)i * 1000, &d);
+        v[0] = d.delay_ns;
+        v[1] = d.error;
+        v[2] = d.dnr;
+        v[3] = d.drop;
+        v[4] = d.when;
+        v[5] = d.complete;
+        v[6] = d.irq;
+        v[7] = d.irq_delay_ns;
+        v[8] = d.fired;
+        for (int k = 0; k < 9; k++) {
+            h = (h ^ v[k]) * 0x100000001b3ULL;
+        }
+    }
+    return h;
+}
+
+static void test_determinism(void)
+{
+    static const char *const lines[] = {
+        ("wfail: write lba=0-262143 after=1000 every=50 count=20 "
+         "error=write-fault"),
+        "slow: write prob=0.05 delay=exp(200us)",
+        "lost: write lba=4096-8191 nth=3 drop",
+        "phase2: any state=2 delay=uniform(50us,2ms)",
+        "arm: write prob=0.001 set-state=2",
+        "disarm: any state=2 prob=0.01 set-state=0",
+        "rerr: read lba=1000-50000 prob=0.02 error=read-error dnr",
+        "jit: any prob=0.3 delay=uniform(1us,9us) irq-delay=exp(3us)",
+    };
+    size_t n = sizeof(lines) / sizeof(lines[0]);
+    char fwd[2048] = "", rev[2048] = "";
+    char ufwd[2048] = "", urev[2048] = "";
+    FeEngine *a, *b, *c, *ua, *ub;
+    uint64_t ha, hb, hc, hu1, hu2;
+
+    for (size_t i = 0; i < n; i++) {
+        strcat(fwd, lines[i]);
+        strcat(fwd, "\n");
+        strcat(rev, lines[n - 1 - i]);
+        strcat(rev, "\n");
+        /* Unnamed variants: strip "name: ". */
+        strcat(ufwd, strchr(lines[i], ':') + 2);
+        strcat(ufwd, "\n");
+        strcat(urev, strchr(lines[n - 1 - i], ':') + 2);
+        strcat(urev, "\n");
+    }
+    a = fe_engine_new(7);
+    b = fe_engine_new(7);
+    c = fe_engine_new(8);
+    fe_engine_add_rules(a, fwd, NULL, 0);
+    fe_engine_add_rules(b, rev, NULL, 0);
+    fe_engine_add_rules(c, fwd, NULL, 0);
+    ha = stream(a, 100000);
+    hb = stream(b, 100000);
+    hc = stream(c, 100000);
+    OK(ha == hb, "same seed, rules in reverse order: same decisions");
+    OK(fe_engine_digest(a) == fe_engine_digest(b),
+       "same seed, reverse order: same digest");
+    OK(fe_engine_log_total(a) == fe_engine_log_total(b) &&
+       fe_engine_log_total(a) > 10000, "same log length (%" PRIu64 ")",
+       fe_engine_log_total(a));
+    OK(ha != hc, "different seed: different decisions");
+    OK(fe_engine_digest(a) != fe_engine_digest(c),
+       "different seed: different digest");
+    {
+        uint64_t d1 = fe_engine_digest(a);
+        fe_engine_reset(a);
+        OK(stream(a, 100000) == ha && fe_engine_digest(a) == d1,
+           "reset then replay: same decisions and digest");
+    }
+    ua = fe_engine_new(7);
+    ub = fe_engine_new(7);
+    fe_engine_add_rules(ua, ufwd, NULL, 0);
+    fe_engine_add_rules(ub, urev, NULL, 0);
+    hu1 = stream(ua, 100000);
+    hu2 = stream(ub, 100000);
+    OK(hu1 == hu2, "unnamed rules keyed by text: order-independent");
+    OK(hu1 != ha, "keys differ from the named rules: other streams");
+    fe_engine_free(a);
+    fe_engine_free(b);
+    fe_engine_free(c);
+    fe_engine_free(ua);
+    fe_engine_free(ub);
+}
+
+static void test_many_rules(void)
+{
+    FeEngine *fe = fe_engine_new(1);
+    char err[FE_ERR_MSG_MAX];
+    size_t sz = 4097 * 32;
+    char *text = malloc(sz);
+    size_t pos = 0;
+    FeDecision d;
+
+    for (int i = 0; i < 4097; i++) {
+        pos += (size_t)snprintf(text + pos, sz - pos, "write lba=%d drop\n", i);
+    }
+    OK(fe_engine_add_rules(fe, text, err, sizeof(err)) == -1 &&
+       fe_engine_rule_count(fe) == 0, "4097 rules rejected (%s)", err);
+    text[pos - strlen("write lba=4096 drop\n")] = '\0';
+    OK(fe_engine_add_rules(fe, text, err, sizeof(err)) == 4096,
+       "4096 rules accepted");
+    OK(wr(fe, 4095, 1, &d) && d.fired == 1 && !wr(fe, 4096, 1, &d),
+       "last of 4096 rules matches");
+    OK(wr(fe, 10, 100, &d) && d.fired == 100, "I/O over 100 rules fires 100");
+    OK(fe_engine_add_rules(fe, "read drop", err, sizeof(err)) == -1,
+       "engine full");
+    free(text);
+    fe_engine_free(fe);
+}
+
+int main(void)
+{
+    test_canonical();
+    test_names();
+    test_errors();
+    test_all_or_nothing();
+    test_lba_len();
+    test_ops();
+    test_triggers();
+    test_state();
+    test_merge();
+    test_delete_clear_reset();
+    test_log();
+    test_determinism();
+    test_many_rules();
+    printf("1..%d\n", ntests);
+    return nfailed ? 1 : 0;
+}
