@@ -122,7 +122,10 @@ void fe_engine_set_state(FeEngine *fe, uint32_t state);
 uint32_t fe_engine_state(const FeEngine *fe);
 uint64_t fe_engine_seed(const FeEngine *fe);
 
-/* Zero hit/match counters and I/O ordinals, empty the log, reset the digest. */
+/*
+ * Zero hit/match counters and I/O ordinals, empty the log, reset the digest
+ * and set the state back to 0: the rules behave as if freshly added.
+ */
 void fe_engine_reset(FeEngine *fe);
 
 /*

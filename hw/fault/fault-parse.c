@@ -845,7 +845,7 @@ int fe_parse_rules(const char *text, FeRule **rules, size_t *n,
                    char *err, size_t errlen)
 {
     FeParser p = { 0, err, errlen };
-    FeRule *v = NULL, *nv;
+    FeRule *v = NULL, *nv, tmp;
     size_t cnt = 0, cap = 0;
     const char *s = text ? text : "";
 
@@ -861,24 +861,26 @@ int fe_parse_rules(const char *text, FeRule **rules, size_t *n,
         int r;
 
         p.line++;
-        if (cnt == cap) {
-            if (cap >= FE_RULES_MAX) {
-                perr(&p, 1, "too many rules (max %d)", FE_RULES_MAX);
-                goto fail;
-            }
-            cap = cap ? cap * 2 : 8;
-            nv = realloc(v, cap * sizeof(*v));
-            if (!nv) {
-                perr(&p, 1, "out of memory");
-                goto fail;
-            }
-            v = nv;
-        }
-        r = parse_line(&p, s, hash ? hash : end, &v[cnt]);
+        r = parse_line(&p, s, hash ? hash : end, &tmp);
         if (r < 0) {
             goto fail;
         }
-        cnt += (size_t)r;
+        if (r > 0) {
+            if (cnt == FE_RULES_MAX) {
+                perr(&p, 1, "too many rules (max %d)", FE_RULES_MAX);
+                goto fail;
+            }
+            if (cnt == cap) {
+                cap = cap ? cap * 2 : 8;
+                nv = realloc(v, cap * sizeof(*v));
+                if (!nv) {
+                    perr(&p, 1, "out of memory");
+                    goto fail;
+                }
+                v = nv;
+            }
+            v[cnt++] = tmp;
+        }
         s = nl ? nl + 1 : end;
     }
     *rules = v;
