@@ -544,7 +544,8 @@ static void test_triggers(void)
 
     {
         int n1 = 0, nh = 0;
-        fe = engine("p1: write prob=1 drop\nph: write lba=0 prob=0.5 error=eio");
+        fe = engine("p1: write prob=1 drop\n"
+                    "ph: write lba=0 prob=0.5 error=eio");
         for (int i = 0; i < 10000; i++) {
             wr(fe, 0, 1, &d);
             n1 += d.drop;
@@ -833,7 +834,8 @@ static void test_log(void)
     snprintf(e.rule, sizeof(e.rule), "q\"b\\s/\x01");
     snprintf(e.action, sizeof(e.action), "a\nb\tc\rd\x1f\x7f");
     {
-        const char *want = "{\"seq\":1,\"ordinal\":2,\"vns\":3,\"op\":\"flush\","
+        const char *want = "{\"seq\":1,\"ordinal\":2,\"vns\":3,"
+            "\"op\":\"flush\","
             "\"lba\":4,\"len\":5,\"rule\":\"q\\\"b\\\\s/\\u0001\","
             "\"action\":\"a\\nb\\tc\\rd\\u001f\\u007f\"}";
         int n = fe_log_entry_json(&e, buf, sizeof(buf));
