@@ -1,0 +1,341 @@
+/*
+ * fault-injector: QOM wrapper around the faultline fault engine.
+ *
+ *   -object fault-injector,id=fi0,rules=FILE,seed=N[,log=FILE][,state=S][,events=on]
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "qemu/osdep.h"
+#include "qapi/error.h"
+#include "qapi/visitor.h"
+#include "qapi/qapi-events-fault.h"
+#include "qom/object_interfaces.h"
+#include "qemu/thread.h"
+#include "qemu/timer.h"
+#include "hw/fault/fault-injector.h"
+#include "trace.h"
+
+struct FaultInjector {
+    Object parent_obj;
+
+    /* properties */
+    char *rules_path;
+    char *log_path;
+    uint64_t seed;
+    uint32_t initial_state;
+    bool events;
+    bool created;           /* complete() ran: file properties are fixed */
+
+    QemuMutex lock;         /* protects everything below */
+    FeEngine *engine;
+    FILE *log;
+    uint64_t log_next;      /* next log seq to write to @log */
+};
+
+/* Called with fi->lock held: export new log entries and announce them. */
+static void fault_injector_flush_log(FaultInjector *fi)
+{
+    uint64_t total = fe_engine_log_total(fi->engine);
+    uint64_t first = fe_engine_log_first(fi->engine);
+    const char *id = object_get_canonical_path_component(OBJECT(fi));
+    FeLogEntry e;
+
+    if (fi->log_next < first) {
+        /* The ring wrapped before we got here: say so in the file. */
+        if (fi->log) {
+            fprintf(fi->log, "{\"lost\":%" PRIu64 "}\n", first - fi->log_next);
+        }
+        fi->log_next = first;
+    }
+    for (; fi->log_next < total; fi->log_next++) {
+        if (fe_engine_log_get(fi->engine, fi->log_next, &e) < 0) {
+            continue;
+        }
+        trace_fault_rule_hit(id, e.rule, e.action, e.ordinal,
+                             fe_op_name(e.op), e.lba, e.len);
+        if (fi->log) {
+            char buf[512];
+
+            fe_log_entry_json(&e, buf, sizeof(buf));
+            fprintf(fi->log, "%s\n", buf);
+        }
+        if (fi->events) {
+            qapi_event_send_x_fault_injected(id, e.rule, e.action, e.ordinal,
+                                             fe_op_name(e.op), e.lba, e.len);
+        }
+    }
+}
+
+bool fault_injector_decide(FaultInjector *fi, FeOp op, uint64_t lba,
+                           uint32_t len, FeDecision *d)
+{
+    bool fired;
+
+    qemu_mutex_lock(&fi->lock);
+    fired = fe_engine_decide(fi->engine, op, lba, len,
+                             qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), d);
+    if (fired) {
+        fault_injector_flush_log(fi);
+    }
+    qemu_mutex_unlock(&fi->lock);
+    return fired;
+}
+
+void fault_injector_set_state(FaultInjector *fi, uint32_t state)
+{
+    qemu_mutex_lock(&fi->lock);
+    fe_engine_set_state(fi->engine, state);
+    qemu_mutex_unlock(&fi->lock);
+    trace_fault_set_state(object_get_canonical_path_component(OBJECT(fi)),
+                          state);
+}
+
+uint32_t fault_injector_get_state(FaultInjector *fi)
+{
+    uint32_t state;
+
+    qemu_mutex_lock(&fi->lock);
+    state = fe_engine_state(fi->engine);
+    qemu_mutex_unlock(&fi->lock);
+    return state;
+}
+
+int fault_injector_rule_stats(FaultInjector *fi, FeRuleStats *out, int max)
+{
+    int n;
+
+    qemu_mutex_lock(&fi->lock);
+    n = fe_engine_rule_count(fi->engine);
+    for (int i = 0; i < n && i < max; i++) {
+        fe_engine_rule_stats(fi->engine, i, &out[i]);
+    }
+    qemu_mutex_unlock(&fi->lock);
+    return n;
+}
+
+FaultInjector *fault_injector_find(const char *id, Error **errp)
+{
+    Object *obj = object_resolve_path_component(object_get_objects_root(), id);
+    FaultInjector *fi;
+
+    if (!obj) {
+        error_setg(errp, "no fault-injector with id '%s'", id);
+        return NULL;
+    }
+    fi = (FaultInjector *)object_dynamic_cast(obj, TYPE_FAULT_INJECTOR);
+    if (!fi) {
+        error_setg(errp, "object '%s' is not a fault-injector", id);
+    }
+    return fi;
+}
+
+/* QMP handlers (hw/fault/fault-qmp.c) need the engine and the lock. */
+FeEngine *fault_injector_lock_engine(FaultInjector *fi);
+void fault_injector_unlock_engine(FaultInjector *fi);
+
+FeEngine *fault_injector_lock_engine(FaultInjector *fi)
+{
+    qemu_mutex_lock(&fi->lock);
+    return fi->engine;
+}
+
+void fault_injector_unlock_engine(FaultInjector *fi)
+{
+    if (fi->log) {
+        fflush(fi->log);
+    }
+    qemu_mutex_unlock(&fi->lock);
+}
+
+static void fault_injector_complete(UserCreatable *uc, Error **errp)
+{
+    FaultInjector *fi = FAULT_INJECTOR(uc);
+    const char *id = object_get_canonical_path_component(OBJECT(fi));
+    g_autofree char *text = NULL;
+    g_autoptr(GError) gerr = NULL;
+    char err[FE_ERR_MSG_MAX];
+
+    if (fi->rules_path) {
+        if (!g_file_get_contents(fi->rules_path, &text, NULL, &gerr)) {
+            error_setg(errp, "fault-injector '%s': cannot read rules: %s",
+                       id, gerr->message);
+            return;
+        }
+        if (fe_engine_add_rules(fi->engine, text, err, sizeof(err)) < 0) {
+            trace_fault_parse_error(id, err);
+            error_setg(errp, "fault-injector '%s': %s:%s", id,
+                       fi->rules_path, err);
+            return;
+        }
+    }
+    if (fi->log_path) {
+        fi->log = fopen(fi->log_path, "w");
+        if (!fi->log) {
+            error_setg_errno(errp, errno, "fault-injector '%s': cannot open "
+                             "log '%s'", id, fi->log_path);
+            return;
+        }
+    }
+    fe_engine_set_state(fi->engine, fi->initial_state);
+    fi->created = true;
+}
+
+static bool fault_injector_can_set(FaultInjector *fi, const char *name,
+                                   Error **errp)
+{
+    if (fi->created) {
+        error_setg(errp, "fault-injector: '%s' cannot change once created "
+                   "(use the x-fault-* QMP commands)", name);
+        return false;
+    }
+    return true;
+}
+
+static char *get_rules(Object *obj, Error **errp)
+{
+    return g_strdup(FAULT_INJECTOR(obj)->rules_path);
+}
+
+static void set_rules(Object *obj, const char *value, Error **errp)
+{
+    FaultInjector *fi = FAULT_INJECTOR(obj);
+
+    if (fault_injector_can_set(fi, "rules", errp)) {
+        g_free(fi->rules_path);
+        fi->rules_path = g_strdup(value);
+    }
+}
+
+static char *get_log(Object *obj, Error **errp)
+{
+    return g_strdup(FAULT_INJECTOR(obj)->log_path);
+}
+
+static void set_log(Object *obj, const char *value, Error **errp)
+{
+    FaultInjector *fi = FAULT_INJECTOR(obj);
+
+    if (fault_injector_can_set(fi, "log", errp)) {
+        g_free(fi->log_path);
+        fi->log_path = g_strdup(value);
+    }
+}
+
+static void get_seed(Object *obj, Visitor *v, const char *name, void *opaque,
+                     Error **errp)
+{
+    FaultInjector *fi = FAULT_INJECTOR(obj);
+
+    visit_type_uint64(v, name, &fi->seed, errp);
+}
+
+static void set_seed(Object *obj, Visitor *v, const char *name, void *opaque,
+                     Error **errp)
+{
+    FaultInjector *fi = FAULT_INJECTOR(obj);
+    uint64_t seed;
+
+    if (!visit_type_uint64(v, name, &seed, errp) ||
+        !fault_injector_can_set(fi, "seed", errp)) {
+        return;
+    }
+    fi->seed = seed;
+    /* The seed keys every decision: a new engine, nothing loaded yet. */
+    fe_engine_free(fi->engine);
+    fi->engine = fe_engine_new(seed);
+}
+
+static void get_state(Object *obj, Visitor *v, const char *name, void *opaque,
+                      Error **errp)
+{
+    uint32_t state = fault_injector_get_state(FAULT_INJECTOR(obj));
+
+    visit_type_uint32(v, name, &state, errp);
+}
+
+static void set_state(Object *obj, Visitor *v, const char *name, void *opaque,
+                      Error **errp)
+{
+    FaultInjector *fi = FAULT_INJECTOR(obj);
+    uint32_t state;
+
+    if (visit_type_uint32(v, name, &state, errp)) {
+        fi->initial_state = state;
+        fault_injector_set_state(fi, state);
+    }
+}
+
+static bool get_events(Object *obj, Error **errp)
+{
+    return FAULT_INJECTOR(obj)->events;
+}
+
+static void set_events(Object *obj, bool value, Error **errp)
+{
+    FAULT_INJECTOR(obj)->events = value;
+}
+
+static void fault_injector_init(Object *obj)
+{
+    FaultInjector *fi = FAULT_INJECTOR(obj);
+
+    qemu_mutex_init(&fi->lock);
+    fi->engine = fe_engine_new(0);
+}
+
+static void fault_injector_finalize(Object *obj)
+{
+    FaultInjector *fi = FAULT_INJECTOR(obj);
+
+    if (fi->log) {
+        fclose(fi->log);
+    }
+    fe_engine_free(fi->engine);
+    qemu_mutex_destroy(&fi->lock);
+    g_free(fi->rules_path);
+    g_free(fi->log_path);
+}
+
+static void fault_injector_class_init(ObjectClass *oc, void *data)
+{
+    UserCreatableClass *ucc = USER_CREATABLE_CLASS(oc);
+
+    ucc->complete = fault_injector_complete;
+    object_class_property_add_str(oc, "rules", get_rules, set_rules);
+    object_class_property_set_description(oc, "rules",
+        "file with fault rules, one per line (docs/rules.md)");
+    object_class_property_add(oc, "seed", "uint64", get_seed, set_seed,
+                              NULL, NULL);
+    object_class_property_set_description(oc, "seed",
+        "seed of every random decision (default 0)");
+    object_class_property_add_str(oc, "log", get_log, set_log);
+    object_class_property_set_description(oc, "log",
+        "write every injected fault to this file as JSON lines");
+    object_class_property_add(oc, "state", "uint32", get_state, set_state,
+                              NULL, NULL);
+    object_class_property_set_description(oc, "state",
+        "engine state matched by state=S rules (default 0)");
+    object_class_property_add_bool(oc, "events", get_events, set_events);
+    object_class_property_set_description(oc, "events",
+        "emit an X_FAULT_INJECTED QMP event for every injected fault");
+}
+
+static const TypeInfo fault_injector_info = {
+    .name = TYPE_FAULT_INJECTOR,
+    .parent = TYPE_OBJECT,
+    .instance_size = sizeof(FaultInjector),
+    .instance_init = fault_injector_init,
+    .instance_finalize = fault_injector_finalize,
+    .class_init = fault_injector_class_init,
+    .interfaces = (InterfaceInfo[]) {
+        { TYPE_USER_CREATABLE },
+        { }
+    },
+};
+
+static void fault_injector_register_types(void)
+{
+    type_register_static(&fault_injector_info);
+}
+
+type_init(fault_injector_register_types);

@@ -1,0 +1,35 @@
+/*
+ * fault-injector: the QOM object that wraps the faultline fault engine.
+ *
+ * Devices hold a link to one (property "fault-injector") and ask it, once
+ * per I/O, what to do.  All entry points are thread-safe: devices call them
+ * from vCPU threads, the main loop and iothreads.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef HW_FAULT_INJECTOR_H
+#define HW_FAULT_INJECTOR_H
+
+#include "qom/object.h"
+#include "hw/fault/fault-engine.h"
+
+#define TYPE_FAULT_INJECTOR "fault-injector"
+OBJECT_DECLARE_SIMPLE_TYPE(FaultInjector, FAULT_INJECTOR)
+
+/*
+ * Decide the fate of one I/O (@lba, @len in 512-byte sectors) and log it.
+ * Returns true when any rule fired; @d is always filled.
+ */
+bool fault_injector_decide(FaultInjector *fi, FeOp op, uint64_t lba,
+                           uint32_t len, FeDecision *d);
+
+void fault_injector_set_state(FaultInjector *fi, uint32_t state);
+uint32_t fault_injector_get_state(FaultInjector *fi);
+
+/* Copy up to @max rules' statistics into @out; returns the rule count. */
+int fault_injector_rule_stats(FaultInjector *fi, FeRuleStats *out, int max);
+
+/* Look up a fault-injector by its -object id; sets @errp if there is none. */
+FaultInjector *fault_injector_find(const char *id, Error **errp);
+
+#endif /* HW_FAULT_INJECTOR_H */

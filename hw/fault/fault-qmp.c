@@ -1,0 +1,164 @@
+/*
+ * QMP commands of the fault-injector object (qapi/fault.json).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "qemu/osdep.h"
+#include "qapi/error.h"
+#include "qapi/qapi-commands-fault.h"
+#include "hw/fault/fault-injector.h"
+#include "trace.h"
+
+#define LOG_QUERY_DEFAULT 256
+#define LOG_QUERY_MAX 4096
+
+/* Defined in fault-injector.c: the engine is only touched under its lock. */
+FeEngine *fault_injector_lock_engine(FaultInjector *fi);
+void fault_injector_unlock_engine(FaultInjector *fi);
+
+XFaultAddResult *qmp_x_fault_add_rules(const char *id, const char *rules,
+                                       Error **errp)
+{
+    FaultInjector *fi = fault_injector_find(id, errp);
+    XFaultAddResult *res;
+    char err[FE_ERR_MSG_MAX];
+    int added;
+
+    if (!fi) {
+        return NULL;
+    }
+    added = fe_engine_add_rules(fault_injector_lock_engine(fi), rules,
+                                err, sizeof(err));
+    fault_injector_unlock_engine(fi);
+    if (added < 0) {
+        trace_fault_parse_error(id, err);
+        error_setg(errp, "%s", err);
+        return NULL;
+    }
+    res = g_new0(XFaultAddResult, 1);
+    res->added = added;
+    return res;
+}
+
+void qmp_x_fault_delete_rule(const char *id, const char *name, Error **errp)
+{
+    FaultInjector *fi = fault_injector_find(id, errp);
+    int ret;
+
+    if (!fi) {
+        return;
+    }
+    ret = fe_engine_delete_rule(fault_injector_lock_engine(fi), name);
+    fault_injector_unlock_engine(fi);
+    if (ret < 0) {
+        error_setg(errp, "fault-injector '%s' has no rule '%s'", id, name);
+    }
+}
+
+void qmp_x_fault_set_state(const char *id, uint32_t state, Error **errp)
+{
+    FaultInjector *fi = fault_injector_find(id, errp);
+
+    if (fi) {
+        fault_injector_set_state(fi, state);
+    }
+}
+
+XFaultStats *qmp_x_fault_query_stats(const char *id, Error **errp)
+{
+    FaultInjector *fi = fault_injector_find(id, errp);
+    XFaultRuleInfoList **tail;
+    XFaultStats *st;
+    FeEngine *fe;
+    int n;
+
+    if (!fi) {
+        return NULL;
+    }
+    st = g_new0(XFaultStats, 1);
+    tail = &st->rules;
+    fe = fault_injector_lock_engine(fi);
+    st->seed = fe_engine_seed(fe);
+    st->state = fe_engine_state(fe);
+    st->digest = fe_engine_digest(fe);
+    st->log_total = fe_engine_log_total(fe);
+    n = fe_engine_rule_count(fe);
+    for (int i = 0; i < n; i++) {
+        XFaultRuleInfo *info = g_new0(XFaultRuleInfo, 1);
+        FeRuleStats rs;
+
+        fe_engine_rule_stats(fe, i, &rs);
+        info->name = g_strdup(rs.name);
+        info->text = g_strdup(rs.text);
+        info->matched = rs.matched;
+        info->hits = rs.hits;
+        QAPI_LIST_APPEND(tail, info);
+    }
+    fault_injector_unlock_engine(fi);
+    return st;
+}
+
+XFaultLog *qmp_x_fault_query_log(const char *id, bool has_start,
+                                 uint64_t start, bool has_max, uint32_t max,
+                                 Error **errp)
+{
+    FaultInjector *fi = fault_injector_find(id, errp);
+    XFaultLogEntryList **tail;
+    XFaultLog *log;
+    FeEngine *fe;
+    uint64_t seq, end;
+
+    if (!fi) {
+        return NULL;
+    }
+    if (has_max && (max == 0 || max > LOG_QUERY_MAX)) {
+        error_setg(errp, "'max' must be between 1 and %d", LOG_QUERY_MAX);
+        return NULL;
+    }
+    log = g_new0(XFaultLog, 1);
+    tail = &log->entries;
+    fe = fault_injector_lock_engine(fi);
+    log->total = fe_engine_log_total(fe);
+    log->first = fe_engine_log_first(fe);
+    log->digest = fe_engine_digest(fe);
+    seq = has_start ? MAX(start, log->first) : log->first;
+    end = MIN(log->total, seq + (has_max ? max : LOG_QUERY_DEFAULT));
+    for (; seq < end; seq++) {
+        XFaultLogEntry *e;
+        FeLogEntry le;
+
+        if (fe_engine_log_get(fe, seq, &le) < 0) {
+            continue;
+        }
+        e = g_new0(XFaultLogEntry, 1);
+        e->seq = le.seq;
+        e->ordinal = le.ordinal;
+        e->vns = le.vns;
+        e->op = g_strdup(fe_op_name(le.op));
+        e->lba = le.lba;
+        e->len = le.len;
+        e->rule = g_strdup(le.rule);
+        e->action = g_strdup(le.action);
+        QAPI_LIST_APPEND(tail, e);
+    }
+    fault_injector_unlock_engine(fi);
+    return log;
+}
+
+void qmp_x_fault_reset(const char *id, Error **errp)
+{
+    FaultInjector *fi = fault_injector_find(id, errp);
+
+    FeEngine *fe;
+    uint32_t state;
+
+    if (!fi) {
+        return;
+    }
+    /* Counters and log start over; the state the guest armed stays. */
+    fe = fault_injector_lock_engine(fi);
+    state = fe_engine_state(fe);
+    fe_engine_reset(fe);
+    fe_engine_set_state(fe, state);
+    fault_injector_unlock_engine(fi);
+}
