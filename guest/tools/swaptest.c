@@ -84,6 +84,8 @@ struct options {
     double duration;
     int chunk_pages;
     int compressible;       /* every page compressible (default: half) */
+    int wb_limit;           /* force writeback by lowering memory.zswap.max */
+    int wb_reclaims;        /* memory.reclaim calls per round (shrinker) */
 };
 
 static struct options o;
@@ -95,7 +97,7 @@ static void usage(void)
 "  MODE: writeback completion write-error heal read-error refault race\n"
 "  --mem SIZE --memcg-max SIZE --seed N --cgroup NAME --rounds N\n"
 "  --zswap on|off --shrinker on|off --zswap-max SIZE|max --zswap-writeback 0|1\n"
-"  --wb-rounds N --settle-ms N\n"
+"  --wb-rounds N --wb-method shrinker|limit --wb-reclaims N --settle-ms N\n"
 "  --arm-state N [--arm-at writeback|refault] [--disarm] [--fault-dev auto|nvme|syncblk]\n"
 "  --kernel-mode auto|stock|patched\n"
 "  --expect-ctx hardirq|softirq|irq|task --expect-sync --expect-async\n"
@@ -145,6 +147,8 @@ static void parse_args(int argc, char **argv)
         { "duration", required_argument, NULL, 'u' },
         { "chunk-pages", required_argument, NULL, 'p' },
         { "pattern", required_argument, NULL, 'P' },
+        { "wb-method", required_argument, NULL, 'B' },
+        { "wb-reclaims", required_argument, NULL, 'R' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -158,7 +162,7 @@ static void parse_args(int argc, char **argv)
         .zswap_writeback = 1, .wb_rounds = 2, .rounds = 1, .arm_state = -1,
         .arm_at = ARM_NONE, .fault_dev = "auto", .kernel_mode = "auto",
         .expect_sync = -1, .settle_ms = 500, .threads = 4, .duration = 30,
-        .chunk_pages = 64,
+        .chunk_pages = 64, .wb_reclaims = 4,
     };
     /* Mode presets; options given afterwards override them. */
     if (!strcmp(o.mode, "writeback")) {
@@ -224,6 +228,16 @@ static void parse_args(int argc, char **argv)
         case 't': o.threads = atoi(optarg); break;
         case 'u': o.duration = atof(optarg); break;
         case 'p': o.chunk_pages = atoi(optarg); break;
+        case 'B':
+            if (!strcmp(optarg, "limit")) {
+                o.wb_limit = 1;
+            } else if (!strcmp(optarg, "shrinker")) {
+                o.wb_limit = 0;
+            } else {
+                usage();
+            }
+            break;
+        case 'R': o.wb_reclaims = atoi(optarg); break;
         case 'P':
             if (!strcmp(optarg, "compressible")) {
                 o.compressible = 1;
@@ -1010,23 +1024,43 @@ static void zswap_max_restore(void)
 }
 
 /*
- * Force zswap writeback (test_zswap.c's recipe): with the pattern stored in
- * zswap, lower memory.zswap.max to half of memory.zswap.current, fault
- * everything back in (zswpin) and reclaim again: every store over the limit
- * writes an older entry back to the swap device (zswpwb); the shrinker adds
- * more from memory.reclaim.
+ * Force zswap writeback. shrinker (default): with the pattern stored in zswap,
+ * repeated memory.reclaim finds no LRU pages left and runs the memcg-aware
+ * zswap shrinker (shrinker_enabled), which writes entries back (zswpwb); then
+ * fault everything back in and store it again for the next round.
+ * limit (test_zswap.c's recipe): lower memory.zswap.max to half of
+ * memory.zswap.current, fault everything in and reclaim again. On 6.12 a
+ * store over the memcg limit is rejected and goes to the device directly
+ * (pswpout without zswpwb), so this mostly measures direct pageout.
  */
+static struct gl_vmstat v_last0;  /* before the last memory.reclaim of the wb phase */
+
 static void force_writeback(uint8_t *mem, size_t pages, struct verify_result *vr)
 {
     char val[32];
 
+    gl_vmstat_read(&v_last0);
     for (int r = 0; r < o.wb_rounds; r++) {
-        long long zc = gl_memcg_read(o.cgroup, "memory.zswap.current");
+        if (o.wb_limit) {
+            long long zc = gl_memcg_read(o.cgroup, "memory.zswap.current");
 
-        snprintf(val, sizeof(val), "%lld", zc > 8192 ? zc / 2 : 4096);
-        memcg_set("memory.zswap.max", val);
-        verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, vr);
-        reclaim_all();
+            snprintf(val, sizeof(val), "%lld", zc > 8192 ? zc / 2 : 4096);
+            memcg_set("memory.zswap.max", val);
+        } else {
+            for (int i = 0; i < o.wb_reclaims; i++) {
+                long long cur = gl_memcg_read(o.cgroup, "memory.current");
+
+                snprintf(val, sizeof(val), "%lld", cur > 4096 ? cur : 4096);
+                if (r + 1 == o.wb_rounds && i + 1 == o.wb_reclaims) {
+                    gl_vmstat_read(&v_last0);
+                }
+                gl_memcg_write(o.cgroup, "memory.reclaim", val);
+            }
+        }
+        if (r + 1 < o.wb_rounds || o.wb_limit) {
+            verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, vr);
+            reclaim_all();
+        }
     }
     zswap_max_restore();
 }
@@ -1522,6 +1556,17 @@ static void final_checks(struct run *R, const struct kmsg_counts *k)
         snprintf(m, sizeof(m), "swap_writeback_dropbehind_folio %lld, zswpwb %lld", db, zswpwb);
         patch_check(db >= 0 && zswpwb > 0 && db * 2 >= zswpwb,
                     "zswap writeback folios are dropped on completion (dropbehind)", m);
+        /* The last memory.reclaim call's written-back folios: on stock they
+         * stay in swap cache until a later reclaim, dropbehind frees them. */
+        long long last_wb = vm_delta(&v_last0, &R->v_wb1, VM_ZSWPWB);
+        long long linger = vm_delta(&v_last0, &R->v_wb1, VM_NR_SWAPCACHED);
+
+        ktap_diag("dropbehind last_reclaim zswpwb %lld nr_swapcached_delta %lld", last_wb,
+                  linger);
+        snprintf(m, sizeof(m), "last reclaim call: zswpwb %lld, nr_swapcached %+lld",
+                 last_wb, linger);
+        patch_check(last_wb > 0 && linger * 4 <= last_wb,
+                    "written-back folios do not linger in swap cache", m);
     }
     /* Workingset shadows survive writeback. */
     if (o.refault_checks) {
