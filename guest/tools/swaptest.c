@@ -1392,7 +1392,7 @@ static void *race_worker(void *arg)
     return NULL;
 }
 
-/* Toggle memory.zswap.max between tiny and unlimited and reclaim meanwhile. */
+/* Toggle memory.zswap.max between tiny and unlimited every 50 ms. */
 static void *race_toggler(void *arg)
 {
     struct race *R = arg;
@@ -1400,7 +1400,6 @@ static void *race_toggler(void *arg)
 
     while (!R->stop && now_s() < R->deadline) {
         memcg_set("memory.zswap.max", (toggles & 1) ? o.zswap_max : "65536");
-        gl_memcg_write(o.cgroup, "memory.reclaim", "8M");
         sleep_ms(50);
         toggles++;
     }
@@ -1409,11 +1408,26 @@ static void *race_toggler(void *arg)
     return NULL;
 }
 
+/* memory.reclaim 8M in a loop (it blocks; hence its own thread). */
+static void *race_reclaimer(void *arg)
+{
+    struct race *R = arg;
+    long long calls = 0;
+
+    while (!R->stop && now_s() < R->deadline) {
+        gl_memcg_write(o.cgroup, "memory.reclaim", "8M");
+        sleep_ms(20);
+        calls++;
+    }
+    ktap_diag("race reclaim_calls %lld", calls);
+    return NULL;
+}
+
 static void race(struct run *Rn)
 {
     struct race R = { 0 };
     size_t clen = (size_t)o.chunk_pages * GL_PAGE_SIZE;
-    pthread_t th[65];
+    pthread_t th[66];
     struct verify_result vr = { 0 };
 
     R.chunks = o.mem / clen;
@@ -1435,7 +1449,8 @@ static void race(struct run *Rn)
         pthread_create(&th[i], NULL, race_worker, &R);
     }
     pthread_create(&th[o.threads], NULL, race_toggler, &R);
-    for (int i = 0; i <= o.threads; i++) {
+    pthread_create(&th[o.threads + 1], NULL, race_reclaimer, &R);
+    for (int i = 0; i <= o.threads + 1; i++) {
         pthread_join(th[i], NULL);
     }
     disarm("after the race");
