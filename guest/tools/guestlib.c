@@ -190,7 +190,7 @@ static inline uint64_t mix64(uint64_t x)
  * odd pages: pseudo-random words (incompressible, zswap may reject them).
  * Every page starts with its own index so misplaced pages are caught too.
  */
-static void pattern_page(uint64_t *w, size_t idx, uint64_t seed)
+void gl_pattern_page(uint64_t *w, size_t idx, uint64_t seed)
 {
     uint64_t k = mix64(seed ^ (idx * 0x100000001b3ULL));
     size_t n = GL_PAGE_SIZE / sizeof(uint64_t);
@@ -210,7 +210,7 @@ static void pattern_page(uint64_t *w, size_t idx, uint64_t seed)
 void gl_pattern_fill(uint8_t *base, size_t pages, uint64_t seed)
 {
     for (size_t p = 0; p < pages; p++) {
-        pattern_page((uint64_t *)(base + p * GL_PAGE_SIZE), p, seed);
+        gl_pattern_page((uint64_t *)(base + p * GL_PAGE_SIZE), p, seed);
     }
 }
 
@@ -221,7 +221,7 @@ size_t gl_pattern_verify(const uint8_t *base, size_t pages, uint64_t seed,
     size_t bad = 0;
 
     for (size_t p = 0; p < pages; p++) {
-        pattern_page(want, p, seed);
+        gl_pattern_page(want, p, seed);
         if (memcmp(want, base + p * GL_PAGE_SIZE, GL_PAGE_SIZE)) {
             if (!bad && first_bad) {
                 *first_bad = p;
@@ -230,4 +230,25 @@ size_t gl_pattern_verify(const uint8_t *base, size_t pages, uint64_t seed,
         }
     }
     return bad;
+}
+
+long long gl_memcg_stat(const char *name, const char *key)
+{
+    char path[256], k[64];
+    long long val, ret = -1;
+    FILE *f;
+
+    memcg_path(path, sizeof(path), name, "memory.stat");
+    f = fopen(path, "r");
+    if (!f) {
+        return -1;
+    }
+    while (fscanf(f, "%63s %lld", k, &val) == 2) {
+        if (!strcmp(k, key)) {
+            ret = val;
+            break;
+        }
+    }
+    fclose(f);
+    return ret;
 }

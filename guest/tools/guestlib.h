@@ -48,8 +48,13 @@ int gl_memcg_leave(const char *name);
 
 /* Seeded page pattern: half of the pages compress well (zswap stores them). */
 void gl_pattern_fill(uint8_t *base, size_t pages, uint64_t seed);
+/* Fill one page (@w, GL_PAGE_SIZE bytes) with the pattern of page @idx. */
+void gl_pattern_page(uint64_t *w, size_t idx, uint64_t seed);
 /* Returns the number of pages that differ; the first bad page in @first_bad. */
 size_t gl_pattern_verify(const uint8_t *base, size_t pages, uint64_t seed,
                          size_t *first_bad);
+
+/* One value from the cgroup's memory.stat (e.g. "zswpwb"); -1 when absent. */
+long long gl_memcg_stat(const char *name, const char *key);
 
 #endif /* FAULTLINE_GUESTLIB_H */
