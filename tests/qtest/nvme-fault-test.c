@@ -15,6 +15,7 @@
 #include "libqos/pci.h"
 #include "libqos/pci-pc.h"
 #include "libqos/malloc-pc.h"
+#include "hw/pci/pci_regs.h"
 
 #define QSIZE       16
 #define NVME_DB     0x1000
@@ -45,6 +46,8 @@ typedef struct Nvme {
     Queue asq, acq, sq, cq;
     uint16_t cid;
     uint64_t buf;   /* 64 KiB data buffer */
+    bool msix;      /* CQ 1 interrupts on, MSI-X vector 1 */
+    uint32_t msix_table, msix_pba;
     char *disk;
     char *rules;
 } Nvme;
@@ -163,7 +166,7 @@ static void create_io_queues(Nvme *n)
     qtest_memset(n->qts, n->cq.addr, 0, 4096);
     /* CQ 1, physically contiguous, interrupts off; SQ 1 on CQ 1. */
     g_assert_cmphex(admin(n, 0x05, 0, n->cq.addr, ((QSIZE - 1) << 16) | 1,
-                          1, 0).status, ==, 0);
+                          n->msix ? (1 << 16) | 3 : 1, 0).status, ==, 0);
     g_assert_cmphex(admin(n, 0x01, 0, n->sq.addr, ((QSIZE - 1) << 16) | 1,
                           (1 << 16) | 1, 0).status, ==, 0);
 }
@@ -193,7 +196,40 @@ static Cqe io(Nvme *n, uint8_t opc, uint64_t slba)
     return c;
 }
 
-static Nvme *nvme_start(const char *rules)
+static void msix_setup(Nvme *n)
+{
+    uint8_t cap = qpci_find_capability(n->dev, PCI_CAP_ID_MSIX, 0);
+    uint16_t flags;
+    uint32_t table, pba;
+
+    g_assert(cap);
+    flags = qpci_config_readw(n->dev, cap + PCI_MSIX_FLAGS);
+    qpci_config_writew(n->dev, cap + PCI_MSIX_FLAGS,
+                       flags | PCI_MSIX_FLAGS_ENABLE);
+    table = qpci_config_readl(n->dev, cap + PCI_MSIX_TABLE);
+    pba = qpci_config_readl(n->dev, cap + PCI_MSIX_PBA);
+    g_assert_cmpuint(table & PCI_MSIX_FLAGS_BIRMASK, ==, 0);
+    g_assert_cmpuint(pba & PCI_MSIX_FLAGS_BIRMASK, ==, 0);
+    n->msix_table = table & ~PCI_MSIX_FLAGS_BIRMASK;
+    n->msix_pba = pba & ~PCI_MSIX_FLAGS_BIRMASK;
+    /* Vector 1 masked: an interrupt only sets its pending bit. */
+    wr32(n, n->msix_table + 16 + 12, 1);
+}
+
+static bool msix_pending(Nvme *n)
+{
+    return rd32(n, n->msix_pba) & 2;
+}
+
+/* Deliver (and so clear) a pending vector 1, then mask it again. */
+static void msix_ack(Nvme *n)
+{
+    wr32(n, n->msix_table + 16 + 12, 0);
+    wr32(n, n->msix_table + 16 + 12, 1);
+    g_assert(!msix_pending(n));
+}
+
+static Nvme *nvme_start_opts(const char *rules, bool msix)
 {
     Nvme *n = g_new0(Nvme, 1);
     g_autofree char *fi = NULL;
@@ -225,9 +261,18 @@ static Nvme *nvme_start(const char *rules)
     n->sq.addr = guest_alloc(&n->alloc, 4096);
     n->cq.addr = guest_alloc(&n->alloc, 4096);
     n->buf = guest_alloc(&n->alloc, 65536);
+    n->msix = msix;
+    if (msix) {
+        msix_setup(n);
+    }
     enable(n);
     create_io_queues(n);
     return n;
+}
+
+static Nvme *nvme_start(const char *rules)
+{
+    return nvme_start_opts(rules, false);
 }
 
 static void nvme_stop(Nvme *n)
@@ -464,6 +509,35 @@ static void test_drop_sq_delete_reset(void)
     nvme_stop(n);
 }
 
+static void test_irq(void)
+{
+    Nvme *n = nvme_start_opts("noirq:   write nth=2 irq=suppress\n"
+                              "slowirq: write nth=3 irq-delay=1ms\n", true);
+    Cqe c;
+
+    /* A normal completion raises vector 1. */
+    g_assert(!msix_pending(n));
+    g_assert_cmphex(io(n, 0x01, 0).status, ==, 0);
+    g_assert(msix_pending(n));
+    msix_ack(n);
+    /* Suppressed: the CQE is there, no interrupt. */
+    g_assert_cmphex(io(n, 0x01, 8).status, ==, 0);
+    c = poll_cqe(n, &n->cq, 1, 50);
+    g_assert_cmpuint(c.result, ==, NO_CQE);
+    g_assert(!msix_pending(n));
+    /* Delayed: the CQE is there, the interrupt comes 1 ms later. */
+    g_assert_cmphex(io(n, 0x01, 16).status, ==, 0);
+    g_assert(!msix_pending(n));
+    qtest_clock_step(n->qts, SCALE_MS / 2);
+    g_assert(!msix_pending(n));
+    qtest_clock_step(n->qts, SCALE_MS / 2 + 1);
+    g_assert(msix_pending(n));
+    msix_ack(n);
+    g_assert_cmphex(io(n, 0x01, 24).status, ==, 0);
+    g_assert(msix_pending(n));
+    nvme_stop(n);
+}
+
 static void test_vendor(void)
 {
     Nvme *n = nvme_start("st5:  write state=5 error=internal\n"
@@ -561,6 +635,7 @@ int main(int argc, char **argv)
     qtest_add_func("/nvme-fault/drop-abort", test_drop_abort);
     qtest_add_func("/nvme-fault/drop-sq-delete-reset",
                    test_drop_sq_delete_reset);
+    qtest_add_func("/nvme-fault/irq", test_irq);
     qtest_add_func("/nvme-fault/vendor", test_vendor);
     qtest_add_func("/nvme-fault/no-injector", test_no_injector);
     ret = g_test_run();
