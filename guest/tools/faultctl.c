@@ -4,10 +4,10 @@
  *
  *   faultctl nvme DEV state [N]       get (or set) the engine state
  *   faultctl nvme DEV hits            per-rule hit counts (vendor log 0xC0)
- *   faultctl nvme DEV errlog [--expect-rule NAME]
+ *   faultctl nvme DEV errlog [--expect-rule NAME[,NAME...]]
  *                                     Error Information log summary; with
  *                                     --expect-rule: KTAP check that the
- *                                     error count equals NAME's hits
+ *                                     error count equals the rules' hits
  *   faultctl syncblk ATTR [VALUE]     read (write) /sys/block/syncblk0/ATTR
  *
  * DEV is the NVMe controller character device (/dev/nvme0) or a namespace
@@ -251,14 +251,21 @@ static int cmd_errlog(int fd, int argc, char **argv)
         printf("# errlog status_0x%x %u\n", st[j].status, st[j].n);
     }
     if (expect) {
-        uint64_t hits = 0;
+        uint64_t hits = 0, h;
+        char *names = strdup(expect), *save = NULL;
 
-        if (rule_hits(fd, expect, &hits)) {
-            ktap_result(0, NULL, "errlog: no rule '%s' in log 0xC0", expect);
-            return 1;
+        for (char *r = strtok_r(names, ",", &save); r;
+             r = strtok_r(NULL, ",", &save)) {
+            if (rule_hits(fd, r, &h)) {
+                ktap_result(0, NULL, "errlog: no rule '%s' in log 0xC0", r);
+                free(names);
+                return 1;
+            }
+            hits += h;
         }
+        free(names);
         ktap_result(hits > 0 && hits == newest, NULL,
-                    "errlog error count %" PRIu64 " == rule %s hits %" PRIu64
+                    "errlog error count %" PRIu64 " == rules %s hits %" PRIu64
                     " (> 0)", newest, expect, hits);
         return ktap_failed ? 1 : 0;
     }
