@@ -115,7 +115,9 @@ def load(name):
         dev.extra = "," + dev.extra
     faults = Faults(**_table(d, "faults", Faults, w))
     swap = d.get("swap", {})
-    _check_keys(swap, {"zswap"}, f"{w}: [swap]")
+    _check_keys(swap, {"zswap", "enabled"}, f"{w}: [swap]")
+    if not isinstance(swap.get("enabled", True), bool):
+        raise ScenarioError(f"{w}: swap.enabled must be a bool")
     tests = []
     for i, t in enumerate(d.get("test", [])):
         _check_keys(t, {"run"}, f"{w}: [[test]] #{i + 1}")

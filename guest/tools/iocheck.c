@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * iocheck: O_DIRECT block I/O checker on io_uring, KTAP output.
+ *
+ * Check mode (default): COUNT I/Os one at a time (queue depth 1), the i-th
+ * (1-based) at OFFSET + (i-1) * STRIDE, each reported as
+ *   # io I write off O len L res R errno NAME lat_us U
+ * then checked: every I/O succeeds except those named by --expect-err.
+ *
+ *   iocheck DEV --op write --offset 512M --len 4K --count 8 \
+ *           --expect-err 3=ENODATA --lat-us 1900-20000
+ *
+ * --expect-err I=ERR   the I-th I/O fails with errno ERR (name or number);
+ *                      repeatable
+ * --lat-us MIN-MAX     the median latency of the successful I/Os is in
+ *                      [MIN, MAX] microseconds
+ * --stride BYTES       distance between consecutive I/Os (default: len)
+ * --verify             write: read every successful write back and compare
+ *
+ * Load mode: --bench SECONDS: random 4K (--len) writes (--op) at queue
+ * depth --qd (default 32) over [OFFSET, OFFSET + --range), for SECONDS;
+ * prints "# iops N".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <liburing.h>
+
+#include "guestlib.h"
+#include "ktap.h"
+
+#define MAX_EXPECT 64
+
+static struct {
+    const char *dev;
+    bool write;
+    uint64_t offset, len, stride, range;
+    unsigned int count, qd;
+    double bench_s;
+    bool verify;
+    int nexp;
+    unsigned int exp_idx[MAX_EXPECT];
+    int exp_err[MAX_EXPECT];
+    bool lat;
+    uint64_t lat_min, lat_max;
+} o = { .len = 4096, .count = 1, .qd = 32, .range = 64 << 20 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static const struct { const char *name; int err; } errnames[] = {
+    { "OK", 0 }, { "EIO", EIO }, { "ENODATA", ENODATA },
+    { "ENOSPC", ENOSPC }, { "ETIMEDOUT", ETIMEDOUT },
+    { "ENOLINK", ENOLINK }, { "EREMOTEIO", EREMOTEIO },
+    { "EILSEQ", EILSEQ }, { "EAGAIN", EAGAIN }, { "ECANCELED", ECANCELED },
+    { "EBADE", EBADE }, { "ENOMEM", ENOMEM }, { "EINVAL", EINVAL },
+};
+
+static const char *errname(int err)
+{
+    static char buf[16];
+
+    for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++) {
+        if (errnames[i].err == err) {
+            return errnames[i].name;
+        }
+    }
+    snprintf(buf, sizeof(buf), "%d", err);
+    return buf;
+}
+
+static int parse_err(const char *s)
+{
+    char *end;
+    long v;
+
+    for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++) {
+        if (!strcmp(errnames[i].name, s)) {
+            return errnames[i].err;
+        }
+    }
+    v = strtol(s, &end, 0);
+    return *end ? -1 : (int)v;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: iocheck DEV [--op read|write] [--offset B] "
+            "[--len B] [--stride B] [--count N] [--expect-err I=ERR]... "
+            "[--lat-us MIN-MAX] [--verify] | [--bench S --qd N --range B]\n");
+    exit(2);
+}
+
+static uint64_t size_arg(const char *s)
+{
+    uint64_t v = gl_parse_size(s);
+
+    if (!v && strcmp(s, "0")) {
+        fprintf(stderr, "iocheck: bad size '%s'\n", s);
+        exit(2);
+    }
+    return v;
+}
+
+static void parse(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage();
+    }
+    o.dev = argv[1];
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (!strcmp(a, "--verify")) {
+            o.verify = true;
+            continue;
+        }
+        if (!v) {
+            usage();
+        }
+        i++;
+        if (!strcmp(a, "--op")) {
+            o.write = !strcmp(v, "write");
+            if (!o.write && strcmp(v, "read")) {
+                usage();
+            }
+        } else if (!strcmp(a, "--offset")) {
+            o.offset = size_arg(v);
+        } else if (!strcmp(a, "--len")) {
+            o.len = size_arg(v);
+        } else if (!strcmp(a, "--stride")) {
+            o.stride = size_arg(v);
+        } else if (!strcmp(a, "--range")) {
+            o.range = size_arg(v);
+        } else if (!strcmp(a, "--count")) {
+            o.count = strtoul(v, NULL, 0);
+        } else if (!strcmp(a, "--qd")) {
+            o.qd = strtoul(v, NULL, 0);
+        } else if (!strcmp(a, "--bench")) {
+            o.bench_s = strtod(v, NULL);
+        } else if (!strcmp(a, "--expect-err")) {
+            const char *eq = strchr(v, '=');
+
+            if (!eq || o.nexp == MAX_EXPECT) {
+                usage();
+            }
+            o.exp_idx[o.nexp] = strtoul(v, NULL, 0);
+            o.exp_err[o.nexp] = parse_err(eq + 1);
+            if (o.exp_err[o.nexp] < 0) {
+                usage();
+            }
+            o.nexp++;
+        } else if (!strcmp(a, "--lat-us")) {
+            if (sscanf(v, "%" SCNu64 "-%" SCNu64, &o.lat_min,
+                       &o.lat_max) != 2) {
+                usage();
+            }
+            o.lat = true;
+        } else {
+            usage();
+        }
+    }
+    if (!o.stride) {
+        o.stride = o.len;
+    }
+    if (!o.len || o.len % 512 || !o.qd || o.qd > 256) {
+        usage();
+    }
+}
+
+static int expected_err(unsigned int idx)
+{
+    for (int i = 0; i < o.nexp; i++) {
+        if (o.exp_idx[i] == idx) {
+            return o.exp_err[i];
+        }
+    }
+    return 0;
+}
+
+static int one_io(struct io_uring *ring, int fd, bool write, void *buf,
+                  uint64_t off, uint64_t *lat_ns)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+    struct io_uring_cqe *cqe;
+    uint64_t t0;
+    int res;
+
+    if (write) {
+        io_uring_prep_write(sqe, fd, buf, o.len, off);
+    } else {
+        io_uring_prep_read(sqe, fd, buf, o.len, off);
+    }
+    t0 = now_ns();
+    io_uring_submit(ring);
+    res = io_uring_wait_cqe(ring, &cqe);
+    *lat_ns = now_ns() - t0;
+    if (res < 0) {
+        ktap_bail("io_uring_wait_cqe: %s", strerror(-res));
+    }
+    res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    return res;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static int check_mode(int fd, struct io_uring *ring)
+{
+    uint8_t *buf, *rbuf;
+    uint64_t *lats = calloc(o.count, sizeof(*lats));
+    unsigned int nlat = 0, bad = 0, verified = 0, mismatched = 0;
+
+    if (posix_memalign((void **)&buf, 4096, o.len) ||
+        posix_memalign((void **)&rbuf, 4096, o.len) || !lats) {
+        ktap_bail("out of memory");
+    }
+    ktap_header(1 + (o.lat ? 1 : 0) + (o.verify ? 1 : 0));
+    for (unsigned int i = 1; i <= o.count; i++) {
+        uint64_t off = o.offset + (uint64_t)(i - 1) * o.stride, lat;
+        int res, err, want = expected_err(i);
+
+        memset(buf, (int)(i & 0xff) ^ 0x5a, o.len);
+        memcpy(buf, &off, sizeof(off));
+        res = one_io(ring, fd, o.write, buf, off, &lat);
+        err = res < 0 ? -res : 0;
+        if (res >= 0 && (uint64_t)res != o.len) {
+            err = EIO;      /* short I/O */
+        }
+        ktap_diag("io %u %s off %" PRIu64 " len %" PRIu64 " res %d errno %s "
+                  "lat_us %" PRIu64, i, o.write ? "write" : "read", off,
+                  o.len, res, errname(err), lat / 1000);
+        if (err != want) {
+            ktap_diag("io %u: expected %s, got %s", i, errname(want),
+                      errname(err));
+            bad++;
+        }
+        if (!err) {
+            lats[nlat++] = lat;
+            if (o.write && o.verify) {
+                uint64_t l2;
+                int r = one_io(ring, fd, false, rbuf, off, &l2);
+
+                verified++;
+                if (r != (int)o.len || memcmp(buf, rbuf, o.len)) {
+                    mismatched++;
+                    ktap_diag("io %u: read back differs (res %d)", i, r);
+                }
+            }
+        }
+    }
+    ktap_diag("ios_failed_as_expected %d", o.nexp);
+    ktap_ok(!bad, "%u %s I/Os: each failed exactly as expected (%d "
+            "expected failures)", o.count, o.write ? "write" : "read",
+            o.nexp);
+    if (o.lat) {
+        uint64_t med = 0;
+
+        if (nlat) {
+            qsort(lats, nlat, sizeof(*lats), cmp_u64);
+            med = lats[nlat / 2] / 1000;
+        }
+        ktap_diag("lat_median_us %" PRIu64, med);
+        ktap_diag("lat_min_us %" PRIu64, nlat ? lats[0] / 1000 : 0);
+        ktap_diag("lat_max_us %" PRIu64, nlat ? lats[nlat - 1] / 1000 : 0);
+        ktap_ok(nlat && med >= o.lat_min && med <= o.lat_max,
+                "median latency %" PRIu64 " us in [%" PRIu64 ", %" PRIu64
+                "] us", med, o.lat_min, o.lat_max);
+    }
+    if (o.verify) {
+        ktap_ok(!mismatched, "%u writes read back intact", verified);
+    }
+    return ktap_finish();
+}
+
+static int bench_mode(int fd, struct io_uring *ring)
+{
+    uint8_t *bufs;
+    uint64_t blocks = o.range / o.len, x = 0x9e3779b97f4a7c15ull;
+    uint64_t t0, t_end, done = 0, errors = 0;
+    unsigned int inflight = 0;
+
+    if (!blocks || posix_memalign((void **)&bufs, 4096, o.len * o.qd)) {
+        ktap_bail("bad range or out of memory");
+    }
+    memset(bufs, 0xa5, o.len * o.qd);
+    ktap_header(1);
+    t0 = now_ns();
+    t_end = t0 + (uint64_t)(o.bench_s * 1e9);
+    for (;;) {
+        bool more = now_ns() < t_end;
+        struct io_uring_cqe *cqe;
+
+        while (more && inflight < o.qd) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+            uint64_t blk;
+
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            blk = x % blocks;
+            if (o.write) {
+                io_uring_prep_write(sqe, fd, bufs + inflight * o.len, o.len,
+                                    o.offset + blk * o.len);
+            } else {
+                io_uring_prep_read(sqe, fd, bufs + inflight * o.len, o.len,
+                                   o.offset + blk * o.len);
+            }
+            inflight++;
+        }
+        if (!inflight) {
+            break;
+        }
+        io_uring_submit_and_wait(ring, 1);
+        while (io_uring_peek_cqe(ring, &cqe) == 0) {
+            if (cqe->res != (int)o.len) {
+                errors++;
+            }
+            done++;
+            inflight--;
+            io_uring_cqe_seen(ring, cqe);
+        }
+    }
+    {
+        double s = (now_ns() - t0) / 1e9;
+
+        ktap_diag("bench %s qd %u len %" PRIu64 " seconds %.2f ios %" PRIu64,
+                  o.write ? "randwrite" : "randread", o.qd, o.len, s, done);
+        ktap_diag("iops %" PRIu64, (uint64_t)(done / s));
+        ktap_diag("errors %" PRIu64, errors);
+        ktap_ok(done && !errors, "benchmark ran without errors");
+    }
+    return ktap_finish();
+}
+
+int main(int argc, char **argv)
+{
+    struct io_uring ring;
+    int fd, ret;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    parse(argc, argv);
+    fd = open(o.dev, (o.write ? O_RDWR : O_RDONLY) | O_DIRECT);
+    if (fd < 0) {
+        printf("Bail out! open %s: %s\n", o.dev, strerror(errno));
+        return 1;
+    }
+    ret = io_uring_queue_init(o.qd < 8 ? 8 : o.qd * 2, &ring, 0);
+    if (ret < 0) {
+        printf("Bail out! io_uring_queue_init: %s\n", strerror(-ret));
+        return 1;
+    }
+    ret = o.bench_s > 0 ? bench_mode(fd, &ring) : check_mode(fd, &ring);
+    io_uring_queue_exit(&ring);
+    close(fd);
+    return ret;
+}

@@ -1,0 +1,492 @@
+/*
+ * faultline NVMe fault layer.
+ *
+ * Every I/O command (read, write, write zeroes, flush, dataset management)
+ * asks the fault engine once, in submission order, before it reaches the
+ * block layer.  The decision is kept in the request and applied when the
+ * command completes:
+ *
+ *   error, when=before  the command fails at once, no data moves
+ *   error, when=after   the I/O is done, then completes with the error
+ *   delay               the CQE is posted delay ns later (virtual clock)
+ *   drop, timeout       the CQE is never posted: only Abort, SQ deletion or
+ *                       a controller reset complete the command (aborted)
+ *   irq=suppress/delay  no interrupt / a later interrupt for the CQE
+ *
+ * A held command carries its own cancelable AIOCB in req->aiocb, so the
+ * upstream Abort and SQ-cancel paths complete it like any in-flight I/O.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "qemu/osdep.h"
+#include "qemu/main-loop.h"
+#include "qemu/cutils.h"
+#include "block/aio.h"
+#include "hw/pci/pci.h"
+#include "nvme.h"
+#include "trace.h"
+
+struct NvmeFaultIrqTimer {
+    NvmeCtrl  *n;
+    uint16_t  cqid;
+    QEMUTimer timer;
+};
+
+typedef struct NvmeFaultAIOCB {
+    BlockAIOCB   common;
+    NvmeRequest  *req;
+    QEMUTimer    timer;
+    bool         done;      /* released or cancelled */
+} NvmeFaultAIOCB;
+
+static uint16_t nvme_fault_status(FeError err)
+{
+    switch (err) {
+    case FE_ERR_EIO:
+        return NVME_DATA_TRAS_ERROR;
+    case FE_ERR_ENOSPC:
+        return NVME_CAP_EXCEEDED;
+    case FE_ERR_WRITE_FAULT:
+        return NVME_WRITE_FAULT;
+    case FE_ERR_READ_ERROR:
+        return NVME_UNRECOVERED_READ;
+    case FE_ERR_INTERNAL:
+        return NVME_INTERNAL_DEV_ERROR;
+    default:
+        return NVME_SUCCESS;
+    }
+}
+
+void nvme_fault_realize(NvmeCtrl *n, const NvmeFaultOps *ops)
+{
+    NvmeFaultCtrl *f = &n->fault;
+
+    f->ops = ops;
+    if (!f->fi) {
+        return;
+    }
+    f->errlog = g_new0(NvmeErrorLog, NVME_FAULT_ERRLOG_ENTRIES);
+    f->nr_irq_timers = n->params.max_ioqpairs + 1;
+    f->irq_timers = g_new0(NvmeFaultIrqTimer, f->nr_irq_timers);
+    /* ELPE is 0's based. */
+    n->id_ctrl.elpe = NVME_FAULT_ERRLOG_ENTRIES - 1;
+}
+
+static void nvme_fault_irq_fire(void *opaque)
+{
+    NvmeFaultIrqTimer *t = opaque;
+    NvmeCtrl *n = t->n;
+
+    /* The queue may have been deleted (or replaced) meanwhile. */
+    if (t->cqid < n->params.max_ioqpairs + 1 && n->cq[t->cqid]) {
+        trace_pci_nvme_fault_irq_fire(t->cqid);
+        n->fault.ops->irq_assert(n, n->cq[t->cqid]);
+    }
+}
+
+void nvme_fault_reset(NvmeCtrl *n)
+{
+    NvmeFaultCtrl *f = &n->fault;
+
+    for (unsigned int i = 0; i < f->nr_irq_timers; i++) {
+        if (f->irq_timers[i].n) {
+            timer_del(&f->irq_timers[i].timer);
+        }
+    }
+}
+
+void nvme_fault_exit(NvmeCtrl *n)
+{
+    NvmeFaultCtrl *f = &n->fault;
+
+    nvme_fault_reset(n);
+    g_free(f->irq_timers);
+    f->irq_timers = NULL;
+    f->nr_irq_timers = 0;
+    g_free(f->errlog);
+    f->errlog = NULL;
+}
+
+/* The command's range in 512-byte sectors. */
+static bool nvme_fault_range(NvmeCtrl *n, NvmeRequest *req, NvmeNamespace *ns,
+                             FeOp *op, uint64_t *slba, uint64_t *lba,
+                             uint32_t *len)
+{
+    NvmeRwCmd *rw = (NvmeRwCmd *)&req->cmd;
+    uint64_t nlb = 0, bytes;
+
+    *slba = 0;
+    *lba = 0;
+    *len = 0;
+
+    switch (req->cmd.opcode) {
+    case NVME_CMD_FLUSH:
+        *op = FE_OP_FLUSH;
+        return true;
+    case NVME_CMD_READ:
+        *op = FE_OP_READ;
+        break;
+    case NVME_CMD_WRITE:
+        *op = FE_OP_WRITE;
+        break;
+    case NVME_CMD_WRITE_ZEROES:
+        *op = FE_OP_WRITE_ZEROES;
+        break;
+    case NVME_CMD_DSM:
+        *op = FE_OP_DISCARD;
+        break;
+    default:
+        return false;
+    }
+    if (!ns) {
+        return false;
+    }
+
+    if (*op == FE_OP_DISCARD) {
+        NvmeDsmRange range;
+
+        /* The first range; the whole namespace if it cannot be read. */
+        if (NVME_CMD_FLAGS_PSDT(req->cmd.flags) == NVME_PSDT_PRP &&
+            pci_dma_read(PCI_DEVICE(n), le64_to_cpu(req->cmd.dptr.prp1),
+                         &range, sizeof(range)) == MEMTX_OK) {
+            *slba = le64_to_cpu(range.slba);
+            nlb = le32_to_cpu(range.nlb);
+        } else {
+            nlb = le64_to_cpu(ns->id_ns.nsze);
+        }
+    } else {
+        *slba = le64_to_cpu(rw->slba);
+        nlb = (uint64_t)le16_to_cpu(rw->nlb) + 1;
+    }
+    *lba = (*slba << ns->lbaf.ds) >> BDRV_SECTOR_BITS;
+    bytes = nlb << ns->lbaf.ds;
+    *len = MIN(bytes >> BDRV_SECTOR_BITS, UINT32_MAX);
+    return true;
+}
+
+uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
+{
+    NvmeFaultReq *fr = &req->fault;
+    uint32_t nsid = le32_to_cpu(req->cmd.nsid);
+    NvmeNamespace *ns = NULL;
+    uint64_t slba, lba;
+    uint32_t len;
+    FeDecision d;
+    FeOp op;
+
+    memset(fr, 0, sizeof(*fr));
+    if (nsid && nsid != NVME_NSID_BROADCAST && nsid <= NVME_MAX_NAMESPACES) {
+        ns = nvme_ns(n, nsid);
+        if (ns && ns->status) {
+            ns = NULL;
+        }
+    }
+    if (!nvme_fault_range(n, req, ns, &op, &slba, &lba, &len)) {
+        return NVME_SUCCESS;
+    }
+    if (!fault_injector_decide(n->fault.fi, op, lba, len, &d)) {
+        return NVME_SUCCESS;
+    }
+
+    fr->slba = slba;
+    fr->drop = d.drop || d.error == FE_ERR_TIMEOUT;
+    fr->status = nvme_fault_status(d.error);
+    if (fr->status && d.dnr) {
+        fr->status |= NVME_DNR;
+    }
+    fr->delay_ns = d.delay_ns;
+    fr->irq = d.irq;
+    fr->irq_delay_ns = d.irq_delay_ns;
+    fr->pending = fr->drop || fr->status || fr->delay_ns ||
+                  fr->irq != FE_IRQ_NORMAL;
+
+    trace_pci_nvme_fault_decide(nvme_cid(req), req->sq->sqid,
+                                fe_op_name(op), lba, len, fr->status,
+                                fr->delay_ns, fr->drop, fr->irq,
+                                fr->irq_delay_ns);
+
+    if (fr->status && !fr->drop && d.when == FE_WHEN_BEFORE) {
+        /* Fail without touching data; the completion hook still runs. */
+        return fr->status;
+    }
+    return NVME_SUCCESS;
+}
+
+static void nvme_fault_log_error(NvmeCtrl *n, NvmeRequest *req)
+{
+    NvmeFaultCtrl *f = &n->fault;
+    NvmeErrorLog *e = &f->errlog[f->errlog_next];
+
+    f->errlog_next = (f->errlog_next + 1) % NVME_FAULT_ERRLOG_ENTRIES;
+    f->error_count++;
+    memset(e, 0, sizeof(*e));
+    e->error_count = cpu_to_le64(f->error_count);
+    e->sqid = cpu_to_le16(req->sq->sqid);
+    e->cid = req->cqe.cid;      /* already little endian */
+    e->status_field = cpu_to_le16(req->status << 1);
+    e->param_error_location = cpu_to_le16(0xffff);
+    e->lba = cpu_to_le64(req->fault.slba);
+    e->nsid = req->cmd.nsid;    /* already little endian */
+    trace_pci_nvme_fault_error(nvme_cid(req), req->sq->sqid, req->status,
+                               f->error_count);
+}
+
+static void nvme_fault_held_cb(void *opaque, int ret)
+{
+    NvmeRequest *req = opaque;
+    NvmeCtrl *n = nvme_ctrl(req);
+
+    n->fault.held--;
+    req->aiocb = NULL;
+    if (ret < 0) {
+        /* Abort / SQ deletion set the status before cancelling. */
+        trace_pci_nvme_fault_cancel(nvme_cid(req), req->sq->sqid,
+                                    req->status);
+    } else {
+        trace_pci_nvme_fault_release(nvme_cid(req), req->sq->sqid);
+    }
+    n->fault.ops->enqueue(nvme_cq(req), req);
+}
+
+static void nvme_fault_timer_cb(void *opaque)
+{
+    NvmeFaultAIOCB *iocb = opaque;
+
+    if (iocb->done) {
+        return;
+    }
+    iocb->done = true;
+    iocb->common.cb(iocb->common.opaque, 0);
+    qemu_aio_unref(iocb);
+}
+
+static void nvme_fault_cancel_bh(void *opaque)
+{
+    NvmeFaultAIOCB *iocb = opaque;
+
+    iocb->common.cb(iocb->common.opaque, -ECANCELED);
+    qemu_aio_unref(iocb);
+}
+
+static void nvme_fault_cancel(BlockAIOCB *acb)
+{
+    NvmeFaultAIOCB *iocb = container_of(acb, NvmeFaultAIOCB, common);
+
+    if (iocb->done) {
+        return;
+    }
+    iocb->done = true;
+    timer_del(&iocb->timer);
+    aio_bh_schedule_oneshot(qemu_get_aio_context(), nvme_fault_cancel_bh,
+                            iocb);
+}
+
+static const AIOCBInfo nvme_fault_aiocb_info = {
+    .aiocb_size   = sizeof(NvmeFaultAIOCB),
+    .cancel_async = nvme_fault_cancel,
+};
+
+static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
+{
+    NvmeFaultReq *fr = &req->fault;
+    NvmeFaultAIOCB *iocb = qemu_aio_get(&nvme_fault_aiocb_info, NULL,
+                                        nvme_fault_held_cb, req);
+
+    iocb->req = req;
+    iocb->done = false;
+    timer_init_ns(&iocb->timer, QEMU_CLOCK_VIRTUAL, nvme_fault_timer_cb,
+                  iocb);
+    req->aiocb = &iocb->common;
+    n->fault.held++;
+    if (fr->drop) {
+        trace_pci_nvme_fault_drop(nvme_cid(req), req->sq->sqid);
+    } else {
+        trace_pci_nvme_fault_delay(nvme_cid(req), req->sq->sqid,
+                                   fr->delay_ns);
+        timer_mod_ns(&iocb->timer,
+                     qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + fr->delay_ns);
+    }
+}
+
+bool nvme_fault_complete(NvmeCQueue *cq, NvmeRequest *req)
+{
+    NvmeFaultReq *fr = &req->fault;
+    NvmeCtrl *n = cq->ctrl;
+
+    if (fr->pending) {
+        fr->pending = false;
+        if (req->status == NVME_CMD_ABORT_REQ ||
+            req->status == NVME_CMD_ABORT_SQ_DEL) {
+            /* Aborted while its I/O was in flight: report that. */
+            fr->status = 0;
+            fr->irq = FE_IRQ_NORMAL;
+            return false;
+        }
+        if (fr->status) {
+            req->status = fr->status;
+        }
+        if (fr->drop || fr->delay_ns) {
+            nvme_fault_hold(n, req);
+            return true;
+        }
+    }
+    if (fr->status && req->status == fr->status) {
+        nvme_fault_log_error(n, req);
+        fr->status = 0;
+    }
+    return false;
+}
+
+void nvme_fault_cqe_posted(NvmeCQueue *cq, NvmeRequest *req)
+{
+    NvmeFaultCq *fc = &cq->fault;
+
+    switch (req->fault.irq) {
+    case FE_IRQ_SUPPRESS:
+        fc->posted_suppress++;
+        break;
+    case FE_IRQ_DELAY:
+        fc->posted_delay++;
+        fc->irq_delay_ns = MAX(fc->irq_delay_ns, req->fault.irq_delay_ns);
+        break;
+    default:
+        fc->posted_normal++;
+        break;
+    }
+    req->fault.irq = FE_IRQ_NORMAL;
+}
+
+bool nvme_fault_irq(NvmeCtrl *n, NvmeCQueue *cq)
+{
+    NvmeFaultCq fc = cq->fault;
+    NvmeFaultIrqTimer *t;
+
+    memset(&cq->fault, 0, sizeof(cq->fault));
+    if (fc.posted_normal || (!fc.posted_delay && !fc.posted_suppress)) {
+        return false;
+    }
+    if (!fc.posted_delay) {
+        trace_pci_nvme_fault_irq_suppress(cq->cqid);
+        return true;
+    }
+    if (cq->cqid >= n->fault.nr_irq_timers) {
+        return false;
+    }
+    t = &n->fault.irq_timers[cq->cqid];
+    if (!t->n) {
+        t->n = n;
+        t->cqid = cq->cqid;
+        timer_init_ns(&t->timer, QEMU_CLOCK_VIRTUAL, nvme_fault_irq_fire, t);
+    }
+    trace_pci_nvme_fault_irq_delay(cq->cqid, fc.irq_delay_ns);
+    if (!timer_pending(&t->timer)) {
+        timer_mod_ns(&t->timer,
+                     qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + fc.irq_delay_ns);
+    }
+    return true;
+}
+
+uint16_t nvme_fault_error_info(NvmeCtrl *n, uint32_t buf_len, uint64_t off,
+                               NvmeRequest *req)
+{
+    NvmeFaultCtrl *f = &n->fault;
+    const size_t size = NVME_FAULT_ERRLOG_ENTRIES * sizeof(NvmeErrorLog);
+    g_autofree NvmeErrorLog *page = g_new0(NvmeErrorLog,
+                                           NVME_FAULT_ERRLOG_ENTRIES);
+    uint64_t count = MIN(f->error_count, NVME_FAULT_ERRLOG_ENTRIES);
+
+    if (off >= size) {
+        return NVME_INVALID_FIELD | NVME_DNR;
+    }
+    /* Newest first. */
+    for (uint64_t i = 0; i < count; i++) {
+        unsigned int slot = (f->errlog_next + NVME_FAULT_ERRLOG_ENTRIES - 1 -
+                             i) % NVME_FAULT_ERRLOG_ENTRIES;
+
+        page[i] = f->errlog[slot];
+    }
+    trace_pci_nvme_fault_log(NVME_LOG_ERROR_INFO, off, buf_len);
+    return f->ops->c2h(n, (uint8_t *)page + off, MIN(size - off, buf_len),
+                       req);
+}
+
+uint16_t nvme_fault_hits_log(NvmeCtrl *n, uint32_t buf_len, uint64_t off,
+                             NvmeRequest *req)
+{
+    FaultInjector *fi = n->fault.fi;
+    NvmeFaultHitsHdr *hdr;
+    NvmeFaultHitsEntry *ent;
+    g_autofree FeRuleStats *stats = NULL;
+    g_autofree uint8_t *buf = NULL;
+    size_t size;
+    int nr, got;
+
+    nr = fault_injector_rule_stats(fi, NULL, 0);
+    stats = g_new0(FeRuleStats, MAX(nr, 1));
+    got = fault_injector_rule_stats(fi, stats, nr);
+    nr = MIN(nr, got);
+
+    size = sizeof(*hdr) + nr * sizeof(*ent);
+    if (off >= size) {
+        return NVME_INVALID_FIELD | NVME_DNR;
+    }
+    buf = g_malloc0(size);
+    hdr = (NvmeFaultHitsHdr *)buf;
+    hdr->version = cpu_to_le32(NVME_FAULT_HITS_LOG_VERSION);
+    hdr->nrules = cpu_to_le32(nr);
+    hdr->entry_size = cpu_to_le32(sizeof(*ent));
+    hdr->state = cpu_to_le32(fault_injector_get_state(fi));
+    ent = (NvmeFaultHitsEntry *)(hdr + 1);
+    for (int i = 0; i < nr; i++) {
+        pstrcpy(ent[i].name, sizeof(ent[i].name), stats[i].name);
+        ent[i].matched = cpu_to_le64(stats[i].matched);
+        ent[i].hits = cpu_to_le64(stats[i].hits);
+    }
+    trace_pci_nvme_fault_log(NVME_FAULT_LOG_ID, off, buf_len);
+    return n->fault.ops->c2h(n, buf + off, MIN(size - off, buf_len), req);
+}
+
+uint16_t nvme_fault_get_feature(NvmeCtrl *n, NvmeRequest *req)
+{
+    uint32_t dw10 = le32_to_cpu(req->cmd.cdw10);
+    uint32_t state;
+
+    if (!n->fault.fi || req->cmd.cdw11 || req->cmd.cdw12) {
+        return NVME_INVALID_FIELD | NVME_DNR;
+    }
+    switch (NVME_GETFEAT_SELECT(dw10)) {
+    case NVME_GETFEAT_SELECT_CURRENT:
+        state = fault_injector_get_state(n->fault.fi);
+        break;
+    case NVME_GETFEAT_SELECT_DEFAULT:
+    case NVME_GETFEAT_SELECT_SAVED:
+        state = 0;
+        break;
+    case NVME_GETFEAT_SELECT_CAP:
+        state = NVME_FEAT_CAP_CHANGE;
+        break;
+    default:
+        return NVME_INVALID_FIELD | NVME_DNR;
+    }
+    req->cqe.result = cpu_to_le32(state);
+    trace_pci_nvme_fault_get_state(state);
+    return NVME_SUCCESS;
+}
+
+uint16_t nvme_fault_set_feature(NvmeCtrl *n, NvmeRequest *req)
+{
+    uint32_t dw10 = le32_to_cpu(req->cmd.cdw10);
+    uint32_t state = le32_to_cpu(req->cmd.cdw11);
+
+    if (!n->fault.fi || req->cmd.cdw12) {
+        return NVME_INVALID_FIELD | NVME_DNR;
+    }
+    if (NVME_SETFEAT_SAVE(dw10)) {
+        return NVME_FID_NOT_SAVEABLE | NVME_DNR;
+    }
+    /* Completion dword 0: the previous state. */
+    req->cqe.result = cpu_to_le32(fault_injector_get_state(n->fault.fi));
+    fault_injector_set_state(n->fault.fi, state);
+    trace_pci_nvme_fault_set_state(state);
+    return NVME_SUCCESS;
+}
