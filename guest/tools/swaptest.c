@@ -793,12 +793,11 @@ static int fault_set_state(long state)
     int ret;
 
     snprintf(num, sizeof(num), "%ld", state);
-    if (stat("/bin/faultctl", &st) == 0) {
-        char *a1[] = { "/bin/faultctl", "state", num, NULL };
-        char *a2[] = { "/bin/faultctl", "nvme", "/dev/nvme0", "state", num, NULL };
-        char *a3[] = { "/bin/faultctl", "syncblk", "/dev/syncblk0", "state", num, NULL };
+    /* NVMe: vendor feature C0h through faultctl; syncblk: its sysfs file. */
+    if (!sync && stat("/bin/faultctl", &st) == 0) {
+        char *argv[] = { "/bin/faultctl", "nvme", "/dev/nvme0", "state", num, NULL };
 
-        if (run_cmd(a1) == 0 || run_cmd(sync ? a3 : a2) == 0) {
+        if (run_cmd(argv) == 0) {
             ktap_diag("fault state %ld set by faultctl", state);
             return 0;
         }
