@@ -167,10 +167,12 @@ def check_expectations(sc, ktap, console, faults):
             problems.append(f"kernel log lacks {text!r}")
     hits_min = e.get("rule_hits_min", {})
     if hits_min:
-        if not isinstance(faults, list):
+        # x-fault-query-stats returns {"rules": [...], "digest": ...}
+        rules = faults.get("rules") if isinstance(faults, dict) else faults
+        if not isinstance(rules, list):
             problems.append(f"no rule statistics from the fault injector ({faults})")
         else:
-            hits = {r["name"]: r["hits"] for r in faults}
+            hits = {r["name"]: r["hits"] for r in rules}
             for name, minimum in hits_min.items():
                 if hits.get(name, 0) < minimum:
                     problems.append(f"rule {name} hit {hits.get(name, 0)} < {minimum}")
