@@ -485,7 +485,10 @@ static const struct block_device_operations syncblk_fops = {
 	.submit_bio	= syncblk_submit_bio,
 };
 
-/* sysfs: /sys/block/syncblkN/syncblk/ */
+/*
+ * sysfs: attributes directly in /sys/block/syncblkN/ (none clashes with
+ * the block layer's own), where faultline's guest tools look for them.
+ */
 static struct syncblk_dev *to_syncblk(struct device *d)
 {
 	return dev_to_disk(d)->private_data;
@@ -554,7 +557,6 @@ static struct attribute *syncblk_attrs[] = {
 };
 
 static const struct attribute_group syncblk_attr_group = {
-	.name	= SYNCBLK_NAME,
 	.attrs	= syncblk_attrs,
 };
 

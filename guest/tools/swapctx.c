@@ -11,7 +11,7 @@
  * the async path; swap_writepage_bdev_async itself is inlined into
  * __swap_writepage in Debian's 6.12) with tracefs hist triggers keyed on
  * the context flags (they never overflow, unlike the trace buffer), and the
- * driver's completion counters in /sys/block/DISK/syncblk/ while COMMAND
+ * driver's completion counters in /sys/block/DISK/ while COMMAND
  * runs, then checks:
  *   task    sync path only; every completion in the submitting task
  *   irq     async path only; every completion in hardirq (driver counter
@@ -125,7 +125,7 @@ static void read_counters(const char *disk, long long *v)
     char path[256];
 
     for (int i = 0; i < C_NR; i++) {
-        snprintf(path, sizeof(path), "/sys/block/%s/syncblk/%s", disk,
+        snprintf(path, sizeof(path), "/sys/block/%s/%s", disk,
                  counters[i]);
         v[i] = gl_read_u64(path);
     }
@@ -168,7 +168,7 @@ int main(int argc, char **argv)
         usage();
     }
 
-    snprintf(path, sizeof(path), "/sys/block/%s/syncblk/mode", disk);
+    snprintf(path, sizeof(path), "/sys/block/%s/mode", disk);
     if (gl_read_file(path, mode, sizeof(mode)) < 0) {
         ktap_bail("cannot read %s", path);
     }
