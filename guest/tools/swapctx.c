@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * swapctx: run a swap workload and check which swap write path the kernel
+ * took and in which context the syncblk driver completed the I/O.
+ *
+ *   swapctx --expect task|irq|thread [--disk syncblk0] [--errors-min N]
+ *           -- COMMAND [ARGS...]
+ *
+ * Counts hits of kprobe events on swap_writepage_bdev_sync (the
+ * SWP_SYNCHRONOUS_IO write path) and end_swap_bio_write (the bio end_io of
+ * the async path; swap_writepage_bdev_async itself is inlined into
+ * __swap_writepage in Debian's 6.12) with tracefs hist triggers keyed on
+ * the context flags (they never overflow, unlike the trace buffer), and the
+ * driver's completion counters in /sys/block/DISK/ while COMMAND
+ * runs, then checks:
+ *   task    sync path only; every completion in the submitting task
+ *   irq     async path only; every completion in hardirq (driver counter
+ *           and the end_io's trace flags)
+ *   thread  async path only; every completion in another task
+ * A run that wrote nothing to swap fails: it would prove nothing.
+ */
+#define _GNU_SOURCE
+#include "guestlib.h"
+#include "ktap.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TRACING "/sys/kernel/tracing"
+
+static const char *const probes[] = {
+    "swap_writepage_bdev_sync", "end_swap_bio_write",
+};
+enum { PROBE_SYNC, PROBE_ASYNC_END, PROBE_NR };
+
+/* trace_entry.flags bits (kernel/trace/trace.h) */
+#define TRACE_FLAG_HARDIRQ  0x08
+#define TRACE_FLAG_SOFTIRQ  0x10
+
+/* Hits of one probe, in total and by context. */
+struct hits {
+    long long total, hardirq, softirq, task;
+};
+
+static const char *const counters[] = {
+    "complete_submitter", "complete_hardirq", "complete_softirq",
+    "complete_other_task", "ios", "writes", "errors", "timeouts",
+};
+enum {
+    C_SUBMITTER, C_HARDIRQ, C_SOFTIRQ, C_OTHER, C_IOS, C_WRITES, C_ERRORS,
+    C_TIMEOUTS, C_NR,
+};
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: swapctx --expect task|irq|thread [--disk NAME]"
+            " [--errors-min N] -- COMMAND [ARGS...]\n");
+    exit(2);
+}
+
+/* Event name for probe @i: "fl_" + a short name. */
+static void event_name(int i, char *buf, size_t len)
+{
+    snprintf(buf, len, "fl_%s", i == PROBE_SYNC ? "swpw_sync" : "swpw_endio");
+}
+
+static int probe_setup(int i)
+{
+    char ev[32], line[128], path[256];
+    int err;
+
+    event_name(i, ev, sizeof(ev));
+    snprintf(line, sizeof(line), "p:%s %s\n", ev, probes[i]);
+    err = gl_write_file(TRACING "/kprobe_events", line);
+    if (err) {
+        return err;
+    }
+    snprintf(path, sizeof(path), TRACING "/events/kprobes/%s/trigger", ev);
+    return gl_write_file(path, "hist:keys=common_flags.hex\n");
+}
+
+/*
+ * Hits of probe @i from its hist file: lines such as
+ * "{ common_flags: 0x9 } hitcount: 12", then "Hits: N".  total is -1 if
+ * the file cannot be read.
+ */
+static struct hits probe_hits(int i)
+{
+    struct hits h = { .total = -1 };
+    char ev[32], path[256], line[256];
+    unsigned int flags;
+    long long n;
+    FILE *f;
+
+    event_name(i, ev, sizeof(ev));
+    snprintf(path, sizeof(path), TRACING "/events/kprobes/%s/hist", ev);
+    f = fopen(path, "r");
+    if (!f) {
+        return h;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "{ common_flags: %x } hitcount: %lld",
+                   &flags, &n) == 2) {
+            if (flags & TRACE_FLAG_HARDIRQ) {
+                h.hardirq += n;
+            } else if (flags & TRACE_FLAG_SOFTIRQ) {
+                h.softirq += n;
+            } else {
+                h.task += n;
+            }
+        } else if (sscanf(line, " Hits: %lld", &n) == 1) {
+            h.total = n;
+        }
+    }
+    fclose(f);
+    return h;
+}
+
+static void read_counters(const char *disk, long long *v)
+{
+    char path[256];
+
+    for (int i = 0; i < C_NR; i++) {
+        snprintf(path, sizeof(path), "/sys/block/%s/%s", disk,
+                 counters[i]);
+        v[i] = gl_read_u64(path);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "expect", required_argument, NULL, 'e' },
+        { "disk", required_argument, NULL, 'd' },
+        { "errors-min", required_argument, NULL, 'm' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *expect = NULL, *disk = "syncblk0";
+    long long before[C_NR], after[C_NR], d[C_NR];
+    struct hits hits[PROBE_NR];
+    long long errors_min = 0;
+    char mode[32], path[256];
+    int c, status, want;
+    pid_t pid;
+
+    while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'e': expect = optarg; break;
+        case 'd': disk = optarg; break;
+        case 'm': errors_min = atoll(optarg); break;
+        default: usage();
+        }
+    }
+    if (!expect || optind >= argc) {
+        usage();
+    }
+    if (!strcmp(expect, "task")) {
+        want = C_SUBMITTER;
+    } else if (!strcmp(expect, "irq")) {
+        want = C_HARDIRQ;
+    } else if (!strcmp(expect, "thread")) {
+        want = C_OTHER;
+    } else {
+        usage();
+    }
+
+    snprintf(path, sizeof(path), "/sys/block/%s/mode", disk);
+    if (gl_read_file(path, mode, sizeof(mode)) < 0) {
+        ktap_bail("cannot read %s", path);
+    }
+    for (int i = 0; i < PROBE_NR; i++) {
+        int err = probe_setup(i);
+
+        if (err) {
+            ktap_bail("kprobe on %s: error %d", probes[i], err);
+        }
+    }
+    read_counters(disk, before);
+
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        execvp(argv[optind], argv + optind);
+        perror("exec");
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+        ktap_bail("cannot run %s", argv[optind]);
+    }
+    /* Async writeback may still be in flight: wait for it to drain. */
+    for (int tries = 0; tries < 100; tries++) {
+        read_counters(disk, after);
+        if (after[C_SUBMITTER] + after[C_HARDIRQ] + after[C_SOFTIRQ] +
+            after[C_OTHER] == after[C_IOS]) {
+            break;
+        }
+        usleep(100 * 1000);
+    }
+
+    /* The command printed its own KTAP document; this is a second one. */
+    ktap_header(7);
+    ktap_diag("swapctx: %s exited %d", argv[optind],
+              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    ktap_ok(!strcmp(mode, expect), "driver mode is %s (expected %s)", mode,
+            expect);
+    for (int i = 0; i < C_NR; i++) {
+        d[i] = after[i] - before[i];
+        ktap_diag("syncblk %s %lld", counters[i], d[i]);
+    }
+    for (int i = 0; i < PROBE_NR; i++) {
+        hits[i] = probe_hits(i);
+        ktap_diag("kprobe %s %lld", probes[i], hits[i].total);
+        ktap_diag("kprobe %s hardirq %lld", probes[i], hits[i].hardirq);
+        ktap_diag("kprobe %s softirq %lld", probes[i], hits[i].softirq);
+        ktap_diag("kprobe %s task %lld", probes[i], hits[i].task);
+    }
+
+    ktap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "workload %s passed", argv[optind]);
+    if (want == C_SUBMITTER) {
+        ktap_ok(hits[PROBE_SYNC].total > 0 &&
+                hits[PROBE_ASYNC_END].total == 0,
+                "swap writes took the synchronous path only "
+                "(bdev_sync %lld, async end_io %lld)", hits[PROBE_SYNC].total,
+                hits[PROBE_ASYNC_END].total);
+    } else {
+        ktap_ok(hits[PROBE_ASYNC_END].total > 0 &&
+                hits[PROBE_SYNC].total == 0,
+                "swap writes took the asynchronous path only "
+                "(bdev_sync %lld, async end_io %lld)", hits[PROBE_SYNC].total,
+                hits[PROBE_ASYNC_END].total);
+    }
+    {
+        const struct hits *e = &hits[PROBE_ASYNC_END];
+        long long in_ctx = want == C_HARDIRQ ? e->hardirq :
+                           want == C_OTHER ? e->task : 0;
+
+        /* The kernel's own view of the end_io context (none for task). */
+        ktap_ok(in_ctx == e->total, "end_swap_bio_write ran in %s context "
+                "%lld of %lld times (hardirq %lld, softirq %lld, task %lld)",
+                want == C_HARDIRQ ? "hardirq" : "task", in_ctx, e->total,
+                e->hardirq, e->softirq, e->task);
+    }
+    ktap_ok(d[C_WRITES] > 0 && d[want] == d[C_IOS] && d[C_TIMEOUTS] == 0,
+            "all %lld completions (%lld writes) in %s context", d[C_IOS],
+            d[C_WRITES], counters[want] + strlen("complete_"));
+    {
+        long long others = 0;
+
+        for (int i = C_SUBMITTER; i <= C_OTHER; i++) {
+            others += i == want ? 0 : d[i];
+        }
+        ktap_ok(others == 0, "no completion in any other context (%lld)",
+                others);
+    }
+    ktap_ok(d[C_ERRORS] >= errors_min, "%lld I/O errors (at least %lld)",
+            d[C_ERRORS], errors_min);
+    return ktap_finish();
+}
