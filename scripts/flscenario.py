@@ -30,7 +30,7 @@ def parse_size(v, where):
 
 def parse_duration(v, where):
     m = _DUR.match(str(v).strip())
-    if not m:
+    if not m or float(m.group(1)) <= 0:
         raise ScenarioError(f"{where}: bad duration {v!r} (expected e.g. 180s, 3m)")
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60}[m.group(2)]
 
@@ -56,6 +56,16 @@ class Device:
 class Faults:
     seed: int = 1
     rules: str = ""
+    rules_file: str = ""    # relative to the scenario file; appended to rules
+
+
+COMPARE_DIRECTIONS = ("increase", "decrease", "zero", "unchanged")
+
+
+@dataclass
+class Compare:
+    metrics: list = field(default_factory=list)
+    expect: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -70,6 +80,7 @@ class Scenario:
     swap: dict
     tests: list
     expect: dict = field(default_factory=dict)
+    compare: Compare = field(default_factory=Compare)
 
 
 def _check_keys(table, allowed, where):
@@ -101,7 +112,7 @@ def load(name):
         raise ScenarioError(f"{path}: {e}") from None
     w = os.path.basename(path)
     _check_keys(d, {"description", "timeout", "vm", "device", "faults", "swap", "test",
-                    "expect"}, w)
+                    "expect", "compare"}, w)
     vm = Vm(**_table(d, "vm", Vm, w))
     parse_size(vm.memory, f"{w}: vm.memory")
     dev = Device(**_table(d, "device", Device, w, skip={"size_bytes"}))
@@ -110,10 +121,22 @@ def load(name):
     if dev.completion not in ("task", "irq", "thread"):
         raise ScenarioError(f"{w}: device.completion {dev.completion!r} "
                             "(expected task, irq or thread)")
+    if not 1 <= vm.cpus <= 64:
+        raise ScenarioError(f"{w}: vm.cpus {vm.cpus} (expected 1-64)")
     dev.size_bytes = parse_size(dev.size, f"{w}: device.size")
+    if dev.size_bytes < (16 << 20):
+        raise ScenarioError(f"{w}: device.size {dev.size} is below 16M")
     if dev.extra and not dev.extra.startswith(","):
         dev.extra = "," + dev.extra
     faults = Faults(**_table(d, "faults", Faults, w))
+    if faults.rules_file:
+        rpath = os.path.join(os.path.dirname(os.path.abspath(path)), faults.rules_file)
+        try:
+            with open(rpath) as f:
+                faults.rules = (faults.rules.rstrip("\n") + "\n" if faults.rules.strip()
+                                else "") + f.read()
+        except OSError as e:
+            raise ScenarioError(f"{w}: faults.rules_file: {e.strerror}: {rpath}") from None
     swap = d.get("swap", {})
     _check_keys(swap, {"zswap", "enabled"}, f"{w}: [swap]")
     if not isinstance(swap.get("enabled", True), bool):
@@ -127,11 +150,48 @@ def load(name):
     if not tests:
         raise ScenarioError(f"{w}: no [[test]] to run")
     expect = d.get("expect", {})
+    if not isinstance(expect, dict):
+        raise ScenarioError(f"{w}: [expect] must be a table")
     _check_keys(expect, EXPECT_KEYS, f"{w}: [expect]")
+    compare = _compare(d, w)
     return Scenario(name=os.path.basename(path)[:-5], path=os.path.abspath(path),
                     description=d.get("description", ""),
                     timeout_s=parse_duration(d.get("timeout", "300s"), f"{w}: timeout"),
-                    vm=vm, device=dev, faults=faults, swap=swap, tests=tests, expect=expect)
+                    vm=vm, device=dev, faults=faults, swap=swap, tests=tests, expect=expect,
+                    compare=compare)
+
+
+def _compare(d, where):
+    """[compare]: default metrics and expected directions for `faultline compare`."""
+    t = d.get("compare", {})
+    if not isinstance(t, dict):
+        raise ScenarioError(f"{where}: [compare] must be a table")
+    _check_keys(t, {"metrics", "expect"}, f"{where}: [compare]")
+    metrics = t.get("metrics", [])
+    if not isinstance(metrics, list) or not all(isinstance(m, str) and m for m in metrics):
+        raise ScenarioError(f"{where}: compare.metrics must be a list of metric names")
+    expect = t.get("expect", {})
+    if not isinstance(expect, dict):
+        raise ScenarioError(f"{where}: compare.expect must be a table of metric = direction")
+    for metric, direction in expect.items():
+        if direction not in COMPARE_DIRECTIONS:
+            raise ScenarioError(f"{where}: compare.expect.{metric} {direction!r} (expected one "
+                                f"of {', '.join(COMPARE_DIRECTIONS)})")
+    return Compare(metrics=list(metrics), expect=dict(expect))
+
+
+def apply_overrides(sc, memory=None, cpus=None, timeout=None):
+    """Command-line --memory/--cpus/--timeout, validated like the file's keys."""
+    if memory is not None:
+        parse_size(memory, "--memory")
+        sc.vm.memory = memory
+    if cpus is not None:
+        if not 1 <= int(cpus) <= 64:
+            raise ScenarioError(f"--cpus {cpus}: expected 1-64")
+        sc.vm.cpus = int(cpus)
+    if timeout is not None:
+        sc.timeout_s = parse_duration(timeout, "--timeout")
+    return sc
 
 
 def _table(d, key, cls, where, skip=()):
@@ -178,3 +238,15 @@ def check_expectations(sc, ktap, console, faults):
                 if hits.get(name, 0) < minimum:
                     problems.append(f"rule {name} hit {hits.get(name, 0)} < {minimum}")
     return problems
+
+
+def list_all():
+    """(name, description) of every scenario in scenarios/, sorted by name."""
+    out = []
+    for f in sorted(os.listdir(SCENARIO_DIR)):
+        if f.endswith(".toml"):
+            try:
+                out.append((f[:-5], load(f[:-5]).description))
+            except ScenarioError as e:
+                out.append((f[:-5], f"(invalid: {e})"))
+    return out

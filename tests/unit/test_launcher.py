@@ -11,6 +11,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 
 import flscenario  # noqa: E402
+import flvm  # noqa: E402
 
 loader = importlib.machinery.SourceFileLoader("faultline", os.path.join(TOP, "scripts", "faultline"))
 spec = importlib.util.spec_from_loader("faultline", loader)
@@ -71,7 +72,7 @@ class ScenarioTest(unittest.TestCase):
 
 class KtapTest(unittest.TestCase):
     def test_counts_and_diag(self):
-        k = faultline.parse_ktap(
+        k = flvm.parse_ktap(
             "KTAP version 1\n1..4\nok 1 a\nnot ok 2 b\nok 3 c # SKIP no device\n"
             "not ok 4 d # XFAIL stock kernel\n# vmstat pswpout 10\n# vmstat pswpout 5\n"
             "# note without number x\n")
@@ -80,7 +81,7 @@ class KtapTest(unittest.TestCase):
         self.assertEqual(k["failures"], ["not ok 2 b"])
 
     def test_bail_out_is_failure(self):
-        k = faultline.parse_ktap("Bail out! no device\n")
+        k = flvm.parse_ktap("Bail out! no device\n")
         self.assertTrue(k["bail"])
 
 
@@ -98,9 +99,9 @@ class ExpectTest(unittest.TestCase):
             sc, k, console, {"rules": [{"name": "wfail", "hits": 3}]}), [])
 
     def test_console_health(self):
-        crash, splats = faultline.console_health("Kernel panic - not syncing\n")
+        crash, splats = flvm.console_health("Kernel panic - not syncing\n")
         self.assertTrue(crash)
-        crash, splats = faultline.console_health("module: loading out-of-tree module taints kernel.\n")
+        crash, splats = flvm.console_health("module: loading out-of-tree module taints kernel.\n")
         self.assertEqual((crash, splats), ([], []))
 
 

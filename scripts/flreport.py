@@ -1,0 +1,226 @@
+"""faultline reports: the terminal summary of a run, JUnit XML, plots,
+sweep summaries and `faultline show`.
+"""
+
+import json
+import os
+import re
+from xml.sax.saxutils import escape, quoteattr
+
+import flvm
+
+try:
+    import flplot
+except ImportError:  # plots are optional extras of a run directory
+    flplot = None
+
+
+def status_word(status):
+    return {0: "PASS", 1: "FAIL", 2: "ERROR", 3: "CRASH"}.get(status, f"EXIT {status}")
+
+
+def print_report(r, rundir, out=None):
+    d = r.get("diag", {})
+    lines = [f"scenario   {r['scenario']}  (seed {r['seed']}"
+             + (", deterministic)" if r.get("deterministic") else ")"),
+             f"kernel     {r.get('kernel') or '?'}",
+             f"device     {r['device']}"
+             + (f" completion={r.get('completion')}" if r["device"] == "syncblk" else ""),
+             f"swap-out   {d.get('vmstat pswpout', '?')} pages (pswpout)",
+             f"verified   {d.get('pages_verified', '?')} pages"]
+    faults = r.get("faults")
+    if isinstance(faults, dict) and "rules" in faults:
+        hits = ", ".join(f"{x['name']}={x['hits']}" for x in faults["rules"])
+        lines.append(f"rule hits  {hits}  (digest {faults['digest']:016x})")
+    lines += [f"elapsed    {r['elapsed_s']}s",
+              f"result     {status_word(r['status'])} ({r.get('outcome', '')}): {r['reason']}",
+              f"run dir    {rundir}"]
+    if r["status"] != flvm.EXIT_PASS and r.get("console_tail"):
+        lines.append("console tail:\n" + r["console_tail"])
+    if r.get("task_dump"):
+        lines.append("sysrq task dump (first 40 lines; all of it in report.json):\n"
+                     + "\n".join(r["task_dump"].splitlines()[:40]))
+    print("\n".join(lines), file=out, flush=True)
+
+
+# ---------------------------------------------------------------- JUnit
+
+def junit_xml(runs):
+    """JUnit XML for CI systems: one <testsuite> per run, one <testcase> per
+    KTAP result (suite = the guest test command), plus one for the run's
+    own verdict (crash, hang, expectations)."""
+    suites = []
+    for r, rundir in runs:
+        cases = []
+        for res in r.get("_results", []):
+            body = ""
+            if res["kind"] == "fail":
+                body = f"<failure message={quoteattr(res['line'])}/>"
+            elif res["kind"] in ("skip", "xfail"):
+                body = f"<skipped message={quoteattr(res['line'])}/>"
+            cases.append(f"    <testcase classname={quoteattr(res['suite'] or r['scenario'])} "
+                         f"name={quoteattr(res['name'])}>{body}</testcase>")
+        verdict = ""
+        if r["status"] != flvm.EXIT_PASS:
+            tag = "error" if r["status"] in (flvm.EXIT_CRASH, flvm.EXIT_SETUP) else "failure"
+            verdict = (f"<{tag} message={quoteattr(r['reason'])}>"
+                       f"{escape(r.get('console_tail', ''))}</{tag}>")
+        cases.append(f"    <testcase classname={quoteattr(r['scenario'])} name=\"run\" "
+                     f"time=\"{r['elapsed_s']}\">{verdict}</testcase>")
+        fails = sum(1 for c in cases if "<failure" in c)
+        errors = sum(1 for c in cases if "<error" in c)
+        skipped = sum(1 for c in cases if "<skipped" in c)
+        name = f"{r['scenario']}.seed{r['seed']}"
+        suites.append(f"  <testsuite name={quoteattr(name)} tests=\"{len(cases)}\" "
+                      f"failures=\"{fails}\" errors=\"{errors}\" skipped=\"{skipped}\" "
+                      f"time=\"{r['elapsed_s']}\">\n"
+                      f"    <properties><property name=\"rundir\" value={quoteattr(rundir)}/>"
+                      f"</properties>\n" + "\n".join(cases) + "\n  </testsuite>")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n' + "\n".join(suites)
+            + "\n</testsuites>\n")
+
+
+def write_junit(path, runs):
+    with open(path, "w") as f:
+        f.write(junit_xml(runs))
+
+
+# ---------------------------------------------------------------- plots
+
+_IO_LINE = re.compile(r"^# io \d+ (read|write) off (\d+) len (\d+) res (-?\d+) errno \S+ "
+                      r"lat_us (\d+)")
+_DELAY = re.compile(r"delay=(\d+)ns")
+
+
+def latency_points(ktap, fault_log_lines):
+    """(injected µs, observed µs) per guest I/O that iocheck timed.
+
+    Injected delay comes from the fault log (op + lba of the I/O); I/Os
+    without an injected delay count as 0 µs injected."""
+    injected = {}
+    for line in fault_log_lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        m = _DELAY.search(e.get("action", ""))
+        if m:
+            key = (e.get("op"), e.get("lba"))
+            injected[key] = injected.get(key, 0) + int(m.group(1)) / 1000.0
+    points = []
+    for line in ktap.splitlines():
+        m = _IO_LINE.match(line.strip())
+        if m:
+            op, off, lat = m.group(1), int(m.group(2)), int(m.group(5))
+            points.append((injected.get((op, off // 512), 0.0), float(lat)))
+    return points
+
+
+_PHASE = re.compile(r"^(phase \S+|round \d+) vmstat (\S+)$")
+
+
+def phase_counters(diag, names=("pswpout", "pswpin", "zswpout", "zswpwb", "pgrotated",
+                                "workingset_refault_anon")):
+    """Counter deltas per test phase, from '# phase P vmstat X N' diagnostics."""
+    phases, series = [], {}
+    for key, value in diag.items():
+        m = _PHASE.match(key)
+        if not m or m.group(2) not in names:
+            continue
+        phase = m.group(1)
+        if phase not in phases:
+            phases.append(phase)
+        series.setdefault(m.group(2), {})[phase] = value
+    return phases, series
+
+
+def write_plots(rundir, report):
+    """latency.svg and counters.svg where the run has the data; returns names."""
+    if flplot is None:
+        return []
+    written = []
+    try:
+        with open(os.path.join(rundir, "ktap.log"), errors="replace") as f:
+            ktap = f.read()
+    except OSError:
+        return []
+    log = []
+    if os.path.exists(os.path.join(rundir, "faults.jsonl")):
+        with open(os.path.join(rundir, "faults.jsonl"), errors="replace") as f:
+            log = f.readlines()
+    points = latency_points(ktap, log)
+    if points:
+        svg = flplot.scatter_svg(f"{report['scenario']}: injected vs observed I/O latency",
+                                 "injected delay (µs, fault log)",
+                                 "observed latency (µs, guest)", [points], ["I/O"])
+        with open(os.path.join(rundir, "latency.svg"), "w") as f:
+            f.write(svg)
+        written.append("latency.svg")
+    phases, series = phase_counters(report.get("diag", {}))
+    if phases:
+        rows = [(name, [vals.get(p, 0) for p in phases]) for name, vals in series.items()]
+        svg = flplot.lines_svg(f"{report['scenario']}: counter deltas per phase", phases,
+                               "pages", rows)
+        with open(os.path.join(rundir, "counters.svg"), "w") as f:
+            f.write(svg)
+        written.append("counters.svg")
+    return written
+
+
+# ---------------------------------------------------------------- sweeps
+
+def summary_lines(results):
+    out = [f"{'scenario':32} {'seed':>6}  {'result':6} {'digest':16}  {'elapsed':>8}  reason"]
+    for r, rundir in results:
+        out.append(f"{r['scenario']:32} {r['seed']:>6}  {status_word(r['status']):6} "
+                   f"{r.get('digest', '-'):16}  {r['elapsed_s']:>7}s  "
+                   f"{'' if r['status'] == 0 else r['reason']}")
+    return out
+
+
+def write_summary(path_base, results, repro_cmds):
+    data = [{"scenario": r["scenario"], "seed": r["seed"], "status": r["status"],
+             "outcome": r.get("outcome"), "digest": r.get("digest"),
+             "elapsed_s": r["elapsed_s"], "reason": r["reason"], "rundir": rundir,
+             "repro": repro_cmds.get(rundir)} for r, rundir in results]
+    with open(path_base + ".json", "w") as f:
+        json.dump(data, f, indent=1)
+    with open(path_base + ".txt", "w") as f:
+        f.write("\n".join(summary_lines(results)) + "\n")
+        for r, rundir in results:
+            if r["status"] != flvm.EXIT_PASS:
+                f.write(f"repro seed {r['seed']}: {repro_cmds.get(rundir)}\n")
+
+
+# ---------------------------------------------------------------- show
+
+def show(path, out=None):
+    """Print a past run (or a sweep's summary); returns the run's status."""
+    if os.path.exists(os.path.join(path, "summary.txt")):
+        with open(os.path.join(path, "summary.txt")) as f:
+            print(f.read(), end="", file=out)
+        with open(os.path.join(path, "summary.json")) as f:
+            return max((x["status"] for x in json.load(f)), default=0)
+    try:
+        with open(os.path.join(path, "report.json")) as f:
+            r = json.load(f)
+        with open(os.path.join(path, "run.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise flvm.SetupError(f"{path} is not a faultline run directory ({e})") from None
+    print_report(r, path, out)
+    v = meta.get("versions", {})
+    print(f"qemu       {v.get('QEMU_SRC_VERSION', '?')} ({v.get('QEMU_SRC_SUITE', '?')}), "
+          f"build {meta.get('qemu_build', '?')}", file=out)
+    print(f"faultline  {meta.get('faultline', '?')}", file=out)
+    print(f"kernel img {meta.get('kernel_image', '?')} sha256 "
+          f"{meta.get('kernel_sha256', '?')[:16]}", file=out)
+    ktap = r.get("ktap", {})
+    print(f"ktap       {ktap.get('ok', 0)} ok, {ktap.get('not_ok', 0)} not ok, "
+          f"{ktap.get('skip', 0)} skip, {ktap.get('xfail', 0)} xfail", file=out)
+    for line in ktap.get("failures", [])[:10]:
+        print(f"  {line}", file=out)
+    files = sorted(f for f in os.listdir(path) if not f.startswith("."))
+    print(f"files      {' '.join(files)}", file=out)
+    print(f"repro      {meta.get('repro', 'faultline repro ' + path)}", file=out)
+    return r["status"]
