@@ -50,11 +50,15 @@ class Verdict:
     direction: str          # "+", "-" or "=" (no change at the chosen level)
     expect_ok: bool | None  # None when no expectation was given
     text: str
+    tested: bool = True     # False: a side had one sample, relative threshold used
 
     @property
     def label(self):
-        """Short form for a table cell: 'decreased', 'unchanged ok', ..."""
+        """Short form for a table cell: 'decreased', 'unchanged ok',
+        'increased (n=1) FAIL', ..."""
         word = {"+": "increased", "-": "decreased", "=": "unchanged"}[self.direction]
+        if not self.tested:
+            word += " (n=1)"
         if self.expect_ok is None:
             return word
         return word + (" ok" if self.expect_ok else " FAIL")
@@ -259,7 +263,7 @@ def verdict(a, b, level=0.95, expect=None, rel_threshold=0.10):
     text = ("changed " + direction if changed else "unchanged") + f" ({detail})"
     if expect is not None:
         text += f"; expected {expect}: " + ("ok" if ok else "FAIL")
-    return Verdict(changed, direction, ok, text)
+    return Verdict(changed, direction, ok, text, tested=w.p is not None)
 
 
 def format_p(p):
