@@ -13,8 +13,10 @@ and a legend.  All user text goes through xml.sax.saxutils.escape.
 import math
 from xml.sax.saxutils import escape
 
-WIDTH, HEIGHT = 800, 480
-MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 80, 170, 70, 70
+WIDTH, HEIGHT = 800, 520
+# The bottom margin leaves room for slanted category labels.
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 80, 170, 70, 110
+CHAR_WIDTH = 6.5  # rough width of an 11px sans-serif character
 # Okabe-Ito: distinguishable with the common colour vision deficiencies.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7",
            "#56B4E9", "#F0E442", "#000000")
@@ -67,7 +69,8 @@ def short_number(x):
         if abs(x) >= limit:
             v = x / (1e3 if suffix == "k" else limit)
             digits = max(0, 2 - math.floor(math.log10(abs(v))))
-            return f"{v:.{digits}f}{suffix}"
+            text = f"{v:.{digits}f}"
+            return (text.rstrip("0").rstrip(".") if "." in text else text) + suffix
     return f"{x:.4g}"
 
 
@@ -130,18 +133,26 @@ def _x_axis_numeric(ticks, xmap, label, fmt=short_number):
         out.append(_line(x, top, x, bottom, "#eeeeee"))
         out.append(_line(x, bottom, x, bottom + 5))
         out.append(_text(x, bottom + 18, fmt(t), 11, "middle"))
-    out.append(_text((x0 + x1) / 2, HEIGHT - 20, label, 12, "middle"))
+    out.append(_text((x0 + x1) / 2, bottom + 42, label, 12, "middle"))
     return out
 
 
 def _x_axis_categories(names, centers, label):
+    """Category labels under the axis, slanted when they would overlap."""
     x0, _, x1, bottom = _plot_box()
+    slot = (x1 - x0) / max(1, len(names))
+    slant = any(len(n) * CHAR_WIDTH > slot * 0.95 for n in names)
     out = [_line(x0, bottom, x1, bottom)]
     for name, x in zip(names, centers):
         out.append(_line(x, bottom, x, bottom + 5))
-        out.append(_text(x, bottom + 18, name, 11, "middle"))
+        if slant:
+            y = bottom + 14
+            out.append(_text(x + 4, y, name, 11, "end",
+                             f' transform="rotate(-30 {_num(x + 4)} {_num(y)})"'))
+        else:
+            out.append(_text(x, bottom + 18, name, 11, "middle"))
     if label:
-        out.append(_text((x0 + x1) / 2, HEIGHT - 20, label, 12, "middle"))
+        out.append(_text((x0 + x1) / 2, HEIGHT - 14, label, 12, "middle"))
     return out
 
 
