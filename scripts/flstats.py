@@ -51,13 +51,16 @@ class Verdict:
     expect_ok: bool | None  # None when no expectation was given
     text: str
     tested: bool = True     # False: a side had one sample, relative threshold used
+    expect: str | None = None
 
     @property
     def label(self):
         """Short form for a table cell: 'decreased', 'unchanged ok',
-        'increased (n=1) FAIL', ..."""
+        'increased (n=1) FAIL', 'zero ok', 'not zero FAIL'."""
         word = {"+": "increased", "-": "decreased", "=": "unchanged"}[self.direction]
-        if not self.tested:
+        if self.expect == "zero":
+            word = "zero" if self.expect_ok else "not zero"
+        elif not self.tested:
             word += " (n=1)"
         if self.expect_ok is None:
             return word
@@ -263,7 +266,7 @@ def verdict(a, b, level=0.95, expect=None, rel_threshold=0.10):
     text = ("changed " + direction if changed else "unchanged") + f" ({detail})"
     if expect is not None:
         text += f"; expected {expect}: " + ("ok" if ok else "FAIL")
-    return Verdict(changed, direction, ok, text, tested=w.p is not None)
+    return Verdict(changed, direction, ok, text, tested=w.p is not None, expect=expect)
 
 
 def format_p(p):

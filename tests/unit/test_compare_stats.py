@@ -219,7 +219,10 @@ class VerdictTest(unittest.TestCase):
 
     def test_zero_checks_the_series(self):
         self.assertTrue(flstats.verdict([0, 2, 0], [0, 0, 0], expect="zero").expect_ok)
-        self.assertFalse(flstats.verdict([0, 0, 0], [0, 1, 0], expect="zero").expect_ok)
+        v = flstats.verdict([0, 0, 0], [0, 1, 0], expect="zero")
+        self.assertFalse(v.expect_ok)
+        self.assertEqual(v.label, "not zero FAIL")
+        self.assertEqual(v.text, "unchanged (p=0.423); expected zero: FAIL")
         self.assertTrue(flstats.all_zero([0, 0.0], [0]))
         self.assertFalse(flstats.all_zero([0, 0], [0, 2]))
 
@@ -262,7 +265,7 @@ class TableTest(unittest.TestCase):
     def test_mean_stddev_p_and_verdict(self):
         want = ("  metric               A          B     delta        p   verdict\n"
                 "  pgrotated     410 ± 10    22 ±  2    -94.6%   <0.001   decreased ok\n"
-                "  data_errors     0 ±  0     0 ±  0   n/a (0)    1.000   unchanged ok\n"
+                "  data_errors     0 ±  0     0 ±  0   n/a (0)    1.000   zero ok\n"
                 "  workload_ms   110 ± 10   114 ± 10     +3.6%    0.650   unchanged\n"
                 "\n"
                 "  mean ± stddev over 3 runs of A and 3 runs of B\n"
