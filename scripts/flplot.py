@@ -25,11 +25,6 @@ FONT = 'font-family="sans-serif"'
 
 # ---------------------------------------------------------------- helpers
 
-def _attr(value):
-    """Escape a value for a double-quoted XML attribute."""
-    return escape(str(value), {'"': "&quot;"})
-
-
 def _num(x):
     """Coordinates with two decimals at most: small files, exact enough."""
     return f"{x:.2f}".rstrip("0").rstrip(".")
