@@ -294,21 +294,35 @@ def _identity(xt, yt, xmap, ymap):
 
 # ---------------------------------------------------------------- lines
 
-def _phase_values(values):
-    """Accept {phase: value} or [(phase, value), ...]."""
-    return dict(values.items() if hasattr(values, "items") else values)
+def _phase_values(values, phases):
+    """{phase: value} from a mapping, (phase, value) pairs, or plain numbers
+    parallel to `phases` (None for a missing phase)."""
+    if hasattr(values, "items"):
+        return dict(values.items())
+    values = list(values)
+    if all(isinstance(v, (tuple, list)) for v in values):
+        return dict(values)
+    if phases is None or len(values) != len(phases):
+        raise ValueError("plain values need a phase list of the same length as xlabel")
+    return {p: v for p, v in zip(phases, values) if v is not None}
 
 
 def lines_svg(title, xlabel, ylabel, series):
-    """Counter deltas per phase: categorical x (phase names in order of
-    first appearance), one polyline per named series.
+    """Counter deltas per phase: categorical x, one polyline per named series.
 
-    series: list of (name, values) with values a {phase: number} mapping or
-    a list of (phase, number) pairs.  A phase missing from a series breaks
-    its line there instead of drawing a misleading interpolation.
+    series: list of (name, values), values being a {phase: number} mapping,
+    a list of (phase, number) pairs, or plain numbers parallel to a phase
+    list.  xlabel is the x axis label; it may instead be the list of phase
+    names (then the axis is labelled "phase"), which plain numbers need.
+    Phases appear in list order, else in order of first appearance.  A
+    phase missing from a series breaks its line there instead of drawing a
+    misleading interpolation.
     """
-    named = [(name, _phase_values(v)) for name, v in series]
-    phases = []
+    phases = None
+    if not isinstance(xlabel, str):
+        phases, xlabel = list(xlabel), "phase"
+    named = [(name, _phase_values(v, phases)) for name, v in series]
+    phases = phases or []
     for _, vals in named:
         phases += [p for p in vals if p not in phases]
     all_values = [v for _, vals in named for v in vals.values()] or [0.0]

@@ -407,6 +407,19 @@ class SvgTest(unittest.TestCase):
         for want in ("phase", "pages", "pswpout", "zswpwb"):
             self.assertIn(want, all_text)
 
+    def test_lines_with_a_phase_list_and_plain_values(self):
+        # The form scripts/flreport.py uses: phases in place of xlabel.
+        phases = ["phase fill", "phase reclaim", "round 1"]
+        rows = [("pswpout", [100, 5000, 200]), ("zswpwb", [0, None, 3000])]
+        root = parse_svg(flplot.lines_svg("deltas", phases, "pages", rows))
+        self.assertEqual(len(list(root.iter(SVG + "polyline"))), 1)
+        self.assertEqual(len(list(root.iter(SVG + "circle"))), 5)
+        all_text = texts(root)
+        self.assertEqual([t for t in all_text if t in phases], phases)
+        self.assertIn("phase", all_text)
+        with self.assertRaises(ValueError):
+            flplot.lines_svg("deltas", "phase", "pages", rows)
+
     def test_ticks(self):
         self.assertEqual(flplot.nice_ticks(0, 108), [0, 50, 100, 150])
         self.assertEqual(flplot.log_ticks(3, 2000), [1.0, 10.0, 100.0, 1000.0, 10000.0])
