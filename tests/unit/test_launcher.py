@@ -1,6 +1,8 @@
 """Unit tests of the launcher's scenario loader, KTAP parser and judging."""
 
+import contextlib
 import importlib.machinery
+import io
 import importlib.util
 import os
 import sys
@@ -10,8 +12,12 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 
+import flcompare  # noqa: E402
+import flreport  # noqa: E402
 import flscenario  # noqa: E402
 import flvm  # noqa: E402
+import subprocess  # noqa: E402
+import xml.etree.ElementTree as ET  # noqa: E402
 
 loader = importlib.machinery.SourceFileLoader("faultline", os.path.join(TOP, "scripts", "faultline"))
 spec = importlib.util.spec_from_loader("faultline", loader)
@@ -103,6 +109,181 @@ class ExpectTest(unittest.TestCase):
         self.assertTrue(crash)
         crash, splats = flvm.console_health("module: loading out-of-tree module taints kernel.\n")
         self.assertEqual((crash, splats), ([], []))
+
+
+class CmdlineTest(unittest.TestCase):
+    def build(self, text, deterministic=False, seed=5):
+        sc = scenario(text)
+        return sc, flvm.qemu_cmdline(sc, "/q", "/k/vmlinuz", "/s/initrd", "/run", "/s", seed,
+                                     deterministic)
+
+    def test_nvme_with_rules(self):
+        sc, q = self.build('[faults]\nrules = "w: write nth=3 error=eio"\n' + MINIMAL)
+        self.assertEqual(q[0], "/q/bin/qemu-system-x86_64")
+        obj = q[q.index("-object") + 1]
+        self.assertIn("fault-injector,id=fi0,rules=/run/rules.txt,seed=5,", obj)
+        self.assertIn("log=/run/faults.jsonl", obj)
+        dev = q[q.index("-device") + 1]
+        self.assertEqual(dev, "nvme,serial=faultline0,drive=disk0,fault-injector=fi0")
+        self.assertEqual(q[q.index("-smp") + 1], "2")
+        self.assertNotIn("-icount", q)
+        append = q[q.index("-append") + 1]
+        self.assertIn("sysrq_always_enabled", append)
+        self.assertIn("oops=panic", append)
+        self.assertTrue(append.endswith("transparent_hugepage=never"))
+
+    def test_syncblk_without_rules(self):
+        sc, q = self.build('[device]\nkind = "syncblk"\ncompletion = "irq"\n'
+                           'extra = "timeout-ms=500"\n' + MINIMAL)
+        self.assertNotIn("-object", q)
+        self.assertEqual(q[q.index("-device") + 1],
+                         "syncblk-pci,drive=disk0,completion=irq,timeout-ms=500")
+
+    def test_deterministic(self):
+        sc, q = self.build('[device]\nkind = "syncblk"\n' + MINIMAL, deterministic=True)
+        self.assertEqual(q[q.index("-icount") + 1], "shift=4,sleep=off,align=off")
+        self.assertEqual(q[q.index("-smp") + 1], "1")
+        self.assertIn("base=2026-01-01T00:00:00,clock=vm", q)
+
+    def test_overrides(self):
+        sc = flscenario.apply_overrides(scenario(MINIMAL), "1G", 4, "90s")
+        self.assertEqual((sc.vm.memory, sc.vm.cpus, sc.timeout_s), ("1G", 4, 90))
+        for bad in (("12Q", None, None), (None, 0, None), (None, None, "soon")):
+            with self.assertRaises(flscenario.ScenarioError):
+                flscenario.apply_overrides(scenario(MINIMAL), *bad)
+
+    def test_run_sh(self):
+        sc = scenario('[swap]\nzswap = true\n[[test]]\nrun = "a 1"\n[[test]]\nrun = "b"\n')
+        sh = flvm.make_run_sh(sc, 9)
+        self.assertIn('echo "# seed 9"', sh)
+        self.assertIn("echo Y > /sys/module/zswap/parameters/enabled", sh)
+        self.assertLess(sh.index('"# test: a 1"'), sh.index('"# test: b"'))
+        self.assertNotIn(sc.path, sh)   # same bytes wherever the scenario file lives
+
+
+class RulesFileAndCompareTableTest(unittest.TestCase):
+    def test_rules_file_is_appended(self):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "r.rules"), "w") as f:
+            f.write("b: read nth=2 error=eio\n")
+        path = os.path.join(d, "s.toml")
+        with open(path, "w") as f:
+            f.write('[faults]\nrules = "a: write nth=1 error=eio"\nrules_file = "r.rules"\n'
+                    + MINIMAL)
+        sc = flscenario.load(path)
+        self.assertEqual(sc.faults.rules, "a: write nth=1 error=eio\nb: read nth=2 error=eio\n")
+
+    def test_errors(self):
+        cases = [
+            ('[faults]\nrules_file = "nope.rules"\n' + MINIMAL, "faults.rules_file"),
+            ("[compare]\nexpect = { pgrotated = 'down' }\n" + MINIMAL,
+             "compare.expect.pgrotated 'down'"),
+            ("[compare]\nmetrics = 'pgrotated'\n" + MINIMAL, "compare.metrics must be a list"),
+            ("[compare]\nmetric = []\n" + MINIMAL, "unknown key 'metric'"),
+            ("[vm]\ncpus = 0\n" + MINIMAL, "vm.cpus 0"),
+            ("[device]\nsize = '1M'\n" + MINIMAL, "below 16M"),
+        ]
+        for text, msg in cases:
+            with self.assertRaises(flscenario.ScenarioError) as cm:
+                scenario(text)
+            self.assertIn(msg, str(cm.exception), text)
+
+    def test_compare_table(self):
+        sc = scenario(MINIMAL + '[compare]\nmetrics = ["pgrotated"]\n'
+                      'expect = { pgrotated = "decrease" }\n')
+        self.assertEqual(sc.compare.metrics, ["pgrotated"])
+        self.assertEqual(sc.compare.expect, {"pgrotated": "decrease"})
+
+
+class CliTest(unittest.TestCase):
+    def test_bad_scenario_is_one_line_exit_2(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write("[device]\nkind = 'scsi'\n" + MINIMAL)
+        try:
+            res = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "run", f.name],
+                                 capture_output=True, text=True, timeout=60)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(res.returncode, 2)
+        lines = res.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, res.stderr)
+        self.assertIn(os.path.basename(f.name), lines[0])
+        self.assertIn("device.kind 'scsi'", lines[0])
+
+    def test_seeds(self):
+        self.assertEqual(faultline.parse_seeds("3..5"), [3, 4, 5])
+        for bad in ("5..3", "x", "1-3"):
+            with self.assertRaises(faultline.SetupError):
+                faultline.parse_seeds(bad)
+
+
+class ReportTest(unittest.TestCase):
+    REPORT = {"scenario": "s", "seed": 3, "status": 1, "outcome": "fail", "reason": "r",
+              "elapsed_s": 2.5, "console_tail": "x < y",
+              "_results": [{"suite": "swaptest", "name": "a", "kind": "ok", "line": "ok 1 a"},
+                           {"suite": "swaptest", "name": "b", "kind": "fail",
+                            "line": "not ok 2 b"},
+                           {"suite": "swaptest", "name": "c", "kind": "xfail",
+                            "line": "not ok 3 c # XFAIL"}]}
+
+    def test_junit(self):
+        root = ET.fromstring(flreport.junit_xml([(self.REPORT, "/runs/x")]))
+        suite = root.find("testsuite")
+        self.assertEqual(suite.get("name"), "s.seed3")
+        self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("skipped")),
+                         ("4", "2", "1"))
+        names = [c.get("name") for c in suite.findall("testcase")]
+        self.assertEqual(names, ["a", "b", "c", "run"])
+
+    def test_ktap_results_have_suites(self):
+        k = flvm.parse_ktap("# test: swaptest x\nok 1 first one\nnot ok 2 second # XFAIL y\n")
+        self.assertEqual([(r["suite"], r["name"], r["kind"]) for r in k["results"]],
+                         [("swaptest x", "first one", "ok"), ("swaptest x", "second", "xfail")])
+
+    def test_latency_points_join_fault_log(self):
+        ktap = ("# io 1 write off 1048576 len 4096 res 4096 errno 0 lat_us 2100\n"
+                "# io 2 write off 1052672 len 4096 res 4096 errno 0 lat_us 90\n")
+        log = ['{"op":"write","lba":2048,"action":"delay=2000000ns"}\n']
+        self.assertEqual(flreport.latency_points(ktap, log), [(2000.0, 2100.0), (0.0, 90.0)])
+
+    def test_phase_counters(self):
+        phases, series = flreport.phase_counters(
+            {"phase fill vmstat pswpout": 5, "phase wb vmstat pswpout": 7,
+             "phase wb vmstat zswpwb": 2, "vmstat pswpout": 12})
+        self.assertEqual(phases, ["phase fill", "phase wb"])
+        self.assertEqual(series["pswpout"], {"phase fill": 5, "phase wb": 7})
+
+    def test_repro_verdict(self):
+        d1, d2 = tempfile.mkdtemp(), tempfile.mkdtemp()
+        for d, text in ((d1, "ok 1 a\n"), (d2, "ok 1 a\n")):
+            with open(os.path.join(d, "ktap.log"), "w") as f:
+                f.write(text)
+        orig = {"outcome": "pass", "digest": "00ff", "status": 0}
+        crash = {"outcome": "crash", "digest": "00ff", "status": 3}
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertEqual(faultline.repro_verdict(d1, orig, d2, dict(orig), True), 0)
+            self.assertEqual(faultline.repro_verdict(d1, orig, d2, dict(orig, digest="0100"),
+                                                     True), 1)
+            self.assertEqual(faultline.repro_verdict(d1, crash, d2, dict(crash), True), 3)
+        self.assertIn("fault digest MISMATCH: 00ff -> 0100", out.getvalue())
+
+
+class CompareMetricTest(unittest.TestCase):
+    def test_metric_lookup(self):
+        r = {"diag": {"pgrotated": 5, "vmstat zswpwb": 7}, "elapsed_s": 3.0,
+             "faults": {"rules": [{"name": "a", "hits": 2}, {"name": "b", "hits": 3}]}}
+        self.assertEqual([flcompare.metric_value(m, r) for m in
+                          ("pgrotated", "zswpwb", "vmstat zswpwb", "hits", "hits b",
+                           "elapsed_s", "nothing")], [5, 7, 7, 5, 3, 3.0, None])
+
+    def test_collect_and_zero(self):
+        runs = {"baseline": [{"diag": {"x": 1, "data_errors": 1}}, {"diag": {"x": 2}}],
+                "series": [{"diag": {"x": 3, "data_errors": 0}}, {"diag": {"x": 4}}]}
+        rows, missing = flcompare.collect(["x", "data_errors", "y"], {"data_errors": "zero"},
+                                          runs)
+        self.assertEqual(rows[0], ("x", [1, 2], [3, 4], None))
+        self.assertEqual(missing, ["y"])
+        self.assertEqual(flcompare.zero_on_both(rows), ["data_errors"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,199 @@
+"""`faultline compare`: one scenario on a baseline and a series kernel,
+N runs each, interleaved, and the cover-letter table (docs/compare.md).
+"""
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+
+import flplot
+import flscenario
+import flstats
+import fltable
+import flvm
+
+DEFAULT_METRICS = ["vmstat pswpout", "vmstat pgrotated", "pages_verified"]
+
+
+def parse_metrics(text):
+    """'a,b,vmstat pgrotated' -> ['a', 'b', 'vmstat pgrotated']."""
+    names = [m.strip() for m in text.split(",")] if text else []
+    if text is not None and not all(names):
+        raise flvm.SetupError(f"--metrics {text!r}: empty metric name")
+    return names
+
+
+def metric_value(name, report):
+    """A metric of one run: a KTAP diagnostic ('# NAME VALUE', or the
+    '# vmstat NAME DELTA' line when only that exists), rule hits
+    ('hits RULE', 'hits'), or the run's wall time ('elapsed_s')."""
+    diag = report.get("diag", {})
+    if name in diag:
+        return diag[name]
+    if "vmstat " + name in diag:
+        return diag["vmstat " + name]
+    faults = report.get("faults")
+    rules = faults.get("rules", []) if isinstance(faults, dict) else []
+    if name == "hits":
+        return sum(r["hits"] for r in rules)
+    if name.startswith("hits "):
+        for r in rules:
+            if r["name"] == name[5:]:
+                return r["hits"]
+    if name == "elapsed_s":
+        return report.get("elapsed_s")
+    return None
+
+
+def collect(metrics, expect, runs):
+    """Table rows from {side: [report, ...]}; metrics missing everywhere
+    are reported, metrics missing in some runs keep the runs that have them."""
+    rows, missing = [], []
+    for name in metrics:
+        a = [v for v in (metric_value(name, r) for r in runs["baseline"]) if v is not None]
+        b = [v for v in (metric_value(name, r) for r in runs["series"]) if v is not None]
+        if not a or not b:
+            missing.append(name)
+            continue
+        rows.append((name, a, b, expect.get(name)))
+    return rows, missing
+
+
+def zero_on_both(rows):
+    """'zero' means no data error on either kernel: a baseline that corrupts
+    data makes the comparison meaningless, so it fails too."""
+    return [name for name, a, b, exp in rows if exp == "zero" and not flstats.all_zero(a)]
+
+
+def plan_seeds(args, sc):
+    if args.seed is not None and args.seeds:
+        raise flvm.SetupError("--seed and --seeds exclude each other")
+    if args.seeds:
+        seeds = _seeds(args.seeds)
+        return seeds
+    if args.runs < 1:
+        raise flvm.SetupError("--runs must be >= 1")
+    return [args.seed if args.seed is not None else sc.faults.seed] * args.runs
+
+
+def _seeds(text):
+    try:
+        a, b = (int(x) for x in text.split("..", 1))
+    except ValueError:
+        raise flvm.SetupError(f"--seeds {text!r}: expected A..B") from None
+    if b < a:
+        raise flvm.SetupError(f"--seeds {text!r}: B must be >= A")
+    return list(range(a, b + 1))
+
+
+def compare(args, build_all, one_run):
+    """Run the comparison; exit 0 when every declared expectation holds,
+    1 when one does not, 3 when a run crashed or hung."""
+    sc = flscenario.apply_overrides(flscenario.load(args.scenario), args.memory, args.cpus,
+                                    args.timeout)
+    metrics = parse_metrics(args.metrics) or sc.compare.metrics or DEFAULT_METRICS
+    expect = {m: e for m, e in sc.compare.expect.items() if m in metrics}
+    if not 0.5 <= args.level < 1:
+        raise flvm.SetupError(f"--level {args.level}: expected e.g. 0.95")
+    for k in (args.baseline, args.series):
+        if not os.path.isfile(k):
+            raise flvm.SetupError(f"no kernel image {k}")
+    seeds = plan_seeds(args, sc)
+    kernels = {"baseline": (os.path.abspath(args.baseline), args.baseline_modules),
+               "series": (os.path.abspath(args.series), args.series_modules)}
+    builds = {side: build_all(k, m, args.quiet) for side, (k, m) in kernels.items()}
+    group = _new_group(args.out, sc.name)
+    runs = {"baseline": [], "series": []}
+    table_runs, worst = [], flvm.EXIT_PASS
+    for i, seed in enumerate(seeds, 1):
+        for side in ("baseline", "series"):       # interleaved: A B A B
+            kernel, modules = kernels[side]
+            ns = argparse.Namespace(kernel=kernel, modules=modules, deterministic=False,
+                                    accel="tcg", quiet=args.quiet, memory=args.memory,
+                                    cpus=args.cpus, timeout=args.timeout)
+            rundir = os.path.join(group, f"{side}-{i}")
+            os.makedirs(rundir)
+            qemu_dir, guest_dir = builds[side]
+            r, meta = one_run(sc, seed, ns, qemu_dir, guest_dir, rundir)
+            table_runs.append({"side": side, "run": i, "seed": seed, "rundir": rundir,
+                               "status": r["status"], "outcome": r["outcome"],
+                               "kernel": r.get("kernel"), "repro": meta["repro"],
+                               "command": meta["run_command"]})
+            if r["status"] in (flvm.EXIT_CRASH, flvm.EXIT_SETUP):
+                worst = max(worst, flvm.EXIT_CRASH)
+                continue                        # no metrics from a dead guest
+            runs[side].append(r)
+    rows, missing = collect(metrics, expect, runs)
+    labels = _labels(runs, kernels)
+    table = fltable.format_table(rows, labels[0], labels[1], args.level) if rows else ""
+    failed = fltable.failed_expectations(fltable.compare_rows(rows, args.level))
+    failed += [f"{m} (baseline not zero)" for m in zero_on_both(rows)]
+    report = _write(group, args, sc, rows, labels, table_runs, missing, failed)
+    print(f"\n{sc.name}: {labels[0]} vs {labels[1]}, {len(seeds)} run(s) each, "
+          f"level {args.level}\n")
+    print(table, end="")
+    for m in missing:
+        print(f"  (metric {m!r}: no value in the runs; see a run's ktap.log for names)")
+    bad = [t for t in table_runs if t["status"] != flvm.EXIT_PASS]
+    for t in bad:
+        print(f"  run {t['side']}-{t['run']} seed {t['seed']}: {t['outcome']} "
+              f"({t['rundir']})")
+    print(f"\nresults    {report}\nrepro      one command per run in compare.json "
+          "(\"runs\"), e.g.\n           " + table_runs[0]["repro"])
+    if failed:
+        print(f"expectation failed: {', '.join(failed)}")
+        worst = max(worst, flvm.EXIT_FAIL)
+    elif expect:
+        print(f"expectations hold: {', '.join(f'{m} {e}' for m, e in expect.items())}")
+    if not rows:
+        print("no metric had values on both kernels", file=sys.stderr)
+        worst = max(worst, flvm.EXIT_FAIL)
+    return worst
+
+
+def _new_group(out, name):
+    os.makedirs(out, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for i in range(1000):
+        d = os.path.join(out, f"{stamp}-{name}-compare" + (f"-{i}" if i else ""))
+        if not os.path.exists(d):
+            os.makedirs(d)
+            return d
+    raise flvm.SetupError("cannot create a compare directory in " + out)
+
+
+def _labels(runs, kernels):
+    """Column titles: kernel releases when they differ, else the file names."""
+    rel = [next((r["kernel"] for r in runs[s] if r.get("kernel")), "") for s in
+           ("baseline", "series")]
+    if all(rel) and rel[0] != rel[1]:
+        return rel
+    names = [os.path.basename(kernels[s][0]) for s in ("baseline", "series")]
+    return names if names[0] != names[1] else ["baseline", "series"]
+
+
+def _write(group, args, sc, rows, labels, table_runs, missing, failed):
+    data = fltable.to_json(rows, labels[0], labels[1], args.level) if rows else {}
+    data.update({"scenario": sc.name, "command": shlex.join(["faultline", *sys.argv[1:]]),
+                 "baseline_kernel": os.path.abspath(args.baseline),
+                 "series_kernel": os.path.abspath(args.series),
+                 "runs": table_runs, "missing_metrics": missing,
+                 "failed_expectations": failed})
+    with open(os.path.join(group, "compare.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    with open(os.path.join(group, "compare.txt"), "w") as f:
+        f.write(fltable.format_table(rows, labels[0], labels[1], args.level) if rows else "")
+        f.write("\nruns:\n")
+        for t in table_runs:
+            f.write(f"  {t['side']}-{t['run']} seed {t['seed']} {t['outcome']}: {t['repro']}\n")
+    if rows:
+        stats = fltable.compare_rows(rows, args.level)
+        svg = flplot.bars_svg(f"{sc.name}: {labels[0]} vs {labels[1]}",
+                              [(s.metric, s.baseline, s.series) for s in stats],
+                              labels[0], labels[1])
+        with open(os.path.join(group, "compare.svg"), "w") as f:
+            f.write(svg)
+    return group
