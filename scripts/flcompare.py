@@ -102,6 +102,8 @@ def compare(args, build_all, one_run):
         if not os.path.isfile(k):
             raise flvm.SetupError(f"no kernel image {k}")
     seeds = plan_seeds(args, sc)
+    if args.deterministic:
+        flvm.check_deterministic(sc)
     kernels = {"baseline": (os.path.abspath(args.baseline), args.baseline_modules),
                "series": (os.path.abspath(args.series), args.series_modules)}
     builds = {side: build_all(k, m, args.quiet) for side, (k, m) in kernels.items()}
@@ -111,7 +113,8 @@ def compare(args, build_all, one_run):
     for i, seed in enumerate(seeds, 1):
         for side in ("baseline", "series"):       # interleaved: A B A B
             kernel, modules = kernels[side]
-            ns = argparse.Namespace(kernel=kernel, modules=modules, deterministic=False,
+            ns = argparse.Namespace(kernel=kernel, modules=modules,
+                                    deterministic=args.deterministic,
                                     accel="tcg", quiet=args.quiet, memory=args.memory,
                                     cpus=args.cpus, timeout=args.timeout)
             rundir = os.path.join(group, f"{side}-{i}")

@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""Slow test (meson suite 'slow', not in `faultline check`): `faultline
+compare` tells the stock 7.2 kernel from the zswap dropbehind v3 series,
+and finds no significant change between a kernel and itself.
+
+Needs the kernels of shared/kernels/build-seed-kernels.sh OUTDIR:
+FAULTLINE_SEED_KERNELS=OUTDIR (bzImage-7.2-stock, bzImage-7.2-dropbehind-v3).
+Exit 77 (skip) without them.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCENARIO = "writeback-dropbehind-nvme"
+RUNS = os.environ.get("FAULTLINE_COMPARE_RUNS", "3")
+
+
+def compare(baseline, series, out, *extra):
+    cmd = [os.path.join(TOP, "scripts", "faultline"), "compare", SCENARIO,
+           "--baseline", baseline, "--series", series, "--runs", RUNS, "--out", out,
+           "--quiet", *extra]
+    print("+", " ".join(cmd), flush=True)
+    rc = subprocess.run(cmd).returncode
+    groups = sorted(d for d in os.listdir(out) if d.endswith("-compare"))
+    with open(os.path.join(out, groups[-1], "compare.json")) as f:
+        return rc, json.load(f)
+
+
+def main():
+    kdir = os.environ.get("FAULTLINE_SEED_KERNELS")
+    if not kdir:
+        print("SKIP: set FAULTLINE_SEED_KERNELS to build-seed-kernels.sh's OUTDIR")
+        return 77
+    stock = os.path.join(kdir, "bzImage-7.2-stock")
+    v3 = os.path.join(kdir, "bzImage-7.2-dropbehind-v3")
+    for k in (stock, v3):
+        if not os.path.exists(k):
+            print(f"SKIP: no {k}")
+            return 77
+    out = os.path.join(TOP, "build", "compare-runs")
+    os.makedirs(out, exist_ok=True)
+    problems = []
+
+    rc, data = compare(stock, v3, out)
+    rows = {m["metric"]: m for m in data["metrics"]}
+    if rc != 0:
+        problems.append(f"stock vs v3: exit {rc}, failed {data['failed_expectations']}")
+    for metric in ("pgrotated", "nr_swapcached_after_writeback"):
+        m = rows.get(metric)
+        if not m or m["direction"] != "-" or not m["changed"]:
+            problems.append(f"stock vs v3: {metric} did not decrease: {m and m['verdict']}")
+    errors = rows.get("data_errors")
+    if not errors or any(errors[s]["samples"] != [0] * errors[s]["n"]
+                         for s in ("baseline", "series")):
+        problems.append(f"data_errors not zero on both: {errors}")
+
+    rc, data = compare(stock, stock, out, "--level", "0.99")
+    changed = [m["metric"] for m in data["metrics"] if m["changed"]]
+    if changed:
+        problems.append(f"stock vs stock: significant change in {changed}")
+    if data["missing_metrics"] or data.get("failed_expectations") is None:
+        problems.append(f"stock vs stock: missing metrics {data['missing_metrics']}")
+
+    print("compare seed kernels: " + ("; ".join(problems) or "ok"))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
