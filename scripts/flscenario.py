@@ -6,6 +6,7 @@ Every key is checked; a typo gives a one-line error naming the file and key.
 
 import os
 import re
+import shlex
 import tomllib
 from dataclasses import dataclass, field
 
@@ -143,10 +144,14 @@ def load(name):
         raise ScenarioError(f"{w}: swap.enabled must be a bool")
     tests = []
     for i, t in enumerate(d.get("test", [])):
-        _check_keys(t, {"run"}, f"{w}: [[test]] #{i + 1}")
+        _check_keys(t, {"run", "args"}, f"{w}: [[test]] #{i + 1}")
         if not isinstance(t.get("run"), str) or not t["run"].strip():
             raise ScenarioError(f"{w}: [[test]] #{i + 1} needs run = \"command\"")
-        tests.append(t["run"])
+        args = t.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, (str, int)) for a in args):
+            raise ScenarioError(f"{w}: [[test]] #{i + 1} args must be a list of strings")
+        # args are quoted for the guest shell; run is taken as written.
+        tests.append(" ".join([t["run"]] + [shlex.quote(str(a)) for a in args]))
     if not tests:
         raise ScenarioError(f"{w}: no [[test]] to run")
     expect = d.get("expect", {})

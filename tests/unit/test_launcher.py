@@ -188,6 +188,12 @@ class RulesFileAndCompareTableTest(unittest.TestCase):
                 scenario(text)
             self.assertIn(msg, str(cm.exception), text)
 
+    def test_test_args_are_quoted(self):
+        sc = scenario('[[test]]\nrun = "swaptest writeback"\nargs = ["--mem", "64M", 3, "a b"]\n')
+        self.assertEqual(sc.tests, ["swaptest writeback --mem 64M 3 'a b'"])
+        with self.assertRaises(flscenario.ScenarioError):
+            scenario('[[test]]\nrun = "x"\nargs = "--mem"\n')
+
     def test_compare_table(self):
         sc = scenario(MINIMAL + '[compare]\nmetrics = ["pgrotated"]\n'
                       'expect = { pgrotated = "decrease" }\n')
