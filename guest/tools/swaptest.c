@@ -1496,6 +1496,7 @@ static void race(struct run *Rn)
     size_t clen = (size_t)o.chunk_pages * GL_PAGE_SIZE;
     pthread_t th[66];
     struct verify_result vr = { 0 };
+    long long ps0, pt0, sc;
 
     R.chunks = o.mem / clen;
     R.mem = map_pattern(R.chunks * clen);
@@ -1512,6 +1513,8 @@ static void race(struct run *Rn)
     ktap_ok(1, "filled %zu chunks of %d pages and reclaimed", R.chunks, o.chunk_pages);
     arm("before the race");
     gl_vmstat_read(&Rn->v_wb0);
+    ps0 = gl_memcg_stat(o.cgroup, "pgscan");
+    pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
     R.deadline = now_s() + o.duration;
     for (int i = 0; i < o.threads; i++) {
         pthread_create(&th[i], NULL, race_worker, &R);
@@ -1523,6 +1526,10 @@ static void race(struct run *Rn)
     }
     disarm("after the race");
     gl_vmstat_read(&Rn->v_wb1);
+    Rn->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
+    Rn->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
+    sc = gl_memcg_stat(o.cgroup, "swapcached");
+    Rn->swapcached_wb = sc >= 0 ? sc / (long long)GL_PAGE_SIZE : Rn->v_wb1.v[VM_NR_SWAPCACHED];
     for (int i = 0; i < OP__N; i++) {
         ktap_diag("race op %s %lld", op_names[i], R.ops[i]);
     }
@@ -1670,7 +1677,7 @@ static void final_checks(struct run *R, const struct kmsg_counts *k)
  * The named metrics of a run, for `faultline compare`: one `# NAME VALUE` line
  * each, printed once (docs/scenarios.md, "Metrics"). vmstat/memcg counters are
  * writeback-phase deltas (v_wb0..v_wb1: the forced writeback plus the settle
- * time); data_errors and workload_ms cover the whole run.
+ * time; race mode: the race); data_errors and workload_ms cover the whole run.
  */
 static void report_metrics(const struct run *R)
 {
