@@ -86,6 +86,7 @@ struct options {
     int compressible;       /* every page compressible (default: half) */
     int wb_limit;           /* force writeback by lowering memory.zswap.max */
     int wb_reclaims;        /* memory.reclaim calls per round (shrinker) */
+    int fill_writeback;     /* 0: no zswap writeback before the writeback phase */
 };
 
 static struct options o;
@@ -98,6 +99,7 @@ static void usage(void)
 "  --mem SIZE --memcg-max SIZE --seed N --cgroup NAME --rounds N\n"
 "  --zswap on|off --shrinker on|off --zswap-max SIZE|max --zswap-writeback 0|1\n"
 "  --wb-rounds N --wb-method shrinker|limit --wb-reclaims N --settle-ms N\n"
+"  --fill-writeback on|off\n"
 "  --arm-state N [--arm-at writeback|refault] [--disarm] [--fault-dev auto|nvme|syncblk]\n"
 "  --kernel-mode auto|stock|patched\n"
 "  --expect-ctx hardirq|softirq|irq|task --expect-sync --expect-async\n"
@@ -149,6 +151,7 @@ static void parse_args(int argc, char **argv)
         { "pattern", required_argument, NULL, 'P' },
         { "wb-method", required_argument, NULL, 'B' },
         { "wb-reclaims", required_argument, NULL, 'R' },
+        { "fill-writeback", required_argument, NULL, 3 },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -162,12 +165,13 @@ static void parse_args(int argc, char **argv)
         .zswap_writeback = 1, .wb_rounds = 2, .rounds = 1, .arm_state = -1,
         .arm_at = ARM_NONE, .fault_dev = "auto", .kernel_mode = "auto",
         .expect_sync = -1, .settle_ms = 500, .threads = 4, .duration = 30,
-        .chunk_pages = 64, .wb_reclaims = 4,
+        .chunk_pages = 64, .wb_reclaims = 4, .fill_writeback = 1,
     };
     /* Mode presets; options given afterwards override them. */
     if (!strcmp(o.mode, "writeback")) {
         o.zswap = 1;
         o.dropbehind_checks = 1;
+        o.fill_writeback = 0;
     } else if (!strcmp(o.mode, "completion")) {
         o.zswap = 1;
     } else if (!strcmp(o.mode, "write-error")) {
@@ -223,6 +227,7 @@ static void parse_args(int argc, char **argv)
         case 'C': o.expect_ctx = optarg; break;
         case 1: o.expect_sync = 1; break;
         case 2: o.expect_sync = 0; break;
+        case 3: o.fill_writeback = on_off(optarg); break;
         case 'e': o.expect_errors = 1; break;
         case 'b': o.expect_sigbus = 1; break;
         case 't': o.threads = atoi(optarg); break;
@@ -1031,8 +1036,34 @@ static void zswap_max_restore(void)
  * memory.zswap.current, fault everything in and reclaim again. On 6.12 a
  * store over the memcg limit is rejected and goes to the device directly
  * (pswpout without zswpwb), so this mostly measures direct pageout.
+ *
+ * --fill-writeback off (writeback mode): nothing is written back before this
+ * phase (zswap_quiet() during the fill and the refills between rounds), and
+ * each round drains zswap: shrinker on, memory.zswap.max 0, memory.reclaim
+ * until memory.stat zswapped is 0 or --wb-reclaims calls were made. Without
+ * this, a kernel that frees written-back folios at once (dropbehind) lets the
+ * fill's own reclaim write everything back and the writeback phase sees
+ * nothing.
  */
 static struct gl_vmstat v_last0;  /* before the last memory.reclaim of the wb phase */
+static long long last_call_zswpwb; /* zswpwb of that call */
+static int wb_calls;               /* memory.reclaim calls made by the shrinker method */
+static char wb_shrinker[8] = "Y";  /* shrinker_enabled for the writeback phase */
+
+/* No zswap writeback: shrinker off, memory.zswap.max unlimited. memory.zswap.
+ * writeback stays as configured: 6.12+ keeps pages zswap rejects in memory
+ * when it is 0, and 7.2 stores incompressible pages as-is only when it is 1. */
+static void zswap_quiet(void)
+{
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
+    memcg_set("memory.zswap.max", "max");
+}
+
+static void zswap_drain_start(void)
+{
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
+    memcg_set("memory.zswap.max", "0");
+}
 
 static void force_writeback(uint8_t *mem, size_t pages, struct verify_result *vr)
 {
@@ -1046,18 +1077,34 @@ static void force_writeback(uint8_t *mem, size_t pages, struct verify_result *vr
             snprintf(val, sizeof(val), "%lld", zc > 8192 ? zc / 2 : 4096);
             memcg_set("memory.zswap.max", val);
         } else {
+            if (!o.fill_writeback) {
+                zswap_drain_start();
+            }
             for (int i = 0; i < o.wb_reclaims; i++) {
                 long long cur = gl_memcg_read(o.cgroup, "memory.current");
+                struct gl_vmstat a, b;
 
-                snprintf(val, sizeof(val), "%lld", cur > 4096 ? cur : 4096);
-                if (r + 1 == o.wb_rounds && i + 1 == o.wb_reclaims) {
-                    gl_vmstat_read(&v_last0);
+                if (!o.fill_writeback && gl_memcg_stat(o.cgroup, "zswapped") == 0) {
+                    break;  /* drained */
                 }
+                snprintf(val, sizeof(val), "%lld", cur > 4096 ? cur : 4096);
+                gl_vmstat_read(&a);
                 gl_memcg_write(o.cgroup, "memory.reclaim", val);
+                gl_vmstat_read(&b);
+                wb_calls++;
+                if (r + 1 == o.wb_rounds) {
+                    v_last0 = a;
+                    last_call_zswpwb = vm_delta(&a, &b, VM_ZSWPWB);
+                }
+                ktap_diag("wb round %d call %d zswpwb %lld", r + 1, i + 1,
+                          vm_delta(&a, &b, VM_ZSWPWB));
             }
         }
         if (r + 1 < o.wb_rounds || o.wb_limit) {
             verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, vr);
+            if (!o.fill_writeback) {
+                zswap_quiet();
+            }
             reclaim_all();
         }
     }
@@ -1087,6 +1134,7 @@ static void global_setup(void)
     if (o.shrinker >= 0) {
         gl_write_file(ZSWAP_PARAM "shrinker_enabled", o.shrinker ? "Y" : "N");
     }
+    gl_read_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker, sizeof(wb_shrinker));
     gl_read_file(ZSWAP_PARAM "enabled", buf, sizeof(buf));
     ktap_diag("zswap enabled %s shrinker %s", buf,
               gl_read_file(ZSWAP_PARAM "shrinker_enabled", buf + 8, 8) == 0 ? buf + 8 : "?");
@@ -1138,7 +1186,11 @@ struct run {
     struct gl_vmstat v0, v_fill, v_wb0, v_wb1, v_end;
     struct verify_result vr_wb;
     size_t verified, bad, sigbus_child, sigbus_parent, sigbus_unexpected;
+    size_t sigbus_verify;       /* SIGBUS where none may happen */
     long long heal_pswpout;
+    long long swapcached_wb;    /* memcg swap-cache pages right after the wb phase */
+    long long pgscan_wb, pgsteal_wb;    /* memcg deltas over the wb phase */
+    double t0, t1;              /* workload start/end */
 };
 
 /* read-error: a child touches every page while the fault is armed. */
@@ -1198,10 +1250,17 @@ static void pipeline(struct run *R)
     size_t pages = o.mem / GL_PAGE_SIZE;
     uint8_t *mem = map_pattern(o.mem);
     struct verify_result vr;
+    long long ps0, pt0, sc;
     int zswap_on;
     char buf[8];
 
     zswap_on = gl_read_file(ZSWAP_PARAM "enabled", buf, sizeof(buf)) == 0 && buf[0] == 'Y';
+    if (zswap_on && !o.fill_writeback) {
+        zswap_quiet();
+        ktap_diag("phase fill: zswap shrinker off, memory.zswap.max max (no writeback before "
+                  "the writeback phase)");
+    }
+    R->t0 = now_s();
     gl_vmstat_read(&R->v0);
     pattern_fill(mem, pages, o.seed);
     ktap_diag("phase fill memory.current %lld", gl_memcg_read(o.cgroup, "memory.current"));
@@ -1216,6 +1275,8 @@ static void pipeline(struct run *R)
         arm("before forcing writeback");
     }
     gl_vmstat_read(&R->v_wb0);
+    ps0 = gl_memcg_stat(o.cgroup, "pgscan");
+    pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
     memset(&R->vr_wb, 0, sizeof(R->vr_wb));
     if (zswap_on && o.wb_rounds > 0) {
         force_writeback(mem, pages, &R->vr_wb);
@@ -1231,6 +1292,11 @@ static void pipeline(struct run *R)
     }
     sleep_ms(o.settle_ms);
     gl_vmstat_read(&R->v_wb1);
+    sc = gl_memcg_stat(o.cgroup, "swapcached");
+    R->swapcached_wb = sc >= 0 ? sc / (long long)GL_PAGE_SIZE : R->v_wb1.v[VM_NR_SWAPCACHED];
+    R->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
+    R->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
+    R->sigbus_verify += R->vr_wb.sigbus;
     ktap_ok(!R->vr_wb.bad && !R->vr_wb.sigbus,
             "writeback phase: pattern intact while refaulting (%zu bad, %zu SIGBUS)",
             R->vr_wb.bad, R->vr_wb.sigbus);
@@ -1253,6 +1319,7 @@ static void pipeline(struct run *R)
         memset(&vr, 0, sizeof(vr));
         verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, &vr);
         R->bad += vr.bad;
+        R->sigbus_verify += vr.sigbus;
         R->verified += pages;
         ktap_ok(!vr.bad && !vr.sigbus, "round %d: %zu pages verified, %zu bad, %zu SIGBUS%s",
                 r, pages, vr.bad, vr.sigbus, vr.bad ? " (data lost)" : "");
@@ -1266,6 +1333,7 @@ static void pipeline(struct run *R)
                   vm_delta(&a, &b, VM_WS_REFAULT_ANON));
     }
     gl_vmstat_read(&R->v_end);
+    R->t1 = now_s();
     R->heal_pswpout = vm_delta(&R->v_wb1, &R->v_end, VM_PSWPOUT);
     munmap(mem, o.mem);
 }
@@ -1428,11 +1496,13 @@ static void race(struct run *Rn)
     size_t clen = (size_t)o.chunk_pages * GL_PAGE_SIZE;
     pthread_t th[66];
     struct verify_result vr = { 0 };
+    long long ps0, pt0, sc;
 
     R.chunks = o.mem / clen;
     R.mem = map_pattern(R.chunks * clen);
     R.c = calloc(R.chunks, sizeof(*R.c));
     pthread_mutex_init(&R.stat_lock, NULL);
+    Rn->t0 = now_s();
     gl_vmstat_read(&Rn->v0);
     for (size_t c = 0; c < R.chunks; c++) {
         pthread_mutex_init(&R.c[c].lock, NULL);
@@ -1443,6 +1513,8 @@ static void race(struct run *Rn)
     ktap_ok(1, "filled %zu chunks of %d pages and reclaimed", R.chunks, o.chunk_pages);
     arm("before the race");
     gl_vmstat_read(&Rn->v_wb0);
+    ps0 = gl_memcg_stat(o.cgroup, "pgscan");
+    pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
     R.deadline = now_s() + o.duration;
     for (int i = 0; i < o.threads; i++) {
         pthread_create(&th[i], NULL, race_worker, &R);
@@ -1454,6 +1526,10 @@ static void race(struct run *Rn)
     }
     disarm("after the race");
     gl_vmstat_read(&Rn->v_wb1);
+    Rn->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
+    Rn->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
+    sc = gl_memcg_stat(o.cgroup, "swapcached");
+    Rn->swapcached_wb = sc >= 0 ? sc / (long long)GL_PAGE_SIZE : Rn->v_wb1.v[VM_NR_SWAPCACHED];
     for (int i = 0; i < OP__N; i++) {
         ktap_diag("race op %s %lld", op_names[i], R.ops[i]);
     }
@@ -1466,10 +1542,12 @@ static void race(struct run *Rn)
         chunk_verify(&R, c, &vr);
     }
     Rn->bad = R.bad + vr.bad;
+    Rn->sigbus_verify = R.sigbus + vr.sigbus;
     Rn->verified = R.chunks * o.chunk_pages;
     ktap_ok(!vr.bad && !vr.sigbus, "final verify of %zu pages: %zu bad, %zu SIGBUS",
             Rn->verified, vr.bad, vr.sigbus);
     gl_vmstat_read(&Rn->v_end);
+    Rn->t1 = now_s();
     munmap(R.mem, R.chunks * clen);
     free(R.c);
 }
@@ -1570,16 +1648,14 @@ static void final_checks(struct run *R, const struct kmsg_counts *k)
         snprintf(m, sizeof(m), "swap_writeback_dropbehind_folio %lld, zswpwb %lld", db, zswpwb);
         patch_check(db >= 0 && zswpwb > 0 && db * 2 >= zswpwb,
                     "zswap writeback folios are dropped on completion (dropbehind)", m);
-        /* The last memory.reclaim call's written-back folios: on stock they
-         * stay in swap cache until a later reclaim, dropbehind frees them. */
-        long long last_wb = vm_delta(&v_last0, &R->v_wb1, VM_ZSWPWB);
-        long long linger = vm_delta(&v_last0, &R->v_wb1, VM_NR_SWAPCACHED);
-
-        ktap_diag("dropbehind last_reclaim zswpwb %lld nr_swapcached_delta %lld", last_wb,
-                  linger);
-        snprintf(m, sizeof(m), "last reclaim call: zswpwb %lld, nr_swapcached %+lld",
-                 last_wb, linger);
-        patch_check(last_wb > 0 && linger * 4 <= last_wb,
+        /* Swap-cache residency right after the writeback phase (memcg
+         * swapcached, after --settle-ms): on stock the folios the last
+         * memory.reclaim call wrote back stay in swap cache until a later
+         * reclaim; dropbehind frees them on writeback completion. */
+        ktap_diag("dropbehind last_reclaim zswpwb %lld", last_call_zswpwb);
+        snprintf(m, sizeof(m), "swap cache after the writeback phase %lld pages, last "
+                 "reclaim call zswpwb %lld", R->swapcached_wb, last_call_zswpwb);
+        patch_check(last_call_zswpwb > 0 && R->swapcached_wb * 4 <= last_call_zswpwb,
                     "written-back folios do not linger in swap cache", m);
     }
     /* Workingset shadows survive writeback. */
@@ -1595,6 +1671,27 @@ static void final_checks(struct run *R, const struct kmsg_counts *k)
                 "(workingset_refault_anon %lld for %lld swap-ins)", refault, swapins);
         ktap_diag("refault wb_phase workingset_refault_anon %lld zswpwb %lld", wbref, wb_zswpwb);
     }
+}
+
+/*
+ * The named metrics of a run, for `faultline compare`: one `# NAME VALUE` line
+ * each, printed once (docs/scenarios.md, "Metrics"). vmstat/memcg counters are
+ * writeback-phase deltas (v_wb0..v_wb1: the forced writeback plus the settle
+ * time; race mode: the race); data_errors and workload_ms cover the whole run.
+ */
+static void report_metrics(const struct run *R)
+{
+    ktap_diag("metrics: writeback phase deltas unless noted");
+    ktap_diag("pgrotated %lld", vm_delta(&R->v_wb0, &R->v_wb1, VM_PGROTATED));
+    ktap_diag("zswpwb %lld", vm_delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB));
+    ktap_diag("pswpout %lld", vm_delta(&R->v_wb0, &R->v_wb1, VM_PSWPOUT));
+    ktap_diag("pgscan %lld", R->pgscan_wb);
+    ktap_diag("pgsteal %lld", R->pgsteal_wb);
+    ktap_diag("nr_swapcached_after_writeback %lld", R->swapcached_wb);
+    ktap_diag("fill_zswpwb %lld", vm_delta(&R->v0, &R->v_fill, VM_ZSWPWB));
+    ktap_diag("wb_reclaim_calls %d", wb_calls);
+    ktap_diag("data_errors %zu", R->bad + R->sigbus_verify + R->sigbus_unexpected);
+    ktap_diag("workload_ms %lld", (long long)((R->t1 - R->t0) * 1000 + 0.5));
 }
 
 int main(int argc, char **argv)
@@ -1630,6 +1727,7 @@ int main(int argc, char **argv)
         tracing_report();
         kmsg_scan(&k);
         final_checks(&R, &k);
+        report_metrics(&R);
         ktap_ok(k.splats == 0, "no BUG/WARNING/Oops/lockdep splat in the kernel log "
                 "(%d splat lines)", k.splats);
         if (armed && o.arm_state >= 0) {
