@@ -470,6 +470,10 @@ def judge(sc, rundir, seed, deterministic, w, elapsed):
             status, reason = EXIT_CRASH, "guest stopped without reporting a result"
     elif splats:
         status, reason = EXIT_FAIL, "kernel splat: " + ", ".join(splats)
+    elif any(f.startswith("Bail out! modprobe") for f in k["failures"]):
+        # The kernel lacks a driver the scenario needs: fix the setup, not the code.
+        status, reason = EXIT_SETUP, (next(f for f in k["failures"] if "modprobe" in f)
+                                      + " (does the kernel/--modules tree have it?)")
     elif guest_exit != 0 or k["not_ok"] or k["bail"]:
         status, reason = EXIT_FAIL, (f"guest tests failed (exit {guest_exit}, "
                                      f"{k['not_ok']} not ok)")
