@@ -376,16 +376,17 @@ static uint16_t get_log(Nvme *n, uint8_t lid, uint32_t len, uint64_t off)
     return c.status;
 }
 
-static void test_errors(void)
+/* @opaque non-NULL: in deterministic mode. */
+static void test_errors(gconstpointer opaque)
 {
-    Nvme *n = nvme_start(
+    Nvme *n = nvme_start_full(
         "wf:  write nth=3 error=write-fault\n"
         "wfd: write nth=5 error=write-fault dnr\n"
         "wa:  write nth=7 error=write-fault when=after\n"
         "re:  read nth=2 error=read-error dnr\n"
         "ie:  read nth=3 error=internal\n"
         "eio: read nth=4 error=eio\n"
-        "nsp: read nth=5 error=enospc\n");
+        "nsp: read nth=5 error=enospc\n", false, opaque != NULL);
     uint16_t want[8] = { 0, 0, 0, SC_WRITE_FAULT, 0,
                          SC_WRITE_FAULT | SC_DNR, 0, SC_WRITE_FAULT };
     uint16_t cids[8];
@@ -504,9 +505,9 @@ static void test_drop_abort(void)
     nvme_stop(n);
 }
 
-static void test_drop_sq_delete_reset(void)
+static void test_drop_sq_delete_reset(gconstpointer opaque)
 {
-    Nvme *n = nvme_start("lost: write drop\n");
+    Nvme *n = nvme_start_full("lost: write drop\n", false, opaque != NULL);
     uint16_t cid, cid2;
     Cqe c;
 
@@ -747,16 +748,20 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     tmpdir = g_dir_make_tmp("nvme-fault-test-XXXXXX", NULL);
     g_assert(tmpdir);
-    qtest_add_func("/nvme-fault/errors", test_errors);
+    qtest_add_data_func("/nvme-fault/errors", NULL, test_errors);
     qtest_add_func("/nvme-fault/delay", test_delay);
     qtest_add_func("/nvme-fault/drop-abort", test_drop_abort);
-    qtest_add_func("/nvme-fault/drop-sq-delete-reset",
-                   test_drop_sq_delete_reset);
+    qtest_add_data_func("/nvme-fault/drop-sq-delete-reset", NULL,
+                        test_drop_sq_delete_reset);
     qtest_add_func("/nvme-fault/irq", test_irq);
     qtest_add_func("/nvme-fault/vendor", test_vendor);
     qtest_add_func("/nvme-fault/no-injector", test_no_injector);
-    qtest_add_func("/nvme-fault/deterministic", test_deterministic);
-    qtest_add_func("/nvme-fault/deterministic-errors",
+    qtest_add_func("/nvme-fault/deterministic/basic", test_deterministic);
+    qtest_add_data_func("/nvme-fault/deterministic/errors", "det",
+                        test_errors);
+    qtest_add_data_func("/nvme-fault/deterministic/drop-sq-delete-reset",
+                        "det", test_drop_sq_delete_reset);
+    qtest_add_func("/nvme-fault/deterministic/bad-config",
                    test_deterministic_errors);
     ret = g_test_run();
     {
