@@ -20,6 +20,14 @@
  * submit time + delay on QEMU_CLOCK_VIRTUAL (task: STATUS reads BUSY until
  * then; irq/thread: a virtual timer).  Not migratable.
  *
+ * With a fault-injector that has deterministic=on (needs -icount), irq and
+ * thread commands also do their I/O synchronously in the doorbell write,
+ * like task commands, and always signal completion from the slot's virtual
+ * timer (at submit time + delay, or at once in virtual time): no host AIO
+ * completion decides when the guest sees anything.  Thread mode then
+ * behaves exactly as irq mode in the device; only the guest's handler
+ * context differs, as always.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "qemu/osdep.h"
@@ -184,6 +192,7 @@ struct SyncBlkState {
     FaultInjector *fi;
     char *completion;
     uint32_t timeout_ms;
+    bool deterministic;         /* from the fault-injector */
 
     MemoryRegion mmio;
     SyncBlkCtx mode;
@@ -293,7 +302,11 @@ static void syncblk_schedule_finish(SyncBlkSlot *slot)
         syncblk_set_result(slot, STATUS_TIMEOUT, SB_ETIMEDOUT);
     }
     slot->deadline_ns = slot->submit_ns + MIN(delay, INT64_MAX / 2);
-    if (now >= slot->deadline_ns) {
+    if (s->deterministic && slot->ctx != CTX_TASK) {
+        /* Signal from virtual time only, even when the deadline is now. */
+        syncblk_slot_release(slot);
+        timer_mod(&slot->timer, MAX(slot->deadline_ns, now));
+    } else if (now >= slot->deadline_ns) {
         syncblk_finish(slot);
     } else if (slot->ctx != CTX_TASK) {
         timer_mod(&slot->timer, slot->deadline_ns);
@@ -457,7 +470,7 @@ static void syncblk_do_io(SyncBlkState *s, SyncBlkSlot *slot)
 {
     int64_t off = slot->cmd.lba * SYNCBLK_SECTOR;
     int64_t len = slot->bytes;
-    bool sync = slot->ctx == CTX_TASK;
+    bool sync = slot->ctx == CTX_TASK || s->deterministic;
     int ret = 0;
 
     if (!sync && slot->bounce) {
@@ -860,6 +873,11 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
     } else {
         error_setg(errp, "syncblk-pci: completion '%s' is not task, irq or "
                    "thread", s->completion);
+        return;
+    }
+    s->deterministic = s->fi && fault_injector_deterministic(s->fi);
+    if (s->deterministic &&
+        !fault_injector_check_deterministic(s->fi, "syncblk-pci", errp)) {
         return;
     }
     if (s->timeout_ms == 0 || s->timeout_ms > 60000) {

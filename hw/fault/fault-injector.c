@@ -2,6 +2,7 @@
  * fault-injector: QOM wrapper around the faultline fault engine.
  *
  *   -object fault-injector,id=fi0,rules=FILE,seed=N[,log=FILE][,state=S][,events=on]
+ *           [,deterministic=on]
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -12,6 +13,7 @@
 #include "qom/object_interfaces.h"
 #include "qemu/thread.h"
 #include "qemu/timer.h"
+#include "system/cpu-timers.h"
 #include "hw/fault/fault-injector.h"
 #include "trace.h"
 
@@ -24,6 +26,7 @@ struct FaultInjector {
     uint64_t seed;
     uint32_t initial_state;
     bool events;
+    bool deterministic;     /* devices: sync I/O, virtual-clock completions */
     bool created;           /* complete() ran: file properties are fixed */
 
     QemuMutex lock;         /* protects everything below */
@@ -111,6 +114,23 @@ int fault_injector_rule_stats(FaultInjector *fi, FeRuleStats *out, int max)
     }
     qemu_mutex_unlock(&fi->lock);
     return n;
+}
+
+bool fault_injector_deterministic(FaultInjector *fi)
+{
+    return fi->deterministic;
+}
+
+bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
+                                        Error **errp)
+{
+    if (fi->deterministic && icount_enabled() != ICOUNT_PRECISE) {
+        error_setg(errp, "%s: fault-injector '%s' has deterministic=on, "
+                   "which needs -icount shift=N (TCG, fixed shift)", dev,
+                   object_get_canonical_path_component(OBJECT(fi)));
+        return false;
+    }
+    return true;
 }
 
 FaultInjector *fault_injector_find(const char *id, Error **errp)
@@ -275,6 +295,20 @@ static void set_events(Object *obj, bool value, Error **errp)
     FAULT_INJECTOR(obj)->events = value;
 }
 
+static bool get_deterministic(Object *obj, Error **errp)
+{
+    return FAULT_INJECTOR(obj)->deterministic;
+}
+
+static void set_deterministic(Object *obj, bool value, Error **errp)
+{
+    FaultInjector *fi = FAULT_INJECTOR(obj);
+
+    if (fault_injector_can_set(fi, "deterministic", errp)) {
+        fi->deterministic = value;
+    }
+}
+
 static void fault_injector_init(Object *obj)
 {
     FaultInjector *fi = FAULT_INJECTOR(obj);
@@ -318,6 +352,11 @@ static void fault_injector_class_init(ObjectClass *oc, void *data)
     object_class_property_add_bool(oc, "events", get_events, set_events);
     object_class_property_set_description(oc, "events",
         "emit an X_FAULT_INJECTED QMP event for every injected fault");
+    object_class_property_add_bool(oc, "deterministic", get_deterministic,
+                                   set_deterministic);
+    object_class_property_set_description(oc, "deterministic",
+        "devices do I/O synchronously and complete on virtual-clock "
+        "timers (needs -icount)");
 }
 
 static const TypeInfo fault_injector_info = {

@@ -29,6 +29,20 @@ uint32_t fault_injector_get_state(FaultInjector *fi);
 /* Copy up to @max rules' statistics into @out; returns the rule count. */
 int fault_injector_rule_stats(FaultInjector *fi, FeRuleStats *out, int max);
 
+/*
+ * Property "deterministic": the devices do their backend I/O synchronously
+ * and complete on QEMU_CLOCK_VIRTUAL timers only (docs/devices.md).
+ */
+bool fault_injector_deterministic(FaultInjector *fi);
+
+/*
+ * For a device realizing with @fi (named @dev in the message): false with
+ * @errp set when @fi is deterministic but the machine cannot be (no -icount
+ * with a fixed shift).
+ */
+bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
+                                        Error **errp);
+
 /* Look up a fault-injector by its -object id; sets @errp if there is none. */
 FaultInjector *fault_injector_find(const char *id, Error **errp);
 

@@ -16,12 +16,23 @@
  * A held command carries its own cancelable AIOCB in req->aiocb, so the
  * upstream Abort and SQ-cancel paths complete it like any in-flight I/O.
  *
+ * Deterministic mode (fault-injector deterministic=on, needs -icount):
+ * nothing the guest sees may depend on host timing.  The SQ is processed
+ * inside the doorbell MMIO write, each command's backend I/O is waited
+ * for right there (AIO_WAIT_WHILE under the BQL: virtual time stands
+ * still meanwhile), cancels of held commands finish before the write
+ * returns, and the work upstream defers to the SQ/CQ bottom halves runs
+ * from QEMU_CLOCK_VIRTUAL timers.  Delays and irq-delays were virtual
+ * timers already; their callbacks only post CQEs, they do no I/O.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "qemu/osdep.h"
 #include "qemu/main-loop.h"
 #include "qemu/cutils.h"
 #include "block/aio.h"
+#include "block/aio-wait.h"
+#include "qapi/error.h"
 #include "hw/pci/pci.h"
 #include "nvme.h"
 #include "trace.h"
@@ -57,6 +68,41 @@ static uint16_t nvme_fault_status(FeError err)
     }
 }
 
+bool nvme_fault_check(NvmeCtrl *n, Error **errp)
+{
+    NvmeFaultCtrl *f = &n->fault;
+
+    f->det = false;
+    if (!f->fi || !fault_injector_deterministic(f->fi)) {
+        return true;
+    }
+    if (!fault_injector_check_deterministic(f->fi, "nvme", errp)) {
+        return false;
+    }
+    if (n->params.ioeventfd) {
+        error_setg(errp, "nvme: fault-injector deterministic=on needs "
+                   "ioeventfd=off (doorbells must be handled in the vCPU)");
+        return false;
+    }
+    f->det = true;
+    return true;
+}
+
+static void nvme_fault_det_timer_cb(void *opaque)
+{
+    NvmeFaultIrqTimer *t = opaque;
+    NvmeCtrl *n = t->n;
+    bool cq = t >= n->fault.det_cq_timers &&
+              t < n->fault.det_cq_timers + n->fault.nr_irq_timers;
+
+    /* The queue may have been deleted (or replaced) meanwhile. */
+    if (cq && n->cq[t->cqid]) {
+        n->fault.ops->post_cqes(n->cq[t->cqid]);
+    } else if (!cq && n->sq[t->cqid]) {
+        n->fault.ops->process_sq(n->sq[t->cqid]);
+    }
+}
+
 void nvme_fault_realize(NvmeCtrl *n, const NvmeFaultOps *ops)
 {
     NvmeFaultCtrl *f = &n->fault;
@@ -68,8 +114,58 @@ void nvme_fault_realize(NvmeCtrl *n, const NvmeFaultOps *ops)
     f->errlog = g_new0(NvmeErrorLog, NVME_FAULT_ERRLOG_ENTRIES);
     f->nr_irq_timers = n->params.max_ioqpairs + 1;
     f->irq_timers = g_new0(NvmeFaultIrqTimer, f->nr_irq_timers);
+    if (f->det) {
+        f->det_sq_timers = g_new0(NvmeFaultIrqTimer, f->nr_irq_timers);
+        f->det_cq_timers = g_new0(NvmeFaultIrqTimer, f->nr_irq_timers);
+        for (unsigned int i = 0; i < f->nr_irq_timers; i++) {
+            NvmeFaultIrqTimer *t;
+
+            t = &f->det_sq_timers[i];
+            t->n = n;
+            t->cqid = i;
+            timer_init_ns(&t->timer, QEMU_CLOCK_VIRTUAL,
+                          nvme_fault_det_timer_cb, t);
+            t = &f->det_cq_timers[i];
+            t->n = n;
+            t->cqid = i;
+            timer_init_ns(&t->timer, QEMU_CLOCK_VIRTUAL,
+                          nvme_fault_det_timer_cb, t);
+        }
+    }
     /* ELPE is 0's based. */
     n->id_ctrl.elpe = NVME_FAULT_ERRLOG_ENTRIES - 1;
+}
+
+void nvme_fault_det_kick(NvmeCtrl *n, uint16_t qid, bool cq)
+{
+    NvmeFaultCtrl *f = &n->fault;
+    NvmeFaultIrqTimer *t;
+
+    if (qid >= f->nr_irq_timers) {
+        return;
+    }
+    t = cq ? &f->det_cq_timers[qid] : &f->det_sq_timers[qid];
+    trace_pci_nvme_fault_det_kick(qid, cq);
+    if (!timer_pending(&t->timer)) {
+        /* Now, in virtual time: after the current MMIO access returns. */
+        timer_mod_ns(&t->timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+    }
+}
+
+void nvme_fault_det_wait(NvmeCtrl *n, NvmeRequest *req)
+{
+    NvmeFaultCtrl *f = &n->fault;
+
+    /* An Asynchronous Event Request completes when an event comes. */
+    if (!req->sq->sqid && req->cmd.opcode == NVME_ADM_CMD_ASYNC_EV_REQ) {
+        f->det_req = NULL;
+    }
+    if (f->det_req == req || f->det_cancels) {
+        trace_pci_nvme_fault_det_wait(nvme_cid(req), req->sq->sqid);
+    }
+    AIO_WAIT_WHILE(qemu_get_aio_context(),
+                   f->det_req == req || f->det_cancels);
+    f->det_req = NULL;
 }
 
 static void nvme_fault_irq_fire(void *opaque)
@@ -92,6 +188,10 @@ void nvme_fault_reset(NvmeCtrl *n)
         if (f->irq_timers[i].n) {
             timer_del(&f->irq_timers[i].timer);
         }
+        if (f->det) {
+            timer_del(&f->det_sq_timers[i].timer);
+            timer_del(&f->det_cq_timers[i].timer);
+        }
     }
 }
 
@@ -102,6 +202,10 @@ void nvme_fault_exit(NvmeCtrl *n)
     nvme_fault_reset(n);
     g_free(f->irq_timers);
     f->irq_timers = NULL;
+    g_free(f->det_sq_timers);
+    f->det_sq_timers = NULL;
+    g_free(f->det_cq_timers);
+    f->det_cq_timers = NULL;
     f->nr_irq_timers = 0;
     g_free(f->errlog);
     f->errlog = NULL;
@@ -263,7 +367,11 @@ static void nvme_fault_timer_cb(void *opaque)
 static void nvme_fault_cancel_bh(void *opaque)
 {
     NvmeFaultAIOCB *iocb = opaque;
+    NvmeCtrl *n = nvme_ctrl(iocb->req);
 
+    if (n->fault.det) {
+        n->fault.det_cancels--;
+    }
     iocb->common.cb(iocb->common.opaque, -ECANCELED);
     qemu_aio_unref(iocb);
 }
@@ -277,6 +385,10 @@ static void nvme_fault_cancel(BlockAIOCB *acb)
     }
     iocb->done = true;
     timer_del(&iocb->timer);
+    /* Deterministic mode: nvme_fault_det_wait() runs it before returning. */
+    if (nvme_ctrl(iocb->req)->fault.det) {
+        nvme_ctrl(iocb->req)->fault.det_cancels++;
+    }
     aio_bh_schedule_oneshot(qemu_get_aio_context(), nvme_fault_cancel_bh,
                             iocb);
 }
@@ -313,6 +425,9 @@ bool nvme_fault_complete(NvmeCQueue *cq, NvmeRequest *req)
     NvmeFaultReq *fr = &req->fault;
     NvmeCtrl *n = cq->ctrl;
 
+    if (n->fault.det_req == req) {
+        n->fault.det_req = NULL;    /* its backend I/O is over */
+    }
     if (fr->pending) {
         fr->pending = false;
         if (req->status == NVME_CMD_ABORT_REQ ||

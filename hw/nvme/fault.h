@@ -67,6 +67,8 @@ typedef struct NvmeFaultOps {
                     struct NvmeRequest *req);
     void (*enqueue)(struct NvmeCQueue *cq, struct NvmeRequest *req);
     void (*irq_assert)(struct NvmeCtrl *n, struct NvmeCQueue *cq);
+    void (*process_sq)(void *sq);
+    void (*post_cqes)(void *cq);
 } NvmeFaultOps;
 
 /* Per controller. */
@@ -79,8 +81,22 @@ typedef struct NvmeFaultCtrl {
     uint64_t          held;         /* CQEs held back right now */
     NvmeFaultIrqTimer *irq_timers;  /* per CQ id, for irq-delay */
     unsigned int      nr_irq_timers;
+
+    /*
+     * Deterministic mode (fault-injector deterministic=on): the SQ is
+     * processed in the doorbell write, every command's backend I/O is
+     * waited for there, and SQ/CQ work deferred by upstream to the BHs
+     * runs from these QEMU_CLOCK_VIRTUAL timers (per queue id) instead.
+     */
+    bool              det;
+    struct NvmeRequest *det_req;    /* command being dispatched */
+    unsigned int      det_cancels;  /* held-command cancels not done yet */
+    NvmeFaultIrqTimer *det_sq_timers;
+    NvmeFaultIrqTimer *det_cq_timers;
 } NvmeFaultCtrl;
 
+/* Realize-time checks (deterministic mode); false with @errp set. */
+bool nvme_fault_check(struct NvmeCtrl *n, Error **errp);
 void nvme_fault_realize(struct NvmeCtrl *n, const NvmeFaultOps *ops);
 void nvme_fault_reset(struct NvmeCtrl *n);
 void nvme_fault_exit(struct NvmeCtrl *n);
@@ -91,6 +107,10 @@ bool nvme_fault_complete(struct NvmeCQueue *cq, struct NvmeRequest *req);
 void nvme_fault_cqe_posted(struct NvmeCQueue *cq, struct NvmeRequest *req);
 /* true: do not raise the interrupt now. */
 bool nvme_fault_irq(struct NvmeCtrl *n, struct NvmeCQueue *cq);
+/* Deterministic mode: run the SQ (@cq false) or post CQEs (@cq true). */
+void nvme_fault_det_kick(struct NvmeCtrl *n, uint16_t qid, bool cq);
+/* Deterministic mode: wait for @req's backend I/O and pending cancels. */
+void nvme_fault_det_wait(struct NvmeCtrl *n, struct NvmeRequest *req);
 uint16_t nvme_fault_error_info(struct NvmeCtrl *n, uint32_t buf_len,
                                uint64_t off, struct NvmeRequest *req);
 uint16_t nvme_fault_hits_log(struct NvmeCtrl *n, uint32_t buf_len,

@@ -230,10 +230,30 @@ static void msix_ack(Nvme *n)
     g_assert(!msix_pending(n));
 }
 
-static Nvme *nvme_start_opts(const char *rules, bool msix)
+/*
+ * Deterministic mode runs under TCG with -icount: a 64 KiB "BIOS" of HLT
+ * instructions keeps the vCPU halted (so nothing but the test drives the
+ * device) while virtual time still moves: sleep=off warps an idle vCPU to
+ * the next QEMU_CLOCK_VIRTUAL deadline.
+ */
+#define DET_ACCEL "-accel tcg -icount shift=4,sleep=off,align=off "
+
+static char *hlt_bios(void)
+{
+    g_autofree uint8_t *rom = g_malloc(65536);
+    char *path = g_build_filename(tmpdir, "hlt.bin", NULL);
+
+    memset(rom, 0xf4, 65536);
+    g_assert(g_file_set_contents(path, (char *)rom, 65536, NULL));
+    return path;
+}
+
+static Nvme *nvme_start_full(const char *rules, bool msix, bool det)
 {
     Nvme *n = g_new0(Nvme, 1);
     g_autofree char *fi = NULL;
+    g_autofree char *accel = NULL;
+    g_autofree char *bios = NULL;
     uint64_t cap;
 
     n->disk = g_build_filename(tmpdir, "disk.img", NULL);
@@ -242,12 +262,16 @@ static Nvme *nvme_start_opts(const char *rules, bool msix)
     if (rules) {
         n->rules = g_build_filename(tmpdir, "nvme.rules", NULL);
         g_assert(g_file_set_contents(n->rules, rules, -1, NULL));
-        fi = g_strdup_printf("-object fault-injector,id=fi0,rules=%s,seed=1 ",
-                             n->rules);
+        fi = g_strdup_printf("-object fault-injector,id=fi0,rules=%s,seed=1%s ",
+                             n->rules, det ? ",deterministic=on" : "");
     }
-    n->qts = qtest_initf("%s-drive file=%s,if=none,id=d0,format=raw "
+    if (det) {
+        bios = hlt_bios();
+        accel = g_strdup_printf(DET_ACCEL "-bios %s ", bios);
+    }
+    n->qts = qtest_initf("%s%s-drive file=%s,if=none,id=d0,format=raw "
                          "-device nvme,addr=04.0,serial=fl,drive=d0%s",
-                         fi ? fi : "", n->disk,
+                         accel ? accel : "", fi ? fi : "", n->disk,
                          rules ? ",fault-injector=fi0" : "");
     pc_alloc_init(&n->alloc, n->qts, ALLOC_NO_FLAGS);
     n->bus = qpci_new_pc(n->qts, &n->alloc);
@@ -269,6 +293,11 @@ static Nvme *nvme_start_opts(const char *rules, bool msix)
     enable(n);
     create_io_queues(n);
     return n;
+}
+
+static Nvme *nvme_start_opts(const char *rules, bool msix)
+{
+    return nvme_start_full(rules, msix, false);
 }
 
 static Nvme *nvme_start(const char *rules)
@@ -347,16 +376,17 @@ static uint16_t get_log(Nvme *n, uint8_t lid, uint32_t len, uint64_t off)
     return c.status;
 }
 
-static void test_errors(void)
+/* @opaque non-NULL: in deterministic mode. */
+static void test_errors(gconstpointer opaque)
 {
-    Nvme *n = nvme_start(
+    Nvme *n = nvme_start_full(
         "wf:  write nth=3 error=write-fault\n"
         "wfd: write nth=5 error=write-fault dnr\n"
         "wa:  write nth=7 error=write-fault when=after\n"
         "re:  read nth=2 error=read-error dnr\n"
         "ie:  read nth=3 error=internal\n"
         "eio: read nth=4 error=eio\n"
-        "nsp: read nth=5 error=enospc\n");
+        "nsp: read nth=5 error=enospc\n", false, opaque != NULL);
     uint16_t want[8] = { 0, 0, 0, SC_WRITE_FAULT, 0,
                          SC_WRITE_FAULT | SC_DNR, 0, SC_WRITE_FAULT };
     uint16_t cids[8];
@@ -475,9 +505,9 @@ static void test_drop_abort(void)
     nvme_stop(n);
 }
 
-static void test_drop_sq_delete_reset(void)
+static void test_drop_sq_delete_reset(gconstpointer opaque)
 {
-    Nvme *n = nvme_start("lost: write drop\n");
+    Nvme *n = nvme_start_full("lost: write drop\n", false, opaque != NULL);
     uint16_t cid, cid2;
     Cqe c;
 
@@ -624,6 +654,93 @@ static void test_no_injector(void)
     nvme_stop(n);
 }
 
+/*
+ * deterministic=on under -icount: the I/O is done in the doorbell write,
+ * completions are posted from virtual timers; errors, delays and a lost
+ * completion (aborted) behave as without it.
+ */
+static void test_deterministic(void)
+{
+    Nvme *n = nvme_start_full("wf:   write nth=2 error=write-fault\n"
+                              "slow: read delay=2ms\n"
+                              "lost: write nth=3 drop\n", true, true);
+    uint16_t cid;
+    Cqe c;
+
+    fill(n, 0x5a);
+    g_assert_cmphex(io(n, 0x01, 0).status, ==, 0);
+    g_assert(msix_pending(n));
+    msix_ack(n);
+    fill(n, 0x33);
+    g_assert_cmphex(io(n, 0x01, 8).status, ==, SC_WRITE_FAULT);
+    fill(n, 0);
+    g_assert_cmphex(io(n, 0x02, 0).status, ==, 0);
+    g_assert_cmphex(first_byte(n), ==, 0x5a);
+    g_assert_cmphex(io(n, 0x02, 8).status, ==, 0);
+    g_assert_cmphex(first_byte(n), ==, 0);      /* when=before: not written */
+    g_assert(msix_pending(n));
+    msix_ack(n);
+
+    /* A lost completion stays lost however far virtual time goes. */
+    cid = io_submit(n, 0x01, 16, 8, n->buf);
+    c = poll_cqe(n, &n->cq, 1, 200);
+    g_assert_cmpuint(c.result, ==, NO_CQE);
+    g_assert_cmphex(admin(n, 0x08, 0, 0, 1 | (cid << 16), 0, 0).status,
+                    ==, 0);
+    c = poll_cqe(n, &n->cq, 1, 5000);
+    g_assert_cmpuint(c.cid, ==, cid);
+    g_assert_cmphex(c.status, ==, SC_ABORT_REQ);
+    g_assert_cmphex(io(n, 0x01, 24).status, ==, 0);
+    g_assert_cmpuint(rule_hits(n, "wf"), ==, 1);
+    g_assert_cmpuint(rule_hits(n, "slow"), ==, 2);
+    g_assert_cmpuint(rule_hits(n, "lost"), ==, 1);
+    nvme_stop(n);
+}
+
+/* QEMU must refuse to start, with @msg on stderr. */
+static void expect_startup_error(const char *args, const char *msg)
+{
+    g_autofree char *cmd = g_strdup_printf("exec %s -machine pc -display none "
+                                           "-nodefaults %s",
+                                           getenv("QTEST_QEMU_BINARY"), args);
+    char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status;
+
+    g_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                          &out, &err, &status, NULL));
+    if (!strstr(err, msg)) {
+        g_test_message("stderr: %s", err);
+    }
+    g_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    g_assert(strstr(err, msg));
+}
+
+static void test_deterministic_errors(void)
+{
+    g_autofree char *disk = g_build_filename(tmpdir, "disk.img", NULL);
+    g_autofree char *base = NULL, *args = NULL;
+
+    g_assert(g_file_set_contents(disk, "", 0, NULL));
+    g_assert(truncate(disk, 1 << 20) == 0);
+    base = g_strdup_printf("-object fault-injector,id=fi0,deterministic=on "
+                           "-drive file=%s,if=none,id=d0,format=raw "
+                           "-device nvme,serial=fl,drive=d0,"
+                           "fault-injector=fi0", disk);
+    /* No -icount. */
+    args = g_strdup_printf("-accel tcg %s", base);
+    expect_startup_error(args, "has deterministic=on, which needs -icount");
+    g_free(args);
+    /* Adaptive icount is not deterministic either. */
+    args = g_strdup_printf("-accel tcg -icount shift=auto %s", base);
+    expect_startup_error(args, "has deterministic=on, which needs -icount");
+    g_free(args);
+    /* Doorbells through ioeventfd are handled outside the vCPU. */
+    args = g_strdup_printf(DET_ACCEL "%s,ioeventfd=on", base);
+    expect_startup_error(args, "deterministic=on needs ioeventfd=off");
+    unlink(disk);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -631,15 +748,27 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     tmpdir = g_dir_make_tmp("nvme-fault-test-XXXXXX", NULL);
     g_assert(tmpdir);
-    qtest_add_func("/nvme-fault/errors", test_errors);
+    qtest_add_data_func("/nvme-fault/errors", NULL, test_errors);
     qtest_add_func("/nvme-fault/delay", test_delay);
     qtest_add_func("/nvme-fault/drop-abort", test_drop_abort);
-    qtest_add_func("/nvme-fault/drop-sq-delete-reset",
-                   test_drop_sq_delete_reset);
+    qtest_add_data_func("/nvme-fault/drop-sq-delete-reset", NULL,
+                        test_drop_sq_delete_reset);
     qtest_add_func("/nvme-fault/irq", test_irq);
     qtest_add_func("/nvme-fault/vendor", test_vendor);
     qtest_add_func("/nvme-fault/no-injector", test_no_injector);
+    qtest_add_func("/nvme-fault/deterministic/basic", test_deterministic);
+    qtest_add_data_func("/nvme-fault/deterministic/errors", "det",
+                        test_errors);
+    qtest_add_data_func("/nvme-fault/deterministic/drop-sq-delete-reset",
+                        "det", test_drop_sq_delete_reset);
+    qtest_add_func("/nvme-fault/deterministic/bad-config",
+                   test_deterministic_errors);
     ret = g_test_run();
+    {
+        g_autofree char *bios = g_build_filename(tmpdir, "hlt.bin", NULL);
+
+        unlink(bios);
+    }
     rmdir(tmpdir);
     g_free(tmpdir);
     return ret;

@@ -84,9 +84,16 @@ typedef struct SB {
     char *bios;
 } SB;
 
-static void sb_start(SB *sb, const char *completion, bool faults)
+/*
+ * @det: fault-injector deterministic=on under TCG -icount; the BIOS is then
+ * 64 KiB of HLT so the halted vCPU runs nothing while virtual time warps
+ * (sleep=off) to the device's completion timers.
+ */
+static void sb_start_full(SB *sb, const char *completion, bool faults,
+                          bool det)
 {
     g_autofree char *fi = NULL;
+    g_autofree uint8_t *hlt = NULL;
     int fd;
 
     memset(sb, 0, sizeof(*sb));
@@ -102,19 +109,27 @@ static void sb_start(SB *sb, const char *completion, bool faults)
     g_assert(fd >= 0);
     g_assert(ftruncate(fd, 64 * 1024) == 0);
     close(fd);
+    if (det) {
+        hlt = g_malloc(64 * 1024);
+        memset(hlt, 0xf4, 64 * 1024);
+        g_assert(g_file_set_contents(sb->bios, (char *)hlt, 64 * 1024,
+                                     NULL));
+    }
     if (faults) {
         fd = g_file_open_tmp("syncblk-rules.XXXXXX", &sb->rules, NULL);
         g_assert(fd >= 0);
         close(fd);
         g_assert(g_file_set_contents(sb->rules, rules_text, -1, NULL));
-        fi = g_strdup_printf("-object fault-injector,id=fi0,rules=%s,seed=1",
-                             sb->rules);
+        fi = g_strdup_printf("-object fault-injector,id=fi0,rules=%s,seed=1%s",
+                             sb->rules, det ? ",deterministic=on" : "");
     }
-    sb->qts = qtest_initf("-machine q35 -nodefaults "
+    sb->qts = qtest_initf("%s-machine q35 -nodefaults "
                           "-global apic-common.vapic=off -bios %s %s "
                           "-blockdev driver=file,filename=%s,node-name=d0 "
                           "-device syncblk-pci,drive=d0,completion=%s%s,"
                           "addr=04.0",
+                          det ? "-accel tcg -icount shift=4,sleep=off,"
+                          "align=off " : "",
                           sb->bios, fi ? fi : "", sb->img, completion,
                           fi ? ",fault-injector=fi0" : "");
     pc_alloc_init(&sb->alloc, sb->qts, ALLOC_NO_FLAGS);
@@ -123,6 +138,11 @@ static void sb_start(SB *sb, const char *completion, bool faults)
     g_assert(sb->dev);
     qpci_device_enable(sb->dev);
     sb->bar = qpci_iomap(sb->dev, 0, NULL);
+}
+
+static void sb_start(SB *sb, const char *completion, bool faults)
+{
+    sb_start_full(sb, completion, faults, false);
 }
 
 /* Point MSI-X vector 0 at guest RAM: a delivered message shows up there. */
@@ -682,6 +702,71 @@ static void test_reset(gconstpointer opaque)
     sb_stop(&sb);
 }
 
+/*
+ * deterministic=on: irq/thread commands do their I/O in the doorbell
+ * write and signal completion (MSI-X) from a virtual timer.
+ */
+static void test_deterministic(gconstpointer opaque)
+{
+    const char *mode = opaque;
+    uint32_t ctx = !strcmp(mode, "irq") ? CTX_IRQ :
+                   !strcmp(mode, "thread") ? CTX_THREAD : CTX_TASK;
+    uint8_t out[4096], in[4096];
+    uint64_t buf;
+    uint32_t err;
+    SB sb;
+
+    sb_start_full(&sb, mode, true, true);
+    sb_msix_to_ram(&sb);
+    buf = guest_alloc(&sb.alloc, 4096);
+    fill(out, sizeof(out), 0x42);
+    qtest_memwrite(sb.qts, buf, out, sizeof(out));
+    g_assert_cmpuint(sb_io(&sb, OP_WRITE, 8, buf, &err), ==, ST_DONE);
+    g_assert_cmpuint(rd(&sb, SLOT(0, SLOT_CTX)), ==, ctx);
+    g_assert(sb_msi_seen(&sb) == (ctx != CTX_TASK));
+    /* An injected write error; when=before, so nothing is written. */
+    g_assert_cmpuint(sb_io(&sb, OP_WRITE, 300, buf, &err), ==, ST_ERROR);
+    g_assert_cmpuint(err, ==, 61);
+    g_assert(sb_msi_seen(&sb) == (ctx != CTX_TASK));
+    /* 5 ms of virtual latency, then the data reads back. */
+    g_assert_cmpuint(sb_io(&sb, OP_WRITE, 1000, buf, &err), ==, ST_DONE);
+    g_assert(sb_msi_seen(&sb) == (ctx != CTX_TASK));
+    qtest_memset(sb.qts, buf, 0, 4096);
+    g_assert_cmpuint(sb_io(&sb, OP_READ, 8, buf, &err), ==, ST_DONE);
+    g_assert(sb_msi_seen(&sb) == (ctx != CTX_TASK));
+    qtest_memread(sb.qts, buf, in, sizeof(in));
+    g_assert(memcmp(in, out, sizeof(in)) == 0);
+    qtest_memset(sb.qts, buf, 0, 4096);
+    g_assert_cmpuint(sb_io(&sb, OP_READ, 300, buf, &err), ==, ST_DONE);
+    g_assert_cmpuint(qtest_readb(sb.qts, buf), ==, 0);
+    assert_hits(&sb, "wfault", 1);
+    assert_hits(&sb, "slow", 1);
+    sb_stop(&sb);
+}
+
+/* deterministic=on without -icount: QEMU refuses to start, clearly. */
+static void test_deterministic_no_icount(void)
+{
+    g_autofree char *cmd = g_strdup_printf(
+        "exec %s -machine q35 -nodefaults -display none -accel tcg "
+        "-object fault-injector,id=fi0,deterministic=on "
+        "-blockdev driver=null-co,node-name=d0 "
+        "-device syncblk-pci,drive=d0,completion=irq,fault-injector=fi0",
+        getenv("QTEST_QEMU_BINARY"));
+    char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status;
+
+    g_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                          &out, &err, &status, NULL));
+    if (!strstr(err, "has deterministic=on, which needs -icount")) {
+        g_test_message("stderr: %s", err);
+    }
+    g_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    g_assert(strstr(err, "syncblk-pci: fault-injector 'fi0' has "
+                    "deterministic=on, which needs -icount"));
+}
+
 int main(int argc, char **argv)
 {
     static const char *const modes[] = { "task", "irq", "thread" };
@@ -708,5 +793,13 @@ int main(int argc, char **argv)
         qtest_add_data_func(b, modes[i], test_bad_commands);
         qtest_add_data_func(r, modes[i], test_reset);
     }
+    for (int i = 0; i < ARRAY_SIZE(modes); i++) {
+        g_autofree char *t = g_strdup_printf("/syncblk/%s/deterministic",
+                                             modes[i]);
+
+        qtest_add_data_func(t, modes[i], test_deterministic);
+    }
+    qtest_add_func("/syncblk/deterministic-no-icount",
+                   test_deterministic_no_icount);
     return g_test_run();
 }

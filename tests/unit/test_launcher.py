@@ -144,6 +144,10 @@ class CmdlineTest(unittest.TestCase):
         self.assertEqual(q[q.index("-icount") + 1], "shift=4,sleep=off,align=off")
         self.assertEqual(q[q.index("-smp") + 1], "1")
         self.assertIn("base=2026-01-01T00:00:00,clock=vm", q)
+        # No rules, still an injector: it switches the device's mode.
+        self.assertEqual(q[q.index("-object") + 1],
+                         "fault-injector,id=fi0,seed=5,log=/run/faults.jsonl,deterministic=on")
+        self.assertTrue(q[q.index("-device") + 1].endswith(",fault-injector=fi0"))
 
     def test_overrides(self):
         sc = flscenario.apply_overrides(scenario(MINIMAL), "1G", 4, "90s")
