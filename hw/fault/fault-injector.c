@@ -1,8 +1,8 @@
 /*
  * fault-injector: QOM wrapper around the faultline fault engine.
  *
- *   -object fault-injector,id=fi0,rules=FILE,seed=N[,log=FILE][,state=S][,events=on]
- *           [,deterministic=on]
+ *   -object fault-injector,id=fi0,rules=FILE,seed=N[,log=FILE][,state=S]
+ *           [,events=on][,deterministic=on]
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -148,10 +148,6 @@ FaultInjector *fault_injector_find(const char *id, Error **errp)
     }
     return fi;
 }
-
-/* QMP handlers (hw/fault/fault-qmp.c) need the engine and the lock. */
-FeEngine *fault_injector_lock_engine(FaultInjector *fi);
-void fault_injector_unlock_engine(FaultInjector *fi);
 
 FeEngine *fault_injector_lock_engine(FaultInjector *fi)
 {

@@ -26,6 +26,13 @@ bool fault_injector_decide(FaultInjector *fi, FeOp op, uint64_t lba,
 void fault_injector_set_state(FaultInjector *fi, uint32_t state);
 uint32_t fault_injector_get_state(FaultInjector *fi);
 
+/*
+ * The engine behind @fi, for the QMP handlers (fault-qmp.c): it is only
+ * touched between these two calls, which hold the injector's lock.
+ */
+FeEngine *fault_injector_lock_engine(FaultInjector *fi);
+void fault_injector_unlock_engine(FaultInjector *fi);
+
 /* Copy up to @max rules' statistics into @out; returns the rule count. */
 int fault_injector_rule_stats(FaultInjector *fi, FeRuleStats *out, int max);
 

@@ -12,10 +12,6 @@
 #define LOG_QUERY_DEFAULT 256
 #define LOG_QUERY_MAX 4096
 
-/* Defined in fault-injector.c: the engine is only touched under its lock. */
-FeEngine *fault_injector_lock_engine(FaultInjector *fi);
-void fault_injector_unlock_engine(FaultInjector *fi);
-
 XFaultAddResult *qmp_x_fault_add_rules(const char *id, const char *rules,
                                        Error **errp)
 {
