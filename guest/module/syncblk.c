@@ -34,46 +34,11 @@
 #include <linux/timer.h>
 #include <linux/wait.h>
 
+#include "syncblk-regs.h"	/* hw/block/syncblk-regs.h, copied by build-guest */
+
 #define SYNCBLK_NAME		"syncblk"
-#define SYNCBLK_MAGIC		0x4b425953
-#define SYNCBLK_VERSION		1
 #define SYNCBLK_MAX_SLOTS	BITS_PER_LONG
 
-/* Global registers (BAR0). */
-#define REG_MAGIC		0x00
-#define REG_VERSION		0x04
-#define REG_CAPACITY_LO		0x08
-#define REG_CAPACITY_HI		0x0c
-#define REG_BLOCK_SIZE		0x10
-#define REG_MODE		0x14
-#define REG_NUM_SLOTS		0x1c
-#define REG_MAX_SECTORS		0x20
-#define REG_MAX_ENTRIES		0x24
-#define REG_FAULT_STATE		0x2c
-#define REG_SLOT_BASE		0x100
-#define REG_SLOT_STRIDE		0x40
-
-/* Per-slot registers. */
-#define SLOT_OPCODE		0x00
-#define SLOT_NUM_ENTRIES	0x04
-#define SLOT_LBA_LO		0x08
-#define SLOT_LBA_HI		0x0c
-#define SLOT_NUM_SECTORS	0x10
-#define SLOT_DOORBELL		0x14
-#define SLOT_LIST_LO		0x18
-#define SLOT_LIST_HI		0x1c
-#define SLOT_STATUS		0x20
-#define SLOT_ERROR		0x24
-#define SLOT_CTX		0x28
-
-#define DOORBELL_SUBMIT		1
-#define DOORBELL_ABORT		2
-
-enum syncblk_op { OP_READ, OP_WRITE };
-enum syncblk_status { ST_IDLE, ST_BUSY, ST_DONE, ST_ERROR, ST_TIMEOUT };
-enum syncblk_ctx { CTX_TASK, CTX_IRQ, CTX_THREAD };
-
-/* Where a bio was ended, for the completion counters. */
 enum syncblk_where {
 	WHERE_SUBMITTER,
 	WHERE_HARDIRQ,
@@ -725,7 +690,7 @@ static void syncblk_remove(struct pci_dev *pdev)
 }
 
 static const struct pci_device_id syncblk_ids[] = {
-	{ PCI_DEVICE(PCI_VENDOR_ID_REDHAT_QUMRANET, 0x10f0) },
+	{ PCI_DEVICE(SYNCBLK_VENDOR_ID, SYNCBLK_DEVICE_ID) },
 	{ }
 };
 MODULE_DEVICE_TABLE(pci, syncblk_ids);

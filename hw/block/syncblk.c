@@ -44,94 +44,16 @@
 #include "migration/vmstate.h"
 #include "system/block-backend.h"
 #include "trace.h"
+#include "syncblk-regs.h"
 
 #define TYPE_SYNCBLK_PCI "syncblk-pci"
 OBJECT_DECLARE_SIMPLE_TYPE(SyncBlkState, SYNCBLK_PCI)
 
-#define SYNCBLK_VENDOR_ID       0x1af4
-#define SYNCBLK_DEVICE_ID       0x10f0
-#define SYNCBLK_MAGIC           0x4b425953  /* "SYBK" little-endian */
-#define SYNCBLK_VERSION         1
 #define SYNCBLK_SECTOR          512
 #define SYNCBLK_NUM_SLOTS       16
 #define SYNCBLK_MAX_SECTORS     4096        /* 2 MiB: one THP swap-out */
 #define SYNCBLK_MAX_ENTRIES     512         /* 2 MiB of 4 KiB pages */
-#define SYNCBLK_ENTRY_SIZE      16          /* { u64 addr; u32 len; u32 0 } */
 #define SYNCBLK_BAR_SIZE        4096
-
-/* Global registers (BAR0). */
-enum {
-    REG_MAGIC           = 0x00,
-    REG_VERSION         = 0x04,
-    REG_CAPACITY_LO     = 0x08,     /* sectors */
-    REG_CAPACITY_HI     = 0x0c,
-    REG_BLOCK_SIZE      = 0x10,
-    REG_MODE            = 0x14,
-    REG_FEATURES        = 0x18,
-    REG_NUM_SLOTS       = 0x1c,
-    REG_MAX_SECTORS     = 0x20,
-    REG_MAX_ENTRIES     = 0x24,
-    REG_TIMEOUT_MS      = 0x28,
-    REG_FAULT_STATE     = 0x2c,     /* RW: the fault engine state */
-    REG_LAST_ERROR      = 0x30,     /* last protocol error; write clears */
-    REG_CNT_CMDS        = 0x40,
-    REG_CNT_ERRORS      = 0x44,
-    REG_CNT_INJECTED    = 0x48,
-    REG_CNT_TIMEOUTS    = 0x4c,
-    REG_CNT_DONE_TASK   = 0x50,
-    REG_CNT_DONE_IRQ    = 0x54,
-    REG_CNT_DONE_THREAD = 0x58,
-    REG_CNT_BAD_CMDS    = 0x5c,
-    REG_CNT_READS       = 0x60,
-    REG_CNT_WRITES      = 0x64,
-    REG_SLOT_BASE       = 0x100,
-    REG_SLOT_STRIDE     = 0x40,
-};
-
-/* Per-slot registers, at REG_SLOT_BASE + slot * REG_SLOT_STRIDE. */
-enum {
-    SLOT_OPCODE         = 0x00,
-    SLOT_NUM_ENTRIES    = 0x04,
-    SLOT_LBA_LO         = 0x08,
-    SLOT_LBA_HI         = 0x0c,
-    SLOT_NUM_SECTORS    = 0x10,
-    SLOT_DOORBELL       = 0x14,     /* WO: DOORBELL_SUBMIT / _ABORT */
-    SLOT_LIST_LO        = 0x18,
-    SLOT_LIST_HI        = 0x1c,
-    SLOT_STATUS         = 0x20,     /* RO */
-    SLOT_ERROR          = 0x24,     /* RO: errno-like code */
-    SLOT_CTX            = 0x28,     /* RO: how this command completes */
-};
-
-#define FEATURE_FLUSH           (1u << 0)
-#define FEATURE_DISCARD         (1u << 1)
-#define FEATURE_MSIX            (1u << 2)
-#define FEATURE_ABORT           (1u << 3)
-
-#define DOORBELL_SUBMIT         1
-#define DOORBELL_ABORT          2
-
-typedef enum {
-    OP_READ,
-    OP_WRITE,
-    OP_FLUSH,
-    OP_DISCARD,
-} SyncBlkOp;
-
-typedef enum {
-    STATUS_IDLE,
-    STATUS_BUSY,
-    STATUS_DONE,
-    STATUS_ERROR,
-    STATUS_TIMEOUT,
-} SyncBlkStatus;
-
-/* Completion contexts: the MODE register and each slot's CTX register. */
-typedef enum {
-    CTX_TASK,
-    CTX_IRQ,
-    CTX_THREAD,
-} SyncBlkCtx;
 
 /* Error codes: Linux errno values, so the guest maps them one to one. */
 enum {
@@ -195,7 +117,7 @@ struct SyncBlkState {
     bool deterministic;         /* from the fault-injector */
 
     MemoryRegion mmio;
-    SyncBlkCtx mode;
+    uint32_t mode;               /* CTX_* */
     uint64_t capacity;          /* sectors */
     uint32_t last_error;
 
@@ -203,7 +125,7 @@ struct SyncBlkState {
     uint32_t cnt_errors;
     uint32_t cnt_injected;
     uint32_t cnt_timeouts;
-    uint32_t cnt_done[3];       /* by SyncBlkCtx */
+    uint32_t cnt_done[3];       /* by CTX_* */
     uint32_t cnt_bad_cmds;
     uint32_t cnt_reads;
     uint32_t cnt_writes;
@@ -261,10 +183,10 @@ static void syncblk_finish(SyncBlkSlot *slot)
     slot->error = slot->result_error;
     slot->deadline_ns = 0;
     syncblk_slot_release(slot);
-    if (slot->status != STATUS_DONE) {
+    if (slot->status != ST_DONE) {
         s->cnt_errors++;
     }
-    if (slot->status == STATUS_TIMEOUT) {
+    if (slot->status == ST_TIMEOUT) {
         s->cnt_timeouts++;
     }
     s->cnt_done[slot->ctx]++;
@@ -277,7 +199,7 @@ static void syncblk_finish(SyncBlkSlot *slot)
 static void syncblk_set_result(SyncBlkSlot *slot, uint32_t status,
                                uint32_t error)
 {
-    slot->result_status = error ? status : STATUS_DONE;
+    slot->result_status = error ? status : ST_DONE;
     slot->result_error = error;
 }
 
@@ -299,7 +221,7 @@ static void syncblk_schedule_finish(SyncBlkSlot *slot)
             return;         /* stays BUSY until the guest aborts it */
         }
         delay = MIN(delay, INT64_MAX / 4) + s->timeout_ms * SCALE_MS;
-        syncblk_set_result(slot, STATUS_TIMEOUT, SB_ETIMEDOUT);
+        syncblk_set_result(slot, ST_TIMEOUT, SB_ETIMEDOUT);
     }
     slot->deadline_ns = slot->submit_ns + MIN(delay, INT64_MAX / 2);
     if (s->deterministic && slot->ctx != CTX_TASK) {
@@ -319,7 +241,7 @@ static void syncblk_timer_cb(void *opaque)
 {
     SyncBlkSlot *slot = opaque;
 
-    if (slot->status == STATUS_BUSY && !slot->dropped) {
+    if (slot->status == ST_BUSY && !slot->dropped) {
         syncblk_finish(slot);
     }
 }
@@ -451,7 +373,7 @@ static void syncblk_aio_cb(void *opaque, int ret)
     if (ret == 0 && slot->cmd.opcode == OP_READ &&
         slot->decision.error == FE_ERR_NONE) {
         if (!syncblk_dma_list(slot, false)) {
-            syncblk_set_result(slot, STATUS_ERROR, SB_EFAULT);
+            syncblk_set_result(slot, ST_ERROR, SB_EFAULT);
             syncblk_schedule_finish(slot);
             return;
         }
@@ -460,7 +382,7 @@ static void syncblk_aio_cb(void *opaque, int ret)
         syncblk_dma_list(slot, false);
     }
     if (ret < 0) {
-        syncblk_set_result(slot, STATUS_ERROR, SB_EIO);
+        syncblk_set_result(slot, ST_ERROR, SB_EIO);
     }
     syncblk_schedule_finish(slot);
 }
@@ -483,7 +405,7 @@ static void syncblk_do_io(SyncBlkState *s, SyncBlkSlot *slot)
             ret = blk_pread(s->blk, off, len, slot->bounce, 0);
             if (ret == 0 && !syncblk_dma_list(slot, false) &&
                 slot->decision.error == FE_ERR_NONE) {
-                syncblk_set_result(slot, STATUS_ERROR, SB_EFAULT);
+                syncblk_set_result(slot, ST_ERROR, SB_EFAULT);
                 syncblk_schedule_finish(slot);
                 return;
             }
@@ -518,7 +440,7 @@ static void syncblk_do_io(SyncBlkState *s, SyncBlkSlot *slot)
     }
     if (sync) {
         if (ret < 0) {
-            syncblk_set_result(slot, STATUS_ERROR, SB_EIO);
+            syncblk_set_result(slot, ST_ERROR, SB_EIO);
         }
         syncblk_schedule_finish(slot);
     }
@@ -531,7 +453,7 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
     uint32_t error;
     FeDecision *d = &slot->decision;
 
-    if (slot->status == STATUS_BUSY) {
+    if (slot->status == ST_BUSY) {
         /* The command in flight keeps going; the doorbell is refused. */
         s->last_error = SB_EBUSY;
         s->cnt_bad_cmds++;
@@ -562,8 +484,8 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
         qemu_log_mask(LOG_GUEST_ERROR, "syncblk: slot %u: %s\n",
                       slot->index, why);
         /* Bad commands complete at once, in the device's mode. */
-        slot->status = STATUS_BUSY;
-        syncblk_set_result(slot, STATUS_ERROR, error);
+        slot->status = ST_BUSY;
+        syncblk_set_result(slot, ST_ERROR, error);
         syncblk_finish(slot);
         return;
     }
@@ -588,9 +510,9 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
         break;
     }
     slot->dropped = d->drop || d->error == FE_ERR_TIMEOUT;
-    syncblk_set_result(slot, STATUS_ERROR,
+    syncblk_set_result(slot, ST_ERROR,
                        syncblk_fe_error_code(d->error));
-    slot->status = STATUS_BUSY;
+    slot->status = ST_BUSY;
     slot->error = 0;
     trace_syncblk_submit(slot->index, slot->cmd.opcode, slot->cmd.lba,
                          slot->cmd.num_sectors, slot->ctx);
@@ -608,12 +530,12 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
     if (data) {
         slot->bounce = g_try_malloc(slot->bytes);
         if (!slot->bounce) {
-            syncblk_set_result(slot, STATUS_ERROR, SB_EIO);
+            syncblk_set_result(slot, ST_ERROR, SB_EIO);
             syncblk_schedule_finish(slot);
             return;
         }
         if (slot->cmd.opcode == OP_WRITE && !syncblk_dma_list(slot, true)) {
-            syncblk_set_result(slot, STATUS_ERROR, SB_EFAULT);
+            syncblk_set_result(slot, ST_ERROR, SB_EFAULT);
             syncblk_schedule_finish(slot);
             return;
         }
@@ -641,10 +563,10 @@ static void syncblk_slot_cancel(SyncBlkSlot *slot, uint32_t status,
 static void syncblk_abort(SyncBlkState *s, SyncBlkSlot *slot)
 {
     trace_syncblk_abort(slot->index, slot->status);
-    if (slot->status != STATUS_BUSY) {
+    if (slot->status != ST_BUSY) {
         return;
     }
-    syncblk_slot_cancel(slot, STATUS_TIMEOUT, SB_ETIMEDOUT);
+    syncblk_slot_cancel(slot, ST_TIMEOUT, SB_ETIMEDOUT);
     s->cnt_errors++;
     s->cnt_timeouts++;
 }
@@ -669,7 +591,7 @@ static uint32_t syncblk_slot_read(SyncBlkState *s, SyncBlkSlot *slot,
         return slot->desc.list_addr >> 32;
     case SLOT_STATUS:
         /* Task commands: the held result shows once its time has come. */
-        if (slot->status == STATUS_BUSY && slot->ctx == CTX_TASK &&
+        if (slot->status == ST_BUSY && slot->ctx == CTX_TASK &&
             slot->deadline_ns &&
             qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) >= slot->deadline_ns) {
             syncblk_finish(slot);
@@ -844,7 +766,7 @@ static void syncblk_reset(DeviceState *dev)
     for (unsigned i = 0; i < SYNCBLK_NUM_SLOTS; i++) {
         SyncBlkSlot *slot = &s->slots[i];
 
-        syncblk_slot_cancel(slot, STATUS_IDLE, 0);
+        syncblk_slot_cancel(slot, ST_IDLE, 0);
         memset(&slot->desc, 0, sizeof(slot->desc));
         memset(&slot->cmd, 0, sizeof(slot->cmd));
         slot->ctx = s->mode;
@@ -917,7 +839,7 @@ static void syncblk_exit(PCIDevice *pci)
     SyncBlkState *s = SYNCBLK_PCI(pci);
 
     for (unsigned i = 0; i < SYNCBLK_NUM_SLOTS; i++) {
-        syncblk_slot_cancel(&s->slots[i], STATUS_IDLE, 0);
+        syncblk_slot_cancel(&s->slots[i], ST_IDLE, 0);
     }
     msix_uninit_exclusive_bar(pci);
 }

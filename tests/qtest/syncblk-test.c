@@ -15,48 +15,12 @@
 #include "libqos/pci-pc.h"
 #include "libqos/malloc-pc.h"
 #include "hw/pci/pci_regs.h"
+#include "../../hw/block/syncblk-regs.h"
 
 #define IMG_SIZE            (64 * 1024 * 1024)
 #define IMG_SECTORS         (IMG_SIZE / 512)
 
-#define REG_MAGIC           0x00
-#define REG_VERSION         0x04
-#define REG_CAPACITY_LO     0x08
-#define REG_CAPACITY_HI     0x0c
-#define REG_BLOCK_SIZE      0x10
-#define REG_MODE            0x14
-#define REG_FEATURES        0x18
-#define REG_NUM_SLOTS       0x1c
-#define REG_MAX_SECTORS     0x20
-#define REG_MAX_ENTRIES     0x24
-#define REG_TIMEOUT_MS      0x28
-#define REG_FAULT_STATE     0x2c
-#define REG_LAST_ERROR      0x30
-#define REG_CNT_CMDS        0x40
-#define REG_CNT_ERRORS      0x44
-#define REG_CNT_INJECTED    0x48
-#define REG_CNT_TIMEOUTS    0x4c
-#define REG_CNT_DONE_TASK   0x50
-#define REG_CNT_DONE_IRQ    0x54
-#define REG_CNT_DONE_THREAD 0x58
-#define REG_CNT_BAD_CMDS    0x5c
-
-#define SLOT(i, r)          (0x100 + (i) * 0x40 + (r))
-#define SLOT_OPCODE         0x00
-#define SLOT_NUM_ENTRIES    0x04
-#define SLOT_LBA_LO         0x08
-#define SLOT_LBA_HI         0x0c
-#define SLOT_NUM_SECTORS    0x10
-#define SLOT_DOORBELL       0x14
-#define SLOT_LIST_LO        0x18
-#define SLOT_LIST_HI        0x1c
-#define SLOT_STATUS         0x20
-#define SLOT_ERROR          0x24
-#define SLOT_CTX            0x28
-
-enum { OP_READ, OP_WRITE, OP_FLUSH, OP_DISCARD };
-enum { ST_IDLE, ST_BUSY, ST_DONE, ST_ERROR, ST_TIMEOUT };
-enum { CTX_TASK, CTX_IRQ, CTX_THREAD };
+#define SLOT(i, r)          (REG_SLOT_BASE + (i) * REG_SLOT_STRIDE + (r))
 
 #define MSI_DATA            0x5b10c000u
 
@@ -231,7 +195,7 @@ static void sb_submit(SB *sb, int slot, uint32_t op, uint64_t lba,
     wr(sb, SLOT(slot, SLOT_LIST_LO), (uint32_t)list);
     wr(sb, SLOT(slot, SLOT_LIST_HI), list >> 32);
     wr(sb, SLOT(slot, SLOT_NUM_ENTRIES), nent);
-    wr(sb, SLOT(slot, SLOT_DOORBELL), 1);
+    wr(sb, SLOT(slot, SLOT_DOORBELL), DOORBELL_SUBMIT);
 }
 
 /* Poll STATUS until it leaves BUSY (AIO completes in the main loop). */
@@ -496,7 +460,7 @@ static void test_drop(gconstpointer opaque)
         g_usleep(10 * 1000);
         g_assert_cmpuint(rd(&sb, SLOT(2, SLOT_STATUS)), ==, ST_BUSY);
         /* a second doorbell on the busy slot is refused */
-        wr(&sb, SLOT(2, SLOT_DOORBELL), 1);
+        wr(&sb, SLOT(2, SLOT_DOORBELL), DOORBELL_SUBMIT);
         g_assert_cmpuint(rd(&sb, REG_LAST_ERROR), ==, 16);
         wr(&sb, REG_LAST_ERROR, 0);
         g_assert_cmpuint(rd(&sb, REG_LAST_ERROR), ==, 0);
@@ -506,7 +470,7 @@ static void test_drop(gconstpointer opaque)
             qtest_clock_step(sb.qts, 10ll * 1000 * 1000 * 1000);
             g_assert_cmpuint(rd(&sb, SLOT(2, SLOT_STATUS)), ==, ST_BUSY);
             g_assert(!sb_msi_seen(&sb));
-            wr(&sb, SLOT(2, SLOT_DOORBELL), 2);     /* abort */
+            wr(&sb, SLOT(2, SLOT_DOORBELL), DOORBELL_ABORT);
             g_assert(!sb_msi_seen(&sb));
         }
         g_assert_cmpuint(rd(&sb, SLOT(2, SLOT_STATUS)), ==, ST_TIMEOUT);
