@@ -39,6 +39,12 @@
 #define SYNCBLK_NAME		"syncblk"
 #define SYNCBLK_MAX_SLOTS	BITS_PER_LONG
 
+/* Linux 6.16 renamed from_timer(); the guest kernels span both names. */
+#ifndef timer_container_of
+#define timer_container_of(var, callback_timer, timer_fieldname) \
+	from_timer(var, callback_timer, timer_fieldname)
+#endif
+
 enum syncblk_where {
 	WHERE_SUBMITTER,
 	WHERE_HARDIRQ,
@@ -423,7 +429,7 @@ static irqreturn_t syncblk_irq_thread(int irq, void *data)
 /* A lost completion: abort the command, end its bio with a timeout. */
 static void syncblk_timeout(struct timer_list *t)
 {
-	struct syncblk_slot *slot = from_timer(slot, t, timer);
+	struct syncblk_slot *slot = timer_container_of(slot, t, timer);
 	struct syncblk_dev *dev = slot->dev;
 	unsigned long flags;
 
