@@ -567,7 +567,8 @@ static int read_hist(const char *path, long long ctx[CTX__N])
         if (!fl || !hc) {
             continue;
         }
-        flags = strtoull(fl + strlen("common_flags:"), NULL, 0);
+        /* keys=common_flags.hex prints the key in hex without "0x". */
+        flags = strtoull(fl + strlen("common_flags:"), NULL, 16);
         hits = strtoull(hc + strlen("hitcount:"), NULL, 0);
         if (flags & 0x08) {
             ctx[CTX_HARDIRQ] += hits;
