@@ -195,7 +195,14 @@ def write_summary(path_base, results, repro_cmds):
 # ---------------------------------------------------------------- show
 
 def show(path, out=None):
-    """Print a past run (or a sweep's summary); returns the run's status."""
+    """Print a past run (or a sweep's summary, or a comparison's table);
+    returns the run's status."""
+    if os.path.exists(os.path.join(path, "compare.txt")):
+        with open(os.path.join(path, "compare.txt")) as f:
+            print(f.read(), end="", file=out)
+        with open(os.path.join(path, "compare.json")) as f:
+            data = json.load(f)
+        return flvm.EXIT_FAIL if data.get("failed_expectations") else flvm.EXIT_PASS
     if os.path.exists(os.path.join(path, "summary.txt")):
         with open(os.path.join(path, "summary.txt")) as f:
             print(f.read(), end="", file=out)
