@@ -7,7 +7,6 @@ import json
 import os
 import shlex
 import sys
-import time
 
 import flplot
 import flscenario
@@ -72,21 +71,10 @@ def plan_seeds(args, sc):
     if args.seed is not None and args.seeds:
         raise flvm.SetupError("--seed and --seeds exclude each other")
     if args.seeds:
-        seeds = _seeds(args.seeds)
-        return seeds
+        return flvm.parse_seeds(args.seeds)
     if args.runs < 1:
         raise flvm.SetupError("--runs must be >= 1")
     return [args.seed if args.seed is not None else sc.faults.seed] * args.runs
-
-
-def _seeds(text):
-    try:
-        a, b = (int(x) for x in text.split("..", 1))
-    except ValueError:
-        raise flvm.SetupError(f"--seeds {text!r}: expected A..B") from None
-    if b < a:
-        raise flvm.SetupError(f"--seeds {text!r}: B must be >= A")
-    return list(range(a, b + 1))
 
 
 def compare(args, build_all, one_run):
@@ -107,7 +95,7 @@ def compare(args, build_all, one_run):
     kernels = {"baseline": (os.path.abspath(args.baseline), args.baseline_modules),
                "series": (os.path.abspath(args.series), args.series_modules)}
     builds = {side: build_all(k, m, args.quiet) for side, (k, m) in kernels.items()}
-    group = _new_group(args.out, sc.name)
+    group = flvm.new_dir(args.out, sc.name + "-compare")
     runs = {"baseline": [], "series": []}
     table_runs, worst = [], flvm.EXIT_PASS
     for i, seed in enumerate(seeds, 1):
@@ -155,17 +143,6 @@ def compare(args, build_all, one_run):
         print("no metric had values on both kernels", file=sys.stderr)
         worst = max(worst, flvm.EXIT_FAIL)
     return worst
-
-
-def _new_group(out, name):
-    os.makedirs(out, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for i in range(1000):
-        d = os.path.join(out, f"{stamp}-{name}-compare" + (f"-{i}" if i else ""))
-        if not os.path.exists(d):
-            os.makedirs(d)
-            return d
-    raise flvm.SetupError("cannot create a compare directory in " + out)
 
 
 def _labels(runs, kernels):

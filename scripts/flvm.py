@@ -37,6 +37,31 @@ class SetupError(Exception):
     """A missing piece the user can fix; printed as one line, exit 2."""
 
 
+def parse_seeds(text):
+    """'A..B' (inclusive) -> [A..B]; for --seeds of run and compare."""
+    try:
+        a, b = (int(x) for x in text.split("..", 1))
+    except ValueError:
+        raise SetupError(f"--seeds {text!r}: expected A..B, e.g. 1..20") from None
+    if b < a or b - a >= 100000:
+        raise SetupError(f"--seeds {text!r}: B must be >= A (and at most 100000 seeds)")
+    return list(range(a, b + 1))
+
+
+def new_dir(base, name):
+    """A fresh BASE/DATE-TIME-NAME directory (run, sweep or comparison)."""
+    os.makedirs(base, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for i in range(1000):
+        d = os.path.join(base, f"{stamp}-{name}" + (f"-{i}" if i else ""))
+        try:
+            os.makedirs(d)
+            return d
+        except FileExistsError:
+            continue
+    raise SetupError("cannot create a run directory in " + base)
+
+
 # ---------------------------------------------------------------- QMP
 
 class Qmp:
