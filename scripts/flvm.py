@@ -308,6 +308,7 @@ class Progress:
         self.quiet = quiet
         self.ntests = ntests
         self.phase = "boot"
+        self.tests_started = 0
         self.shown = 0
         self.status_len = 0
 
@@ -323,8 +324,8 @@ class Progress:
             if ln.startswith("# kernel ") and phase == "boot":
                 phase = "setup"
             elif ln.startswith("# test: "):
-                n = sum(1 for x in lines[:lines.index(ln) + 1] if x.startswith("# test: "))
-                phase = f"test {n}/{self.ntests}"
+                self.tests_started += 1
+                phase = f"test {self.tests_started}/{self.ntests}"
             elif ln.startswith("FAULTLINE-EXIT"):
                 phase = "done"
         new = lines[self.shown:]

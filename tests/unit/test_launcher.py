@@ -278,6 +278,16 @@ class ReportTest(unittest.TestCase):
         self.assertIn("fault digest MISMATCH: 00ff -> 0100", out.getvalue())
 
 
+class ProgressTest(unittest.TestCase):
+    def test_not_a_tty_prints_phases_and_failures_only(self):
+        out = io.StringIO()
+        p = flvm.Progress(2, stream=out)
+        p.update("# kernel 6.12\n# test: a\nok 1 x\n", 1.0, {"w": 3})
+        p.update("# kernel 6.12\n# test: a\nok 1 x\n# test: a\nnot ok 1 y\npartial", 2.0, {})
+        self.assertEqual(out.getvalue(), "  [   1.0s] test 1/2\n  | not ok 1 y\n"
+                                         "  [   2.0s] test 2/2\n")
+
+
 class CompareMetricTest(unittest.TestCase):
     def test_metric_lookup(self):
         r = {"diag": {"pgrotated": 5, "vmstat zswpwb": 7}, "elapsed_s": 3.0,
