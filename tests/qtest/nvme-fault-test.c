@@ -470,6 +470,19 @@ static void test_delay(void)
     nvme_stop(n);
 }
 
+/* A command whose completion was dropped: no CQE until Abort ends it. */
+static void assert_lost_until_abort(Nvme *n, uint16_t cid, int tries)
+{
+    Cqe c = poll_cqe(n, &n->cq, 1, tries);
+
+    g_assert_cmpuint(c.result, ==, NO_CQE);
+    g_assert_cmphex(admin(n, 0x08, 0, 0, 1 | (cid << 16), 0, 0).status,
+                    ==, 0);
+    c = poll_cqe(n, &n->cq, 1, 5000);
+    g_assert_cmpuint(c.cid, ==, cid);
+    g_assert_cmphex(c.status, ==, SC_ABORT_REQ);
+}
+
 static void test_drop_abort(void)
 {
     Nvme *n = nvme_start("lost: write nth=1 drop\n"
@@ -480,13 +493,7 @@ static void test_drop_abort(void)
     /* A dropped command: only Abort completes it. */
     cid = io_submit(n, 0x01, 0, 8, n->buf);
     qtest_clock_step(n->qts, 10 * NANOSECONDS_PER_SECOND);
-    c = poll_cqe(n, &n->cq, 1, 50);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
-    g_assert_cmphex(admin(n, 0x08, 0, 0, 1 | (cid << 16), 0, 0).status,
-                    ==, 0);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, SC_ABORT_REQ);
+    assert_lost_until_abort(n, cid, 50);
 
     /* A delayed one: Abort completes it, its timer never fires later. */
     cid = io_submit(n, 0x01, 8, 8, n->buf);
@@ -665,7 +672,6 @@ static void test_deterministic(void)
                               "slow: read delay=2ms\n"
                               "lost: write nth=3 drop\n", true, true);
     uint16_t cid;
-    Cqe c;
 
     fill(n, 0x5a);
     g_assert_cmphex(io(n, 0x01, 0).status, ==, 0);
@@ -683,13 +689,7 @@ static void test_deterministic(void)
 
     /* A lost completion stays lost however far virtual time goes. */
     cid = io_submit(n, 0x01, 16, 8, n->buf);
-    c = poll_cqe(n, &n->cq, 1, 200);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
-    g_assert_cmphex(admin(n, 0x08, 0, 0, 1 | (cid << 16), 0, 0).status,
-                    ==, 0);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, SC_ABORT_REQ);
+    assert_lost_until_abort(n, cid, 200);
     g_assert_cmphex(io(n, 0x01, 24).status, ==, 0);
     g_assert_cmpuint(rule_hits(n, "wf"), ==, 1);
     g_assert_cmpuint(rule_hits(n, "slow"), ==, 2);
