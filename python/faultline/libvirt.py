@@ -40,6 +40,7 @@ VIRTLOGD_SOCKET = "/run/libvirt/virtlogd-sock"
 DAEMON_LOG = "/var/log/libvirt/faultline-daemons.log"
 DOMAIN_LOG_DIR = "/var/log/libvirt/qemu"
 START_TIMEOUT_S = 20
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 # Domain log lines: libvirt's own ("2026-12-01 08:00:09.600+0000: ..."), QEMU's
 # with -msg timestamp=on ("2026-12-01T08:00:49.260585Z qemu-system-x86_64: ...").
 LIBVIRT_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[+-]\d{4}: ")
@@ -160,6 +161,11 @@ def domain_xml(spec, name, uuid=None):
     argv = []
     for d in spec.firmware_dirs:
         argv += ["-L", d]
+    # libvirt passes -uuid (random per domain), which QEMU also writes into
+    # SMBIOS type 1; the guest mixes DMI data into its entropy pool, and a
+    # deterministic run then diverges.  The qemu backend's guest sees the
+    # all-zero UUID: give it that one.
+    argv += ["-smbios", "type=1,uuid=" + ZERO_UUID]
     argv += passthrough + list(spec.device_args)
     for a in argv:
         ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=a)
