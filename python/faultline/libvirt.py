@@ -25,12 +25,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
 
 from .errors import SetupError
-from .machine import Machine, WatchResult  # noqa: F401 (WatchResult: contract)
+from .machine import Machine
 from .qmp import QmpError
 
 DEFAULT_URI = "qemu:///system"
@@ -54,6 +55,10 @@ def import_libvirt():
         import libvirt as lv
         import libvirt_qemu as lvq
     except ImportError:
+        if os.path.exists("/usr/lib/python3/dist-packages/libvirt.py") and \
+                os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
+            raise SetupError(f"libvirt backend: python3-libvirt is installed for "
+                             f"/usr/bin/python3, not for {sys.executable}") from None
         raise SetupError("libvirt backend: python3-libvirt is not installed "
                          "(scripts/setup installs it with libvirt-daemon)") from None
     return lv, lvq
@@ -123,8 +128,11 @@ def _machine_options(spec):
     return vcpus, clock, track, rest
 
 
-def domain_xml(spec, name, uuid=None):
-    """The domain XML of one run (a string); see the module docstring."""
+def domain_xml(spec, name, uuid=None, by_hand=False):
+    """The domain XML of one run (a string); see the module docstring.
+
+    @by_hand: for `virsh create` without the launcher, whose event callback
+    would pause the reset: the domain ends when the guest powers off."""
     vcpus, clock, track, passthrough = _machine_options(spec)
     dom = ET.Element("domain", {"type": "kvm" if spec.accel == "kvm" else "qemu"})
     ET.SubElement(dom, "name").text = name
@@ -145,8 +153,8 @@ def domain_xml(spec, name, uuid=None):
     if track:
         ET.SubElement(clk, "timer", name="rtc", track=track)
     # Reset instead of kill; the event callback then pauses (module docstring).
-    ET.SubElement(dom, "on_poweroff").text = "restart"
-    ET.SubElement(dom, "on_reboot").text = "restart"
+    ET.SubElement(dom, "on_poweroff").text = "destroy" if by_hand else "restart"
+    ET.SubElement(dom, "on_reboot").text = "destroy" if by_hand else "restart"
     ET.SubElement(dom, "on_crash").text = "destroy"
     devs = ET.SubElement(dom, "devices")
     ET.SubElement(devs, "emulator").text = spec.qemu_binary
@@ -166,6 +174,11 @@ def domain_xml(spec, name, uuid=None):
     # deterministic run then diverges.  The qemu backend's guest sees the
     # all-zero UUID: give it that one.
     argv += ["-smbios", "type=1,uuid=" + ZERO_UUID]
+    # libvirt always passes -boot strict=on; SeaBIOS then runs another path
+    # before the kernel and a deterministic run lands on another digest
+    # (measured: -boot strict=on alone changes it).  -boot options merge, the
+    # last one wins.
+    argv += ["-boot", "strict=off"]
     argv += passthrough + list(spec.device_args)
     for a in argv:
         ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=a)
@@ -322,6 +335,9 @@ class LibvirtMachine(Machine):
         xml = domain_xml(self.spec, self.name)
         with open(self.xml_path, "w") as f:
             f.write(xml)
+        # libvirt opens the serial files for appending: start them empty.
+        for log in ("ktap.log", "console.log"):
+            open(os.path.join(self.spec.rundir, log), "w").close()
         self._trap_signals()
         try:
             self.dom = self.conn.createXML(xml, lv.VIR_DOMAIN_START_AUTODESTROY)
@@ -415,6 +431,7 @@ class LibvirtMachine(Machine):
                 pass
         self.conn = self.dom = None
         self._restore_signals()
+        super().cleanup()
 
     def _domain_log(self):
         if not self.log_path:
@@ -448,7 +465,7 @@ class LibvirtMachine(Machine):
             with open(os.path.join(self.spec.rundir, "cmdline"), "w") as f:
                 f.write("\n".join(lines[start:end]) + "\n")
 
-    def stderr(self):
+    def diagnostics(self):
         """QEMU's own messages from the domain log of this run, one a line
         (libvirt's lines and the SIGTERM of our own destroy left out)."""
         lines = self._domain_log()
@@ -475,3 +492,21 @@ def _version(n):
 
 def _one_line(e):
     return " ".join(str(e).split())
+
+
+def write_inputs(sc, builds, outdir, seed, deterministic, accel="tcg"):
+    """`faultline libvirt-xml`: the run's inputs (disk, initramfs, rules) and
+    a domain XML in @outdir for `virsh create`; returns the XML's path."""
+    from . import guest
+    from .machine import make_spec
+    os.makedirs(outdir, exist_ok=True)
+    initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
+    spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), outdir,
+                     outdir, seed, deterministic, accel)
+    path = os.path.join(outdir, "domain.xml")
+    with open(path, "w") as f:
+        f.write(domain_xml(spec, new_domain_name(sc.name), by_hand=True))
+    problem = validate_xml(path)
+    if problem:
+        raise SetupError(f"{path}: virt-xml-validate: {problem}")
+    return path
