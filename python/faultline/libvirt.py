@@ -166,9 +166,9 @@ def domain_xml(spec, name, uuid=None, by_hand=False):
     for d in spec.firmware_dirs:
         argv += ["-L", d]
     # libvirt passes -uuid (random per domain), which QEMU also writes into
-    # SMBIOS type 1; the guest mixes DMI data into its entropy pool, and a
-    # deterministic run then diverges.  The qemu backend's guest sees the
-    # all-zero UUID: give it that one.
+    # SMBIOS type 1, and each UUID gives a deterministic run another digest
+    # (measured with the qemu backend).  Its guest sees the all-zero UUID:
+    # give this one that too.
     argv += ["-smbios", "type=1,uuid=" + ZERO_UUID]
     # libvirt always passes -boot strict=on; SeaBIOS then runs another path
     # before the kernel and a deterministic run lands on another digest
