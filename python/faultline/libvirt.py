@@ -46,6 +46,7 @@ ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 # with -msg timestamp=on ("2026-12-01T08:00:49.260585Z qemu-system-x86_64: ...").
 LIBVIRT_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[+-]\d{4}: ")
 QEMU_MSG_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z ")
+QEMU_MSG_STAMP_ANYWHERE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z ")
 OUR_DESTROY = re.compile(r"terminating on signal 15 from pid \d+ \(libvirtd\)")
 
 
@@ -493,7 +494,8 @@ def _version(n):
 
 
 def _one_line(e):
-    return " ".join(str(e).split())
+    """A libvirt error in one line, without QEMU's -msg timestamps."""
+    return " ".join(QEMU_MSG_STAMP_ANYWHERE.sub("", str(e)).split())
 
 
 def write_inputs(sc, builds, outdir, seed, deterministic, accel="tcg"):

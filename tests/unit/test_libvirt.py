@@ -4,6 +4,8 @@ The specs come from the launcher's own make_spec, so the XML is checked for
 the argv the qemu backend would run; virt-xml-validate (libvirt-clients)
 checks it against libvirt's schema when it is installed."""
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -17,7 +19,8 @@ sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import libvirt, scenario  # noqa: E402
 from faultline.build import Builds  # noqa: E402
-from faultline.errors import SetupError  # noqa: E402
+from faultline import __main__ as cli  # noqa: E402
+from faultline.errors import EXIT_SETUP, SetupError  # noqa: E402
 from faultline.machine import FIXED_RTC, ICOUNT, make_spec  # noqa: E402
 
 Q = "{" + libvirt.QEMU_NS + "}"
@@ -146,6 +149,14 @@ class DomainXml(unittest.TestCase):
         spec.extra_args, spec.memory = [], "lots"
         with self.assertRaises(SetupError):
             libvirt.domain_xml(spec, "x")
+
+    def test_connect_needs_the_libvirt_backend(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = cli.main(["run", "smoke", "--connect", "qemu:///system"])
+        self.assertEqual(status, EXIT_SETUP)
+        self.assertEqual(err.getvalue().strip(),
+                         "faultline: error: --connect is an option of --backend libvirt")
 
     def test_domain_names_are_unique(self):
         a, b = libvirt.new_domain_name("smoke"), libvirt.new_domain_name("smoke")
