@@ -15,8 +15,12 @@ Two libvirt behaviours are bent back to what the qemu backend does:
 - The domain is started with AUTODESTROY: libvirtd destroys it when our
   connection closes, so a killed launcher (even SIGKILL) leaves nothing
   running; SIGTERM/SIGINT also destroy it before exiting.
+Three of libvirt's own QEMU arguments change what the guest sees and are
+undone in <qemu:commandline> (domain_xml, docs/launcher.md): a deterministic
+run then has the qemu backend's digest.
 """
 
+import calendar
 import json
 import os
 import re
@@ -79,7 +83,6 @@ def _size_kib(text):
 
 def _epoch(iso):
     """'2026-01-01T00:00:00' (UTC) -> seconds since the epoch."""
-    import calendar
     try:
         return calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%S"))
     except ValueError:
@@ -101,8 +104,7 @@ def _machine_options(spec):
         val = args.pop(0) if args and opt in ("-smp", "-rtc", "-accel", "-icount",
                                               "-machine", "-m", "-cpu") else None
         if opt == "-smp":
-            first = val.split(",")[0]
-            first = first.split("=")[-1]
+            first = val.split(",")[0].split("=")[-1]     # "2" or "cpus=2"
             if not first.isdigit():
                 raise SetupError(f"libvirt backend: -smp {val!r}: expected a vCPU count")
             vcpus = int(first)
@@ -129,7 +131,7 @@ def _machine_options(spec):
     return vcpus, clock, track, rest
 
 
-def domain_xml(spec, name, uuid=None, by_hand=False):
+def domain_xml(spec, name, by_hand=False):
     """The domain XML of one run (a string); see the module docstring.
 
     @by_hand: for `virsh create` without the launcher, whose event callback
@@ -137,8 +139,6 @@ def domain_xml(spec, name, uuid=None, by_hand=False):
     vcpus, clock, track, passthrough = _machine_options(spec)
     dom = ET.Element("domain", {"type": "kvm" if spec.accel == "kvm" else "qemu"})
     ET.SubElement(dom, "name").text = name
-    if uuid:
-        ET.SubElement(dom, "uuid").text = uuid
     ET.SubElement(dom, "description").text = (
         f"faultline scenario {spec.scenario}; run directory {spec.rundir}")
     ET.SubElement(dom, "memory", unit="KiB").text = str(_size_kib(spec.memory))
@@ -350,8 +350,13 @@ class LibvirtMachine(Machine):
                 raise SetupError(f"libvirt: a domain named {self.name!r} already exists on "
                                  f"{self.uri}") from None
             raise SetupError(f"libvirt could not start the domain: {_one_line(e)}") from None
-        self.conn.domainEventRegisterAny(self.dom, lv.VIR_DOMAIN_EVENT_ID_REBOOT,
-                                         self._on_reset, None)
+        try:
+            self.conn.domainEventRegisterAny(self.dom, lv.VIR_DOMAIN_EVENT_ID_REBOOT,
+                                             self._on_reset, None)
+        except lv.libvirtError as e:
+            # Without it a powered-off guest loses its final statistics.
+            raise SetupError(f"libvirt: no reboot events from {self.uri}: "
+                             f"{_one_line(e)}") from None
         local = os.path.join(DOMAIN_LOG_DIR, self.name + ".log")
         self.log_path = local if _is_local_system(self.uri) else None
 
