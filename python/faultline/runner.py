@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, guest, report, scenario
+from . import TOP, guest, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -69,8 +69,7 @@ def new_dir(base, name):
     raise SetupError("cannot create a run directory in " + base)
 
 
-def load_scenario(name, opts):
-    """One scenario with the options' overrides, validated for the mode."""
+def _load(name, opts):
     sc = scenario.apply_overrides(scenario.load(name), opts.memory, opts.cpus, opts.timeout)
     if opts.deterministic:
         scenario.check_deterministic(sc)
@@ -78,9 +77,17 @@ def load_scenario(name, opts):
 
 
 def load_scenarios(names, opts):
-    """Load and validate every scenario before anything is built."""
+    """Load and validate every scenario, its rules by the engine's parser,
+    before anything is built."""
     backend_class(opts.backend)
-    return [load_scenario(name, opts) for name in names or [DEFAULT_SCENARIO]]
+    scs = [_load(name, opts) for name in names or [DEFAULT_SCENARIO]]
+    rules.check_scenarios(scs)
+    return scs
+
+
+def load_scenario(name, opts):
+    """One scenario with the options' overrides, validated for the mode."""
+    return load_scenarios([name], opts)[0]
 
 
 def run_command(sc_path, seed, opts):

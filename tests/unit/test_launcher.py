@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import compare, guest, judge, machine, report, runner  # noqa: E402
+from faultline import compare, guest, judge, machine, report, rules, runner  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
 from faultline.build import Builds  # noqa: E402
 from faultline.errors import SetupError  # noqa: E402
@@ -227,6 +227,67 @@ class CliTest(unittest.TestCase):
         for bad in ("5..3", "x", "1-3"):
             with self.assertRaises(SetupError):
                 runner.parse_seeds(bad)
+
+
+class RulesCheckTest(unittest.TestCase):
+    """Rules are checked by the engine's parser (tools/fault-rules-check)
+    before anything is built."""
+
+    def test_typo_is_file_line_col_exit_2(self):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "typo.toml")
+        with open(path, "w") as f:
+            f.write('[faults]\nrules = """\nw: write nth=3 error=eio\nx: wrte nth=2\n"""\n'
+                    + MINIMAL)
+        # An empty cache: the checker is compiled there, no QEMU build needed.
+        env = dict(os.environ, FAULTLINE_CACHE=os.path.join(d, "cache"))
+        res = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "run", path],
+                             capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(res.returncode, 2, res.stderr)
+        self.assertEqual(res.stderr.strip().splitlines(),
+                         ["faultline: error: typo.toml: rules 2:4: unknown op 'wrte' "
+                          "(expected read, write, flush, discard, write-zeroes or any)"])
+        self.assertFalse(os.path.exists(os.path.join(d, "cache", "qemu")))
+
+    def test_rules_file_lines_are_its_own(self):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "r.rules"), "w") as f:
+            f.write("# comment\nb: read nth=2 delay=10\n")
+        path = os.path.join(d, "s.toml")
+        with open(path, "w") as f:
+            f.write('[faults]\nrules = "a: write nth=1 error=eio"\nrules_file = "r.rules"\n'
+                    + MINIMAL)
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            rules.check_scenarios([flscenario.load(path)])
+        self.assertEqual(str(cm.exception),
+                         "s.toml: rules_file r.rules 2:15: bad duration '10' "
+                         "(expected a unit: ns, us, ms, s)")
+        with open(os.path.join(d, "r.rules"), "w") as f:
+            f.write("a: read nth=2 delay=10ms\n")
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            rules.check_scenarios([flscenario.load(path)])
+        self.assertIn("rules_file r.rules 1:1: duplicate rule name 'a'", str(cm.exception))
+
+    def test_checker_exit_codes(self):
+        binary = rules.checker()
+        res = subprocess.run([binary, "-"], input="a: write every=2 error=eio\n",
+                             capture_output=True, text=True)
+        self.assertEqual((res.returncode, res.stdout), (0, ""))
+        res = subprocess.run([binary, "-"], input="a: write every=2 error=eio\na: flush\n",
+                             capture_output=True, text=True)
+        self.assertEqual((res.returncode, res.stdout), (1, "-: 2:1: duplicate rule name 'a'\n"))
+        res = subprocess.run([binary, "-"], input="a: write\0 every=2\n",
+                             capture_output=True, text=True)
+        self.assertEqual((res.returncode, res.stdout), (1, "-: 1:9: NUL byte in rule text\n"))
+        res = subprocess.run([binary, "/nonexistent/x.rules"], capture_output=True, text=True)
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("No such file", res.stderr)
+
+    def test_shipped_scenarios_rules_are_valid(self):
+        scs = [flscenario.load(n[:-5]) for n in sorted(os.listdir(flscenario.SCENARIO_DIR))
+               if n.endswith(".toml")]
+        self.assertTrue(any(sc.faults.rules.strip() for sc in scs))
+        rules.check_scenarios(scs)
 
 
 class ReportTest(unittest.TestCase):
