@@ -39,6 +39,18 @@ def run_report(**fields):
 MINIMAL = '[[test]]\nrun = "swapstress"\n'
 
 
+def with_rules_file(rules_text):
+    """s.toml with one inline rule and rules_file r.rules holding @rules_text."""
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "r.rules"), "w") as f:
+        f.write(rules_text)
+    path = os.path.join(d, "s.toml")
+    with open(path, "w") as f:
+        f.write('[faults]\nrules = "a: write nth=1 error=eio"\nrules_file = "r.rules"\n'
+                + MINIMAL)
+    return path
+
+
 class ScenarioTest(unittest.TestCase):
     def test_every_shipped_scenario_loads(self):
         for name in os.listdir(flscenario.SCENARIO_DIR):
@@ -169,14 +181,7 @@ class CmdlineTest(unittest.TestCase):
 
 class RulesFileAndCompareTableTest(unittest.TestCase):
     def test_rules_file_is_appended(self):
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "r.rules"), "w") as f:
-            f.write("b: read nth=2 error=eio\n")
-        path = os.path.join(d, "s.toml")
-        with open(path, "w") as f:
-            f.write('[faults]\nrules = "a: write nth=1 error=eio"\nrules_file = "r.rules"\n'
-                    + MINIMAL)
-        sc = flscenario.load(path)
+        sc = flscenario.load(with_rules_file("b: read nth=2 error=eio\n"))
         self.assertEqual(sc.faults.rules, "a: write nth=1 error=eio\nb: read nth=2 error=eio\n")
 
     def test_errors(self):
@@ -250,19 +255,13 @@ class RulesCheckTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(d, "cache", "qemu")))
 
     def test_rules_file_lines_are_its_own(self):
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "r.rules"), "w") as f:
-            f.write("# comment\nb: read nth=2 delay=10\n")
-        path = os.path.join(d, "s.toml")
-        with open(path, "w") as f:
-            f.write('[faults]\nrules = "a: write nth=1 error=eio"\nrules_file = "r.rules"\n'
-                    + MINIMAL)
+        path = with_rules_file("# comment\nb: read nth=2 delay=10\n")
         with self.assertRaises(flscenario.ScenarioError) as cm:
             rules.check_scenarios([flscenario.load(path)])
         self.assertEqual(str(cm.exception),
                          "s.toml: rules_file r.rules 2:15: bad duration '10' "
                          "(expected a unit: ns, us, ms, s)")
-        with open(os.path.join(d, "r.rules"), "w") as f:
+        with open(os.path.join(os.path.dirname(path), "r.rules"), "w") as f:
             f.write("a: read nth=2 delay=10ms\n")
         with self.assertRaises(flscenario.ScenarioError) as cm:
             rules.check_scenarios([flscenario.load(path)])
@@ -273,7 +272,7 @@ class RulesCheckTest(unittest.TestCase):
         res = subprocess.run([binary, "-"], input="a: write every=2 error=eio\n",
                              capture_output=True, text=True)
         self.assertEqual((res.returncode, res.stdout), (0, ""))
-        res = subprocess.run([binary, "-"], input="a: write every=2 error=eio\na: flush\n",
+        res = subprocess.run([binary, "-"], input="a: write every=2 error=eio\na: flush error=eio\n",
                              capture_output=True, text=True)
         self.assertEqual((res.returncode, res.stdout), (1, "-: 2:1: duplicate rule name 'a'\n"))
         res = subprocess.run([binary, "-"], input="a: write\0 every=2\n",
