@@ -154,7 +154,8 @@ class CmdlineTest(unittest.TestCase):
                          "syncblk-pci,drive=disk0,completion=irq,timeout-ms=500")
 
     def test_deterministic(self):
-        sc, q = self.build('[device]\nkind = "syncblk"\n' + MINIMAL, deterministic=True)
+        sc, q = self.build('[vm]\ncpus = 1\n[device]\nkind = "syncblk"\n' + MINIMAL,
+                           deterministic=True)
         self.assertEqual(q[q.index("-icount") + 1], "shift=4,sleep=off,align=off")
         self.assertEqual(q[q.index("-smp") + 1], "1")
         self.assertIn("base=2026-01-01T00:00:00,clock=vm", q)
@@ -162,6 +163,17 @@ class CmdlineTest(unittest.TestCase):
         self.assertEqual(q[q.index("-object") + 1],
                          "fault-injector,id=fi0,seed=5,log=/run/faults.jsonl,deterministic=on")
         self.assertTrue(q[q.index("-device") + 1].endswith(",fault-injector=fi0"))
+
+    def test_deterministic_keeps_the_vcpus(self):
+        # The scenario's vm.cpus (default 2), or --cpus: round-robin under icount.
+        sc, q = self.build(MINIMAL, deterministic=True)
+        self.assertEqual((q[q.index("-smp") + 1], q[q.index("-accel") + 1]), ("2", "tcg"))
+        sc = flscenario.apply_overrides(scenario(MINIMAL), cpus=3)
+        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", "/r", "/s", 1, True,
+                                 "kvm")
+        self.assertEqual(spec.extra_args, ["-icount", "shift=4,sleep=off,align=off", "-smp",
+                                           "3", "-rtc", "base=2026-01-01T00:00:00,clock=vm"])
+        self.assertEqual(spec.accel, "tcg")
 
     def test_overrides(self):
         sc = flscenario.apply_overrides(scenario(MINIMAL), "1G", 4, "90s")
@@ -226,6 +238,19 @@ class CliTest(unittest.TestCase):
         self.assertEqual(len(lines), 1, res.stderr)
         self.assertIn(os.path.basename(f.name), lines[0])
         self.assertIn("device.kind 'scsi'", lines[0])
+
+    def test_module_and_shim_are_one_cli(self):
+        shim = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "--help"],
+                              capture_output=True, text=True, timeout=60)
+        module = subprocess.run([sys.executable, "-m", "faultline", "--help"],
+                                capture_output=True, text=True, timeout=60,
+                                cwd=os.path.join(TOP, "python"))
+        self.assertEqual((shim.returncode, module.returncode), (0, 0))
+        self.assertEqual(shim.stdout, module.stdout)
+        self.assertNotIn("SUPPRESS", shim.stdout)
+        for cmd in ("run", "check", "repro", "compare", "show", "cmdline", "list"):
+            self.assertIn(cmd, shim.stdout)
+        self.assertNotIn("vm-test", shim.stdout)
 
     def test_seeds(self):
         self.assertEqual(runner.parse_seeds("3..5"), [3, 4, 5])
@@ -341,6 +366,86 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(runner.repro_verdict(d1, crash, d2, dataclasses.replace(crash),
                                                   True), 3)
         self.assertIn("fault digest MISMATCH: 00ff -> 0100", out.getvalue())
+
+
+class ShellMachine(machine.Machine):
+    """A backend whose "guest" is a shell script writing the serial logs:
+    drives the base class's real watch loop and cleanup."""
+
+    backend = "shell"
+
+    def start(self):
+        self.proc = subprocess.Popen(["sh", "-c", self.options["script"]],
+                                     cwd=self.spec.rundir, start_new_session=True)
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        if self.running():
+            self.proc.kill()
+        self.proc.wait()
+
+    def cleanup(self):
+        self.kill()
+        super().cleanup()
+
+    def diagnostics(self):
+        return "shell: no guest here" if self.proc.returncode else ""
+
+
+class MachineTest(unittest.TestCase):
+    def watch(self, script, timeout=20.0):
+        rundir, scratch = tempfile.mkdtemp(), tempfile.mkdtemp()
+        sc = scenario('[faults]\nrules = "w: write nth=1 error=eio"\n' + MINIMAL)
+        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
+                                 False)
+        with ShellMachine(spec, script=script) as m:
+            m.start()
+            w = m.run(timeout, Progress(1, quiet=True))
+            proc = m.proc
+        self.assertIsNotNone(proc.returncode)            # nothing left running
+        self.assertFalse(os.path.exists(scratch))         # the scratch dir is gone
+        return w, judge.judge(sc, rundir, 1, False, w)
+
+    def test_guest_exit_ends_the_run(self):
+        w, r = self.watch("printf 'faultline-init\\n' > console.log; "
+                          "printf '# kernel 6.12.1 x\\nok 1 a\\nFAULTLINE-EXIT 0\\n' > ktap.log;"
+                          " exec sleep 60")
+        self.assertEqual((w.guest_exit, w.hang, w.backend), (0, False, "shell"))
+        self.assertLess(w.elapsed_s, 10)
+        # No QMP in this backend: the final statistics say so, and the
+        # scenario's rule expectations cannot be met without them.
+        self.assertIn("error", w.faults)
+        self.assertEqual((r.status, r.outcome, r.kernel), (0, "pass", "6.12.1"))
+
+    def test_watchdog_is_a_hang(self):
+        w, r = self.watch("exec sleep 60", timeout=1.0)
+        self.assertEqual((w.hang, w.task_dump, w.guest_exit), (True, None, None))
+        self.assertEqual((r.status, r.outcome), (3, "hang"))
+        self.assertIn("no task dump", r.reason)
+
+    def test_panic_ends_the_run(self):
+        w, r = self.watch("printf 'faultline-init\\nKernel panic - not syncing\\n' "
+                          "> console.log; exec sleep 60")
+        self.assertFalse(w.hang)
+        self.assertEqual((r.status, r.outcome), (3, "crash"))
+
+    def test_backend_that_never_boots_is_a_setup_error(self):
+        w, r = self.watch("exit 1")
+        self.assertEqual(w.stderr, "shell: no guest here")
+        self.assertEqual((r.status, r.reason), (2, "shell failed: shell: no guest here"))
+
+    def test_garbage_exit_line_is_not_a_result(self):
+        w, r = self.watch("printf 'FAULTLINE-EXIT x\\n' > ktap.log; exit 0")
+        self.assertIsNone(w.guest_exit)
+        self.assertEqual(r.status, 3)
+
+    def test_backend_registry(self):
+        self.assertEqual(machine.backend_class("qemu").__name__, "QemuMachine")
+        with self.assertRaises(SetupError) as cm:
+            machine.backend_class("vmware")
+        self.assertIn("unknown backend 'vmware'", str(cm.exception))
 
 
 class ProgressTest(unittest.TestCase):
