@@ -55,7 +55,7 @@ def checker():
     os.makedirs(os.path.dirname(out), exist_ok=True)
     tmp = f"{out}.{os.getpid()}"
     c_files = [s for s in _sources() if s.endswith(".c")]
-    res = subprocess.run([cc, "-std=c11", "-O1", "-I", os.path.join(TOP, "hw", "fault"),
+    res = subprocess.run([cc, "-std=c11", "-O0", "-I", os.path.join(TOP, "hw", "fault"),
                           *c_files, "-o", tmp], capture_output=True, text=True)
     if res.returncode:
         msg = (res.stderr.strip().splitlines() or ["?"])[0]

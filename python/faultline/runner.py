@@ -245,6 +245,19 @@ def load_run(rundir):
     return meta, load_report(rundir)
 
 
+def repro_options(meta, deterministic, quiet):
+    """The RunOptions of a run's run.json (@deterministic: the mode to rerun in)."""
+    ov = dict(meta.get("overrides") or {})
+    if meta["deterministic"] and ov.get("cpus") is None and "backend" not in meta:
+        # Written by a launcher that forced one vCPU under --deterministic.
+        ov["cpus"] = 1
+    return RunOptions(kernel=meta.get("kernel"), modules=meta.get("modules"),
+                      deterministic=deterministic, accel=meta.get("accel", "tcg"),
+                      memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
+                      quiet=quiet, backend=meta.get("backend", "qemu"),
+                      backend_options=meta.get("backend_options") or {})
+
+
 def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
     """Run @rundir again with its inputs and compare; (status, new rundir)."""
     meta, orig = load_run(rundir)
@@ -253,12 +266,7 @@ def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
     if not meta["deterministic"]:
         say("note: the original run was not deterministic (--deterministic); "
             "its digest and KTAP need not match")
-    ov = meta.get("overrides") or {}
-    opts = RunOptions(kernel=meta.get("kernel"), modules=meta.get("modules"),
-                      deterministic=deterministic, accel=meta.get("accel", "tcg"),
-                      memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
-                      quiet=quiet, backend=meta.get("backend", "qemu"),
-                      backend_options=meta.get("backend_options") or {})
+    opts = repro_options(meta, deterministic, quiet)
     sc = load_scenarios([os.path.join(rundir, "scenario.toml")], opts)[0]
     if opts.kernel and not os.path.exists(opts.kernel):
         raise SetupError(f"the run's kernel {opts.kernel} is gone")

@@ -350,6 +350,17 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(phases, ["phase fill", "phase wb"])
         self.assertEqual(series["pswpout"], {"phase fill": 5, "phase wb": 7})
 
+    def test_repro_options(self):
+        meta = {"deterministic": True, "seed": 1, "overrides": {"memory": "1G", "cpus": None,
+                                                                "timeout": None}}
+        # A run.json from the launcher that forced one vCPU under --deterministic.
+        old = runner.repro_options(meta, True, False)
+        self.assertEqual((old.cpus, old.memory, old.backend), (1, "1G", "qemu"))
+        new = runner.repro_options(dict(meta, backend="libvirt",
+                                        backend_options={"uri": "qemu:///session"}), True, True)
+        self.assertEqual((new.cpus, new.backend, new.backend_options, new.quiet),
+                         (None, "libvirt", {"uri": "qemu:///session"}, True))
+
     def test_repro_verdict(self):
         d1, d2 = tempfile.mkdtemp(), tempfile.mkdtemp()
         for d, text in ((d1, "ok 1 a\n"), (d2, "ok 1 a\n")):
