@@ -15,7 +15,7 @@ Two libvirt behaviours are bent back to what the qemu backend does:
 - The domain is started with AUTODESTROY: libvirtd destroys it when our
   connection closes, so a killed launcher (even SIGKILL) leaves nothing
   running; SIGTERM/SIGINT also destroy it before exiting.
-Three of libvirt's own QEMU arguments change what the guest sees and are
+Four of libvirt's own QEMU arguments change what the guest sees and are
 undone in <qemu:commandline> (domain_xml, docs/launcher.md): a deterministic
 run then has the qemu backend's digest.
 """
@@ -143,6 +143,10 @@ def domain_xml(spec, name, by_hand=False):
         f"faultline scenario {spec.scenario}; run directory {spec.rundir}")
     ET.SubElement(dom, "memory", unit="KiB").text = str(_size_kib(spec.memory))
     ET.SubElement(dom, "vcpu").text = str(vcpus)
+    # QEMU's own -smp N makes N cores in one socket; libvirt's <vcpu> alone
+    # makes N sockets, a topology the guest sees (another deterministic run).
+    topo = ET.SubElement(dom, "cpu")
+    ET.SubElement(topo, "topology", sockets="1", dies="1", cores=str(vcpus), threads="1")
     os_ = ET.SubElement(dom, "os")
     ET.SubElement(os_, "type", arch="x86_64", machine="q35").text = "hvm"
     ET.SubElement(os_, "kernel").text = spec.kernel

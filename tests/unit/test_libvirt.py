@@ -109,6 +109,9 @@ class DomainXml(unittest.TestCase):
         args = qemu_args(root)
         self.assertEqual(args[args.index("-icount") + 1], ICOUNT)
         self.assertEqual(root.findtext("vcpu"), str(vcpus))
+        topo = root.find("cpu/topology")
+        self.assertEqual((topo.get("sockets"), topo.get("cores"), topo.get("threads")),
+                         ("1", str(vcpus), "1"))
         clock = root.find("clock")
         # -rtc base=2026-01-01T00:00:00,clock=vm in libvirt's words.
         self.assertEqual((clock.get("offset"), clock.get("start")), ("absolute", "1767225600"))

@@ -4,7 +4,7 @@
   libvirt_test.py run SCENARIO          the run passes through --backend libvirt,
                                         its run directory has domain.xml and the
                                         libvirt facts in run.json
-  libvirt_test.py same SCENARIO [--deterministic]
+  libvirt_test.py same SCENARIO [--deterministic] [--cpus N]
                                         qemu backend, then libvirt: same verdict and
                                         rule hits (deterministic: same digest, KTAP)
   libvirt_test.py kill SCENARIO         SIGTERM, then SIGKILL, of a launcher mid-run:
@@ -40,14 +40,15 @@ OUT = os.path.join(TOP, "build", "vm-runs")
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
 
 
-def options(backend, deterministic=False):
+def options(backend, deterministic=False, cpus=None):
     return runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
                              modules=os.environ.get("FAULTLINE_MODULES"),
-                             deterministic=deterministic, backend=backend)
+                             deterministic=deterministic, cpus=cpus, backend=backend)
 
 
-def run_one(scenario, backend, deterministic=False):
-    status, results = runner.run_plan([scenario], options(backend, deterministic), out=OUT)
+def run_one(scenario, backend, deterministic=False, cpus=None):
+    status, results = runner.run_plan([scenario], options(backend, deterministic, cpus),
+                                      out=OUT)
     return status, results[0][0], results[0][1]
 
 
@@ -79,9 +80,9 @@ def test_run(scenario):
     return problems
 
 
-def test_same(scenario, deterministic):
-    qs, qr, qdir = run_one(scenario, "qemu", deterministic)
-    ls, lr, ldir = run_one(scenario, "libvirt", deterministic)
+def test_same(scenario, deterministic, cpus=None):
+    qs, qr, qdir = run_one(scenario, "qemu", deterministic, cpus)
+    ls, lr, ldir = run_one(scenario, "libvirt", deterministic, cpus)
     problems = check_libvirt_rundir(ldir)
     print(f"qemu    {qr.outcome:5} hits {hits(qr)} digest {qr.digest}")
     print(f"libvirt {lr.outcome:5} hits {hits(lr)} digest {lr.digest}")
@@ -205,12 +206,13 @@ def main():
     p.add_argument("test", choices=["run", "same", "kill", "errors"])
     p.add_argument("scenario", nargs="?", default="smoke")
     p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--cpus", type=int, help="vCPUs (overrides the scenario's)")
     args = p.parse_args()
     os.makedirs(OUT, exist_ok=True)
     if args.test == "run":
         problems = test_run(args.scenario)
     elif args.test == "same":
-        problems = test_same(args.scenario, args.deterministic)
+        problems = test_same(args.scenario, args.deterministic, args.cpus)
     elif args.test == "kill":
         problems = test_kill(args.scenario)
     else:
