@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 import xml.etree.ElementTree as ET
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -61,6 +62,8 @@ class ScenarioTest(unittest.TestCase):
             ("[device]\ncompletion = 'soon'\n" + MINIMAL, "device.completion 'soon'"),
             ("timeout = 'forever'\n" + MINIMAL, "bad duration 'forever'"),
             ("[vm]\ncpus = '2'\n" + MINIMAL, "vm.cpus must be a int"),
+            ("[vm]\ntools = ['vim']\n" + MINIMAL, "vm.tools ['vim'] (expected a list of: fio"),
+            ("[vm]\ntools = 'fio'\n" + MINIMAL, "vm.tools must be a list"),
             ("description = 'x'\n", "no [[test]]"),
             ("[[test]]\nrun = ''\n", "needs run"),
             ("[expect]\nrule_hit_min = {}\n" + MINIMAL, "unknown key 'rule_hit_min'"),
@@ -70,6 +73,15 @@ class ScenarioTest(unittest.TestCase):
             with self.assertRaises(flscenario.ScenarioError) as cm:
                 scenario(text)
             self.assertIn(msg, str(cm.exception), text)
+
+    def test_tools_select_the_guest_image(self):
+        plain = Builds("/q", "/g")
+        self.assertIs(plain.for_scenario(scenario(MINIMAL)), plain)
+        sc = scenario("[vm]\ntools = ['nvme-cli', 'fio']\n" + MINIMAL)
+        self.assertEqual(sc.vm.tools, ["nvme-cli", "fio"])
+        with mock.patch("faultline.build.guest_dir", return_value="/g-tools") as gd:
+            self.assertEqual(plain.for_scenario(sc, "/k", None).guest_dir, "/g-tools")
+        gd.assert_called_once_with("/k", None, ["nvme-cli", "fio"])
 
     def test_unknown_scenario_lists_known(self):
         with self.assertRaises(flscenario.ScenarioError) as cm:
