@@ -264,6 +264,13 @@ class CliTest(unittest.TestCase):
             self.assertIn(cmd, shim.stdout)
         self.assertNotIn("vm-test", shim.stdout)
 
+    def test_unknown_guest_tool_is_one_line(self):
+        res = subprocess.run([os.path.join(TOP, "scripts", "build-guest"), "--tools", "fio,vim"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertEqual(res.stderr.strip().splitlines(),
+                         ["faultline: error: --tools: unknown tool 'vim' (known: fio,nvme-cli)"])
+
     def test_seeds(self):
         self.assertEqual(runner.parse_seeds("3..5"), [3, 4, 5])
         for bad in ("5..3", "x", "1-3"):
