@@ -116,9 +116,9 @@ static enum check_result no_splat(const struct run *R, struct check_out *out)
     return pass_if(R->kmsg.splats == 0);
 }
 
-static const struct check check_swapped_out = { "swapped_out", NULL, NULL, swapped_out };
-static const struct check check_pages = { "pages", NULL, pages_report, NULL };
-const struct check check_no_splat = { "no_splat", NULL, NULL, no_splat };
+static const struct check check_swapped_out = { .fn = swapped_out };
+static const struct check check_pages = { .report = pages_report };
+const struct check check_no_splat = { .fn = no_splat };
 
 /* ------------------------------------------------------------ asked for by options */
 
@@ -202,12 +202,10 @@ static enum check_result injected_errors(const struct run *R, struct check_out *
     return pass_if(blk_errors > 0 || k->write_errors > 0 || k->read_errors > 0);
 }
 
-static const struct check check_completion_ctx = {
-    "completion_ctx", ctx_wanted, NULL, completion_ctx,
-};
-static const struct check check_write_path = { "write_path", path_wanted, NULL, write_path };
+static const struct check check_completion_ctx = { .wanted = ctx_wanted, .fn = completion_ctx };
+static const struct check check_write_path = { .wanted = path_wanted, .fn = write_path };
 static const struct check check_injected_errors = {
-    "injected_errors", errors_wanted, NULL, injected_errors,
+    .wanted = errors_wanted, .fn = injected_errors,
 };
 
 /* ------------------------------------------------------------ mode-specific */
@@ -314,21 +312,13 @@ static void refault_wb_report(const struct run *R)
               delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB));
 }
 
-static const struct check check_zswap_wrote_back = {
-    "zswap_wrote_back", NULL, NULL, zswap_wrote_back,
-};
-static const struct check check_rewritten = {
-    "rewritten_after_disarm", NULL, NULL, rewritten_after_disarm,
-};
-static const struct check check_not_rotated = {
-    "dropbehind_not_rotated", NULL, dropbehind_report, not_rotated,
-};
-static const struct check check_dropped = {
-    "dropbehind_dropped", NULL, NULL, dropped_on_completion,
-};
-static const struct check check_no_linger = { "dropbehind_no_linger", NULL, NULL, no_linger };
-static const struct check check_shadows = { "shadows_survive", NULL, NULL, shadows_survive };
-static const struct check check_refault_wb = { "refault_wb_phase", NULL, refault_wb_report, NULL };
+static const struct check check_zswap_wrote_back = { .fn = zswap_wrote_back };
+static const struct check check_rewritten = { .fn = rewritten_after_disarm };
+static const struct check check_not_rotated = { .report = dropbehind_report, .fn = not_rotated };
+static const struct check check_dropped = { .fn = dropped_on_completion };
+static const struct check check_no_linger = { .fn = no_linger };
+static const struct check check_shadows = { .fn = shadows_survive };
+static const struct check check_refault_wb = { .report = refault_wb_report };
 
 /* ------------------------------------------------------------ the modes' lists */
 

@@ -89,7 +89,6 @@ struct check_out {
  * only) decides and describes the result.
  */
 struct check {
-    const char *name;
     int (*wanted)(void);
     void (*report)(const struct run *R);
     enum check_result (*fn)(const struct run *R, struct check_out *out);
