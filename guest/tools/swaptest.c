@@ -101,6 +101,15 @@ static int on_off(const char *s)
     return 0;
 }
 
+/* 0 for @first, 1 for @second, else usage. */
+static int one_of(const char *s, const char *first, const char *second)
+{
+    if (strcmp(s, first) && strcmp(s, second)) {
+        usage();
+    }
+    return !strcmp(s, second);
+}
+
 static const struct option longopts[] = {
     { "mem", required_argument, NULL, 'm' },
     { "memcg-max", required_argument, NULL, 'M' },
@@ -154,13 +163,7 @@ static void apply_options(int argc, char **argv)
         case 'T': o.settle_ms = atoi(optarg); break;
         case 'a': o.arm_state = strtol(optarg, NULL, 0); break;
         case 'A':
-            if (!strcmp(optarg, "writeback")) {
-                o.arm_at = ARM_WRITEBACK;
-            } else if (!strcmp(optarg, "refault")) {
-                o.arm_at = ARM_REFAULT;
-            } else {
-                usage();
-            }
+            o.arm_at = one_of(optarg, "writeback", "refault") ? ARM_REFAULT : ARM_WRITEBACK;
             break;
         case 'd': o.disarm = 1; break;
         case 'D': o.fault_dev = optarg; break;
@@ -174,25 +177,9 @@ static void apply_options(int argc, char **argv)
         case 't': o.threads = atoi(optarg); break;
         case 'u': o.duration = atof(optarg); break;
         case 'p': o.chunk_pages = atoi(optarg); break;
-        case 'B':
-            if (!strcmp(optarg, "limit")) {
-                o.wb_limit = 1;
-            } else if (!strcmp(optarg, "shrinker")) {
-                o.wb_limit = 0;
-            } else {
-                usage();
-            }
-            break;
+        case 'B': o.wb_limit = one_of(optarg, "shrinker", "limit"); break;
         case 'R': o.wb_reclaims = atoi(optarg); break;
-        case 'P':
-            if (!strcmp(optarg, "compressible")) {
-                o.compressible = 1;
-            } else if (!strcmp(optarg, "half")) {
-                o.compressible = 0;
-            } else {
-                usage();
-            }
-            break;
+        case 'P': o.compressible = one_of(optarg, "half", "compressible"); break;
         default: usage();
         }
     }
