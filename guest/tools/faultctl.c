@@ -208,8 +208,10 @@ int main(int argc, char **argv)
     }
     fd = open(argv[2], O_RDONLY);
     if (fd < 0) {
+        int err = errno;    /* perror may change errno */
+
         perror(argv[2]);
-        return errno == ENOENT ? 4 : 1;
+        return err == ENOENT ? 4 : 1;
     }
     if (!strcmp(argv[3], "state") && argc <= 5) {
         ret = cmd_state(fd, argc - 4, argv + 4);
