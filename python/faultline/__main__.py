@@ -3,11 +3,13 @@
   faultline run [SCENARIO ...] [--kernel BZIMAGE --modules DIR]
                 [--seed N | --seeds A..B] [--repeat N] [--keep-going]
                 [--memory M] [--cpus N] [--timeout S] [--deterministic]
-                [--backend qemu|libvirt|lava] [--out DIR] [--junit FILE] [--quiet]
+                [--backend qemu|libvirt|lava] [--connect URI]
+                [--out DIR] [--junit FILE] [--quiet]
   faultline list                      scenarios with one-line descriptions
   faultline show RUN_DIR              summary of a past run or sweep
   faultline repro RUN_DIR             rerun exactly, compare outcome and digest
   faultline cmdline SCENARIO          print the QEMU command line
+  faultline libvirt-xml SCENARIO      write a domain XML for `virsh create`
   faultline compare SCENARIO --baseline BZIMAGE --series BZIMAGE [--runs N]
   faultline check [--suite unit,qtest,vm] [--junit FILE]
   faultline build | setup
@@ -31,11 +33,17 @@ from .runner import DEFAULT_OUT, RunOptions
 
 
 def run_options(args):
+    backend = getattr(args, "backend", "qemu")
+    backend_options = {}
+    if getattr(args, "connect", None):
+        if backend != "libvirt":
+            raise SetupError("--connect is an option of --backend libvirt")
+        backend_options["connect"] = args.connect
     return RunOptions(kernel=args.kernel, modules=args.modules,
                       deterministic=args.deterministic, accel=args.accel,
                       memory=args.memory, cpus=args.cpus, timeout=args.timeout,
                       quiet=getattr(args, "quiet", False),
-                      backend=getattr(args, "backend", "qemu"))
+                      backend=backend, backend_options=backend_options)
 
 
 def cmd_run(args):
@@ -72,6 +80,20 @@ def cmd_cmdline(args):
     say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); console.log and "
         "ktap.log are written there; QMP on qmp.sock")
     print(shlex.join(spec.qemu_argv(os.path.join(outdir, "qmp.sock"))))
+    return 0
+
+
+def cmd_libvirt_xml(args):
+    from . import libvirt
+    opts = run_options(args)
+    sc = runner.load_scenario(args.scenario, opts)
+    seed = args.seed if args.seed is not None else sc.faults.seed
+    builds = build_all(args.kernel, args.modules, quiet=True)
+    outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "libvirt-xml-" + sc.name))
+    path = libvirt.write_inputs(sc, builds, outdir, seed, opts.deterministic, opts.accel)
+    say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); the guest writes "
+        "console.log and ktap.log there; run it with")
+    print(f"virsh -c qemu:///system create {shlex.quote(path)}")
     return 0
 
 
@@ -117,6 +139,8 @@ def parser():
                    help="in a sweep, record failures and go on (default: stop)")
     r.add_argument("--backend", default="qemu", choices=BACKENDS,
                    help="how to run the machine (default: qemu, started here)")
+    r.add_argument("--connect", metavar="URI",
+                   help="libvirt URI for --backend libvirt (default: qemu:///system)")
     r.add_argument("--out", default=DEFAULT_OUT, help="run directories go here")
     r.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
     r.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
@@ -135,6 +159,12 @@ def parser():
     kernel_opts(cl)
     vm_opts(cl)
     cl.add_argument("--out", help="directory for its disk image and initramfs")
+    lx = sub.add_parser("libvirt-xml",
+                        help="write a scenario's inputs and domain XML for `virsh create`")
+    lx.add_argument("scenario")
+    kernel_opts(lx)
+    vm_opts(lx)
+    lx.add_argument("--out", help="directory for the inputs and domain.xml")
     cp = sub.add_parser("compare", help="A/B: one scenario on two kernels, statistics")
     cp.add_argument("scenario")
     cp.add_argument("--baseline", required=True, metavar="BZIMAGE")
@@ -165,6 +195,7 @@ def parser():
 
 COMMANDS = {"run": cmd_run, "check": cmd_check, "repro": cmd_repro, "list": cmd_list,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
+            "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
             "setup": lambda a: run_script("setup") or 0}
 
@@ -172,7 +203,7 @@ COMMANDS = {"run": cmd_run, "check": cmd_check, "repro": cmd_repro, "list": cmd_
 def main(argv=None):
     p = parser()
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.cmd in ("run", "check", "build", "cmdline") and args.modules and not args.kernel:
+    if args.cmd in ("run", "check", "build", "cmdline", "libvirt-xml") and args.modules and not args.kernel:
         p.error("--modules needs --kernel")
     try:
         return COMMANDS[args.cmd](args)

@@ -64,7 +64,7 @@ def run_script(name, *args, capture=False):
 def ensure_setup():
     """Bootstrap: run scripts/setup when its recorded versions or tools are missing."""
     missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source",
-                           "fio", "nvme") if not shutil.which(t)]
+                           "fio", "nvme", "virsh", "libvirtd") if not shutil.which(t)]
     if os.path.exists(VERSIONS) and not missing:
         return
     say("setting up this machine (scripts/setup)" +

@@ -97,6 +97,8 @@ def run_command(sc_path, seed, opts):
         cmd.append("--deterministic")
     if opts.backend != "qemu":
         cmd += ["--backend", opts.backend]
+    if opts.backend_options.get("connect"):
+        cmd += ["--connect", opts.backend_options["connect"]]
     if opts.kernel:
         cmd += ["--kernel", os.path.abspath(opts.kernel)]
     if opts.modules:

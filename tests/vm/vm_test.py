@@ -9,7 +9,7 @@ package and check what a user would check.
                                            byte-identical console and fault log
   vm_test.py SCENARIO --sweep A..B         one directory per seed, a summary,
                                            a distinct digest per seed
-  vm_test.py SCENARIO --expect-status N --expect-report TEXT ...
+  vm_test.py SCENARIO [--backend B] --expect-status N --expect-report TEXT ...
                                            the launcher's own verdicts
                                            (crash, hang)
 
@@ -89,13 +89,15 @@ def main():
     p.add_argument("--repro", action="store_true",
                    help="then repro the run: outcome, digest and KTAP must match")
     p.add_argument("--sweep", metavar="A..B", help="seed sweep: one dir per seed + summary")
+    p.add_argument("--backend", default="qemu", help="machine backend (default qemu)")
     p.add_argument("--expect-status", type=int)
     p.add_argument("--expect-report", action="append", default=[],
                    help="text report.json must contain")
     args = p.parse_args()
     opts = runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
                              modules=os.environ.get("FAULTLINE_MODULES"),
-                             deterministic=args.deterministic, cpus=args.cpus)
+                             deterministic=args.deterministic, cpus=args.cpus,
+                             backend=args.backend)
     status, results = runner.run_plan([args.scenario], opts, seeds=args.sweep,
                                       keep_going=True, out=OUT)
     rundir = results[0][1]
