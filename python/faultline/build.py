@@ -15,8 +15,9 @@ from .errors import SetupError
 CACHE = os.environ.get("FAULTLINE_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "faultline")
 VERSIONS = os.path.join(CACHE, "versions.env")
-# -L directories after QEMU's own share/: Debian's firmware packages.
-FIRMWARE_DIRS = ["/usr/share/seabios", "/usr/lib/ipxe/qemu", "/usr/share/qemu"]
+# -L directories after our own share/ (option ROMs built with QEMU):
+# SeaBIOS and iPXE from Debian.  Nothing comes from /usr/share/qemu.
+FIRMWARE_DIRS = ["/usr/share/seabios", "/usr/lib/ipxe/qemu"]
 
 
 def say(msg):

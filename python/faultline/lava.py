@@ -27,7 +27,7 @@ import subprocess
 import time
 
 from .errors import SetupError
-from .machine import Machine
+from .machine import Machine, WatchResult
 
 try:
     import yaml
@@ -453,22 +453,39 @@ class LavaMachine(Machine):
         return job
 
     def start(self):
+        """Check what a local LAVA run needs; run() writes the job (it needs
+        the watchdog time for LAVA's timeouts) and starts lava-run."""
         spec = self.spec
         if os.geteuid() != 0:
             raise SetupError("the lava backend runs lava-run, which needs root")
-        lava_run = shutil.which("lava-run")
-        if not lava_run:
+        self.lava_run = shutil.which("lava-run")
+        if not self.lava_run:
             raise SetupError("lava-run not found: run scripts/setup (installs lava-dispatcher)")
         if not os.access(spec.qemu_binary, os.X_OK):
             raise SetupError(f"no QEMU at {spec.qemu_binary}")
-        self.timeout_s = self.options.get("timeout_s", 600)
-        self.write_job(self.timeout_s)
+        template_dir(self.options.get("cache") or _default_cache())
         for name in ("ktap.log", "console.log"):
             open(os.path.join(spec.rundir, name), "w").close()
-        p = self._paths()
+
+    def _metadata(self):
+        """Job metadata from the run's run.json (written before the boot)."""
+        spec = self.spec
+        try:
+            with open(os.path.join(spec.rundir, "run.json")) as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            meta = {}
+        return job_metadata(spec.scenario, meta.get("seed"), meta.get("faultline", "?"),
+                            meta.get("run_command", ""), meta.get("kernel"))
+
+    def _spawn(self, timeout_s):
+        spec, p = self.spec, self._paths()
+        if "metadata" not in self.options:
+            self.options = dict(self.options, metadata=self._metadata())
+        self.write_job(timeout_s)
         env = dict(os.environ, PATH=p["bin"] + os.pathsep + os.environ.get("PATH", ""),
                    TMPDIR=p["tmp"])
-        cmd = [lava_run, "--job-id", str(self.options.get("job_id", 1)),
+        cmd = [self.lava_run, "--job-id", str(self.options.get("job_id", 1)),
                "--output-dir", p["out"],
                "--dispatcher", os.path.join(spec.rundir, "lava-dispatcher.yaml"),
                "--device", os.path.join(spec.rundir, "lava-device.yaml"),
@@ -527,8 +544,8 @@ class LavaMachine(Machine):
     def run(self, timeout_s, progress=None):
         """Wait for lava-run, showing the KTAP stream as LAVA logs it, then
         convert LAVA's results (see convert())."""
-        from .machine import WatchResult
         t0 = time.monotonic()
+        self._spawn(timeout_s)
         deadline = t0 + timeout_s + LAVA_MARGIN_S + 60
         killed = False
         while self.running():
@@ -583,6 +600,10 @@ class LavaMachine(Machine):
         for e in errors:
             if e not in self._diag:
                 self._diag.append(e)
+        # QEMU's own complaints reach LAVA's stream; the template's NIC
+        # options (-net nic ... -net none) always cause three warnings.
+        self._diag += [ln for ln in target if ln.startswith("qemu-system-x86_64:")
+                       and "warning:" not in ln]
         stderr_path = os.path.join(spec.rundir, "qemu.stderr")
         with open(stderr_path, "w") as f:
             f.write(self.diagnostics() + ("\n" if self._diag else ""))
