@@ -150,6 +150,8 @@ def make_job(spec, urls, timeout_s, metadata, console="mux", name=None):
             if key not in urls:
                 raise SetupError(f"LAVA job: no URL for the {key} artefact")
             images[key] = {"url": urls[key], "image_arg": image_args[key]}
+            if key == "disk" and urls[key].endswith(".gz"):
+                images[key]["compression"] = "gz"
     boot_s = int(timeout_s) + 60
     job = {
         "device_type": "qemu",
@@ -429,8 +431,12 @@ class LavaMachine(Machine):
         spec, p = self.spec, self._paths()
         for d in p.values():
             os.makedirs(d, exist_ok=True)
+        # The disk is empty at the start: LAVA copies (and hashes) a raw
+        # 1 GB image in ~20 s, its gzip in well under a second.
+        disk_gz = os.path.join(self.lava_dir, "disk.img.gz")
+        _zero_disk_gz(disk_gz, os.path.getsize(spec.disk))
         urls = {"kernel": "file://" + spec.kernel, "initrd": "file://" + spec.initrd,
-                "disk": "file://" + spec.disk}
+                "disk": "file://" + disk_gz}
         if spec.rules_file:
             urls["rules"] = "file://" + spec.rules_file
         meta = self.options.get("metadata") or job_metadata(spec.scenario, None, "?", "")
@@ -625,3 +631,77 @@ class LavaMachine(Machine):
 def _default_cache():
     return os.environ.get("FAULTLINE_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "faultline")
+
+
+# ---------------------------------------------------------------- `faultline lava`
+
+def _url(base_url, out, path):
+    if base_url:
+        return base_url.rstrip("/") + "/" + os.path.relpath(path, out).replace(os.sep, "/")
+    return "file://" + os.path.abspath(path)
+
+
+def _zero_disk_gz(path, size):
+    """A gzip of @size zero bytes (what the guest sees as an empty disk):
+    a lab downloads a few MB instead of the whole image."""
+    import gzip
+    block = bytes(1 << 20)
+    with gzip.open(path + ".tmp", "wb", compresslevel=1) as f:
+        left = size
+        while left > 0:
+            n = min(left, len(block))
+            f.write(block[:n])
+            left -= n
+    os.replace(path + ".tmp", path)
+
+
+def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=False,
+               quiet=False):
+    """One LAVA job per (kernel, scenario, seed) in @out/jobs/, with the
+    artefacts it deploys beside it: per kernel the image, per job the
+    initramfs (with its run.sh) and rules, per disk size one compressed
+    empty disk.  @scenarios: loaded Scenarios; @kernels: [(bzImage or None,
+    modules or None)]; @seeds: list or None (each scenario's own seed).
+    Returns the job files."""
+    from . import guest, runner
+    from .build import build_all, git_describe
+    from .machine import make_spec
+    os.makedirs(os.path.join(out, "jobs"), exist_ok=True)
+    version = git_describe()
+    jobs, disks = [], {}
+    for ki, (kernel, modules) in enumerate(kernels):
+        builds = build_all(kernel, modules, quiet)
+        kdir = os.path.join(out, f"kernel{ki}")
+        os.makedirs(kdir, exist_ok=True)
+        kimage = os.path.join(kdir, "vmlinuz")
+        shutil.copyfile(builds.kernel, kimage)
+        for sc in scenarios:
+            size = sc.device.size_bytes
+            if size not in disks:
+                disks[size] = os.path.join(out, f"disk-{size}.img.gz")
+                _zero_disk_gz(disks[size], size)
+            for seed in seeds or [sc.faults.seed]:
+                name = f"{sc.name}-seed{seed}-kernel{ki}"
+                jdir = os.path.join(out, name)
+                os.makedirs(jdir, exist_ok=True)
+                initrd = guest.prepare(sc, builds.guest_dir, jdir, jdir, seed)
+                os.unlink(os.path.join(jdir, "disk.img"))   # the shared one serves
+                spec = make_spec(sc, builds, kimage, initrd, guest.kernel_cmdline(sc), jdir,
+                                 jdir, seed, deterministic)
+                opts = runner.RunOptions(kernel=kernel, modules=modules,
+                                         deterministic=deterministic)
+                meta = job_metadata(sc.name, seed, version,
+                                    runner.run_command(sc.path, seed, opts),
+                                    os.path.abspath(kernel) if kernel else None)
+                urls = {"kernel": _url(base_url, out, kimage),
+                        "initrd": _url(base_url, out, initrd),
+                        "disk": _url(base_url, out, disks[size])}
+                if spec.rules_file:
+                    urls["rules"] = _url(base_url, out, spec.rules_file)
+                job = make_job(spec, urls, sc.timeout_s, meta,
+                               name=f"faultline {sc.name} seed {seed} kernel{ki}")
+                path = os.path.join(out, "jobs", name + ".yaml")
+                with open(path, "w") as f:
+                    f.write(_yaml_dump(job))
+                jobs.append(path)
+    return jobs
