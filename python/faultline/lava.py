@@ -26,6 +26,7 @@ import signal
 import subprocess
 import time
 
+from .build import CACHE
 from .errors import SetupError
 from .machine import Machine, WatchResult
 
@@ -442,7 +443,7 @@ class LavaMachine(Machine):
         meta = self.options.get("metadata") or job_metadata(spec.scenario, None, "?", "")
         job = make_job(spec, urls, timeout_s, meta,
                        console=os.path.join(spec.rundir, "console.log"))
-        tpl = template_dir(self.options.get("cache") or _default_cache())
+        tpl = template_dir(self.options.get("cache") or CACHE)
         device = render_device(tpl, job["context"])
         files = {"lava-job.yaml": _yaml_dump(job), "lava-device.yaml": device,
                  "lava-dispatcher.yaml": dispatcher_config(
@@ -469,7 +470,7 @@ class LavaMachine(Machine):
             raise SetupError("lava-run not found: run scripts/setup (installs lava-dispatcher)")
         if not os.access(spec.qemu_binary, os.X_OK):
             raise SetupError(f"no QEMU at {spec.qemu_binary}")
-        template_dir(self.options.get("cache") or _default_cache())
+        template_dir(self.options.get("cache") or CACHE)
         for name in ("ktap.log", "console.log"):
             open(os.path.join(spec.rundir, name), "w").close()
 
@@ -627,10 +628,6 @@ class LavaMachine(Machine):
     def cases(self):
         return self._cases
 
-
-def _default_cache():
-    return os.environ.get("FAULTLINE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "faultline")
 
 
 # ---------------------------------------------------------------- `faultline lava`

@@ -22,6 +22,7 @@ import yaml  # noqa: E402
 from lava_common.schemas import validate as lava_validate  # noqa: E402
 
 from faultline import kcidb, lava, matrix, scenario  # noqa: E402
+from faultline.build import CACHE  # noqa: E402
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP  # noqa: E402
 from faultline.judge import judge  # noqa: E402
 from faultline.machine import MachineSpec, WatchResult  # noqa: E402
@@ -95,8 +96,7 @@ class JobTest(unittest.TestCase):
         self.assertIn(f"log={self.tmp}/faults.jsonl", images["rules"])
 
     def test_device_rendered_like_lava_server(self):
-        cache = os.environ.get("FAULTLINE_CACHE") or os.path.expanduser("~/.cache/faultline")
-        device = yaml.safe_load(lava.render_device(lava.template_dir(cache),
+        device = yaml.safe_load(lava.render_device(lava.template_dir(CACHE),
                                                    self.job["context"]))
         params = device["actions"]["boot"]["methods"]["qemu"]["parameters"]
         self.assertEqual(params["command"], "qemu-system-x86_64")
