@@ -56,14 +56,23 @@ def run_script(name, *args, capture=False):
     return res.stdout.strip().splitlines()[-1] if capture else None
 
 
+def setup_hash():
+    """Hash of scripts/setup: a machine set up by another version of it
+    (say, before lava-dispatcher was added) is set up again."""
+    return sha256(os.path.join(TOP, "scripts", "setup"))[:16]
+
+
 def ensure_setup():
-    """Bootstrap: run scripts/setup when its recorded versions or tools are missing."""
-    missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source")
+    """Bootstrap: run scripts/setup when its recorded versions or tools are
+    missing, or when scripts/setup changed since it ran."""
+    missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source", "lava-run")
                if not shutil.which(t)]
-    if os.path.exists(VERSIONS) and not missing:
+    stale = versions().get("SETUP_HASH") != setup_hash()
+    if os.path.exists(VERSIONS) and not missing and not stale:
         return
     say("setting up this machine (scripts/setup)" +
-        (f": missing {', '.join(missing)}" if missing else ""))
+        (f": missing {', '.join(missing)}" if missing else
+         ": scripts/setup changed" if stale and os.path.exists(VERSIONS) else ""))
     run_script("setup")
 
 
