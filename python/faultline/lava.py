@@ -41,6 +41,9 @@ EXIT_CASE = "FAULTLINE-EXIT"
 # Extra time LAVA gets on top of the scenario's watchdog: deploy copies the
 # images (the disk image in full) before the boot starts.
 LAVA_MARGIN_S = 120
+# Local runs: LAVA's test timeout is this much after our watchdog, which
+# asks the guest for a task dump first.
+DUMP_GRACE_S = 30
 
 # The device dictionary of the local dispatcher, as a lab admin would write
 # it for a qemu worker that has faultline's QEMU.
@@ -333,9 +336,10 @@ WRAPPER = '''#!/usr/bin/python3
 # faultline's QEMU with a QMP socket and -no-shutdown; when the guest powers
 # off (or resets: -no-reboot), saves the fault injector's statistics into
 # the run directory and quits, so LAVA sees the end of the stream.
-import json, os, socket, subprocess, sys, time
+import json, os, signal, socket, subprocess, sys, time
 QEMU, SOCK, STATS, INJECTOR = {qemu!r}, {sock!r}, {stats!r}, {injector!r}
 PIDFILE = SOCK + ".pid"
+S = None
 args = sys.argv[1:]
 if args == ["--version"] or not args:
     os.execv(QEMU, [QEMU] + args)
@@ -343,14 +347,26 @@ proc = subprocess.Popen([QEMU] + args + ["-no-shutdown", "-qmp",
                         "unix:" + SOCK + ",server=on,wait=off"])
 with open(PIDFILE, "w") as p:
     p.write(str(proc.pid))
+with open(SOCK + ".wrapper-pid", "w") as p:
+    p.write(str(os.getpid()))
+def task_dump(signum, frame):
+    # SIGUSR1 from the launcher's watchdog: console loglevel 7, then the
+    # task dump.  Replies are read (and ignored) by the loop below.
+    for key in ("7", "t"):
+        keys = [{{"type": "qcode", "data": k}} for k in ("alt", "sysrq", key)]
+        S.sendall(json.dumps({{"execute": "send-key", "arguments": {{"keys": keys}}}}).encode()
+                  + b"\\n")
+        time.sleep(0.3)
+signal.signal(signal.SIGUSR1, task_dump)
 def qmp_connect():
     for _ in range(200):
         if proc.poll() is not None:
             return None
         try:
-            s = socket.socket(socket.AF_UNIX)
-            s.connect(SOCK)
-            f = s.makefile("rwb")
+            global S
+            S = socket.socket(socket.AF_UNIX)
+            S.connect(SOCK)
+            f = S.makefile("rwb")
             f.readline()
             return f
         except OSError:
@@ -550,26 +566,60 @@ class LavaMachine(Machine):
 
     def run(self, timeout_s, progress=None):
         """Wait for lava-run, showing the KTAP stream as LAVA logs it, then
-        convert LAVA's results (see convert())."""
+        convert LAVA's results (see convert()).  The watchdog counts from
+        QEMU's start, as on the qemu backend; when it fires before the
+        guest reported, the QEMU wrapper asks the guest for a sysrq task
+        dump, then lava-run is stopped (LAVA's own test timeout is later)."""
         t0 = time.monotonic()
-        self._spawn(timeout_s)
-        deadline = t0 + timeout_s + LAVA_MARGIN_S + 60
-        killed = False
+        self._spawn(timeout_s + DUMP_GRACE_S)
+        boot_t0, dump, hang = None, None, False
+        deadline = t0 + timeout_s + LAVA_MARGIN_S + DUMP_GRACE_S + 60
+        wrapper_pid = os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
         while self.running():
             time.sleep(0.5)
+            now = time.monotonic()
+            target, _, _ = parse_lava_log(self._read_log())
+            ktap = ktap_from_target(target)
             if progress:
-                target, _, _ = parse_lava_log(self._read_log())
-                progress.update(ktap_from_target(target), time.monotonic() - t0, {})
-            if time.monotonic() > deadline:
-                killed = True
+                progress.update(ktap, now - t0, {})
+            if boot_t0 is None and os.path.exists(wrapper_pid):
+                boot_t0 = now
+            reported = any(ln.startswith(EXIT_CASE + " ") for ln in ktap.splitlines())
+            if boot_t0 is not None and not reported and now > boot_t0 + timeout_s:
+                hang = True
+                dump = self._task_dump(wrapper_pid)
+                self.kill()
+            elif now > deadline:
+                hang = True
                 self.kill()
         if progress:
             progress.finish()
         w = WatchResult(backend=self.backend)
-        self.convert(w, killed)
+        self.convert(w, hang)
+        if hang:
+            w.hang, w.task_dump = w.guest_exit is None, dump
         w.elapsed_s = time.monotonic() - t0
         w.backend_info = self.info()
         return w
+
+    def _task_dump(self, wrapper_pid):
+        """SIGUSR1 to the QEMU wrapper (alt-sysrq-7, alt-sysrq-t over its
+        QMP), then wait for the console to settle; the dump's offset or None."""
+        console = os.path.join(self.spec.rundir, "console.log")
+        size0 = os.path.getsize(console)
+        try:
+            with open(wrapper_pid) as f:
+                os.kill(int(f.read()), signal.SIGUSR1)
+        except (OSError, ValueError):
+            return None
+        deadline, last = time.monotonic() + 10, -1
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            size = os.path.getsize(console)
+            if size == last and size > size0:
+                break
+            last = size
+        return size0 if os.path.getsize(console) > size0 else None
 
     def convert(self, w, killed=False):
         """LAVA's log and result.yaml -> ktap.log, lava-results.json and @w."""
