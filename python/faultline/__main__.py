@@ -138,7 +138,8 @@ def parser():
         sp.add_argument("--cpus", type=int, help="vCPUs (overrides vm.cpus)")
         sp.add_argument("--timeout", help="watchdog, e.g. 300s (overrides timeout)")
         sp.add_argument("--deterministic", action="store_true",
-                        help="icount, one vCPU, fixed RTC: same seed gives the same run")
+                        help="icount (vCPUs round-robin in one thread), fixed RTC: "
+                             "same seed gives the same run")
         sp.add_argument("--accel", default="tcg", choices=["tcg", "kvm"])
 
     r = sub.add_parser("run", help="boot and run scenarios (default: smoke)")
