@@ -101,7 +101,11 @@ def kernel_objects(meta, release):
         checkout_key = commit or describe or "tree-" + image_sha[:16]
         misc["tree"] = tree
     elif kernel:
-        config_sha = None
+        # A packaged kernel: boot/vmlinuz-VERSION has boot/config-VERSION.
+        name = os.path.basename(kernel)
+        config = os.path.join(os.path.dirname(os.path.abspath(kernel)),
+                              "config-" + name.split("-", 1)[1]) if "-" in name else ""
+        config_sha = _sha256_file(config) if config else None
         checkout_key = "image-" + image_sha[:16]
     else:
         pkg = versions.get("KERNEL_PACKAGE", "linux-image")
