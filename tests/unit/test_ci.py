@@ -92,8 +92,12 @@ class JobTest(unittest.TestCase):
     def test_local_console_file(self):
         extra, images = lava.job_args(spec(self.tmp), console="/run/console.log")
         self.assertIn("-serial file:/run/console.log -serial stdio", extra)
-        # a local run keeps the fault log in its run directory
+        # a local run keeps the fault log in its run directory and boots
+        # the scratch disk in place (no 1 GB copy by LAVA)
         self.assertIn(f"log={self.tmp}/faults.jsonl", images["rules"])
+        self.assertNotIn("disk", images)
+        self.assertIn(f"-blockdev driver=file,filename={self.tmp}/disk.img,node-name=disk0,"
+                      "cache.direct=off", extra)
 
     def test_device_rendered_like_lava_server(self):
         device = yaml.safe_load(lava.render_device(lava.template_dir(CACHE),
