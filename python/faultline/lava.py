@@ -101,7 +101,8 @@ def _quote(arg):
 def job_args(spec, console="mux"):
     """(extra_options, image_args) of a job for MachineSpec @spec: the same
     machine and devices as the qemu backend, with the run's files replaced
-    by LAVA's {kernel} {initrd} {disk} {rules} placeholders."""
+    by LAVA's {kernel} {initrd} {rules} placeholders, and {disk} unless
+    @console is a local file (see below)."""
     extra = ["-nodefaults -machine q35 -no-reboot",
              "-accel " + spec.accel + " " + " ".join(_quote(a) for a in spec.extra_args)]
     extra += ["-L " + _quote(d) for d in spec.firmware_dirs]
@@ -170,7 +171,9 @@ def make_job(spec, urls, timeout_s, metadata, console="mux", name=None):
         "visibility": "public",
         "metadata": metadata,
         "context": {"arch": "x86_64", "memory": memory_mb(spec.memory),
-                    "netdevice": "none", "no_kvm": 1 if spec.accel == "tcg" else 0,
+                    # -accel comes from extra_options; the template's
+                    # -enable-kvm -cpu host would contradict it.
+                    "netdevice": "none", "no_kvm": 1,
                     "extra_options": extra},
         "actions": [
             {"deploy": {"to": "tmpfs", "timeout": {"seconds": LAVA_MARGIN_S},
