@@ -98,7 +98,8 @@ def cmd_cmdline(args):
     opts = run_options(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
-    builds = build_all(args.kernel, args.modules, quiet=True)
+    builds = build_all(args.kernel, args.modules, quiet=True).for_scenario(sc, args.kernel,
+                                                                           args.modules)
     outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "cmdline-" + sc.name))
     os.makedirs(outdir, exist_ok=True)
     initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)

@@ -724,6 +724,7 @@ def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=Fals
         kimage = os.path.join(kdir, "vmlinuz")
         shutil.copyfile(builds.kernel, kimage)
         for sc in scenarios:
+            sc_builds = builds.for_scenario(sc, kernel, modules)
             size = sc.device.size_bytes
             if size not in disks:
                 disks[size] = os.path.join(out, f"disk-{size}.img.gz")
@@ -732,10 +733,10 @@ def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=Fals
                 name = f"{sc.name}-seed{seed}-kernel{ki}"
                 jdir = os.path.join(out, name)
                 os.makedirs(jdir, exist_ok=True)
-                initrd = guest.prepare(sc, builds.guest_dir, jdir, jdir, seed)
+                initrd = guest.prepare(sc, sc_builds.guest_dir, jdir, jdir, seed)
                 os.unlink(os.path.join(jdir, "disk.img"))   # the shared one serves
-                spec = make_spec(sc, builds, kimage, initrd, guest.kernel_cmdline(sc), jdir,
-                                 jdir, seed, deterministic)
+                spec = make_spec(sc, sc_builds, kimage, initrd, guest.kernel_cmdline(sc),
+                                 jdir, jdir, seed, deterministic)
                 opts = runner.RunOptions(kernel=kernel, modules=modules,
                                          deterministic=deterministic)
                 meta = job_metadata(sc.name, seed, version,

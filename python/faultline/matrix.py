@@ -105,6 +105,11 @@ def run_matrix(args):
         raise SetupError("--jobs must be >= 1")
     jobs = args.jobs or default_jobs(scs)
     builds = [build_all(k, m, quiet=True) for k, m in kernels]
+    # Guest images with a scenario's optional tools, built here once rather
+    # than by several runs at a time.
+    for sc in scs:
+        for (k, m), b in zip(kernels, builds):
+            b.for_scenario(sc, k, m)
     group = runner.new_dir(args.out, "matrix")
     todo = plan(scs, seeds, kernels)
     names = [kernel_label(k) for k, _ in kernels]

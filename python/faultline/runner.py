@@ -170,6 +170,7 @@ def one_run(sc, seed, opts, builds, rundir, verbose=True):
     """One run into @rundir: run.json, the machine's files, report.json,
     stats.json, plots, junit.xml, kcidb.json; prints the summary unless
     not @verbose (matrix).  (Report, run.json)"""
+    builds = builds.for_scenario(sc, opts.kernel, opts.modules)
     start = time.time()
     meta = write_run_meta(rundir, sc, opts, seed, builds, start_time=start)
     if not opts.quiet:
@@ -281,7 +282,8 @@ def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
     sc = load_scenarios([os.path.join(rundir, "scenario.toml")], opts)[0]
     if opts.kernel and not os.path.exists(opts.kernel):
         raise SetupError(f"the run's kernel {opts.kernel} is gone")
-    builds = build_all(opts.kernel, opts.modules, quiet)
+    builds = build_all(opts.kernel, opts.modules, quiet).for_scenario(sc, opts.kernel,
+                                                                      opts.modules)
     differs = []
     if os.path.basename(builds.qemu_dir) != meta.get("qemu_build"):
         differs.append(f"QEMU build {os.path.basename(builds.qemu_dir)} "
