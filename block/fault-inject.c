@@ -131,9 +131,14 @@ static int fault_inject_open(BlockDriverState *bs, QDict *options, int flags,
     BDRVFaultInjectState *s = bs->opaque;
     int ret;
 
+    /* Attaching the child below drains this node: the lock is needed. */
+    qemu_mutex_init(&s->lock);
+    QLIST_INIT(&s->held);
+
     s->fi = fault_inject_parse_options(options, errp);
     if (!s->fi) {
         trace_fault_inject_open_error(error_get_pretty(*errp));
+        qemu_mutex_destroy(&s->lock);
         return -EINVAL;
     }
 
@@ -143,10 +148,9 @@ static int fault_inject_open(BlockDriverState *bs, QDict *options, int flags,
         trace_fault_inject_open_error(error_get_pretty(*errp));
         /* .bdrv_close is not called when .bdrv_open fails */
         object_unref(OBJECT(s->fi));
+        qemu_mutex_destroy(&s->lock);
         return ret;
     }
-    qemu_mutex_init(&s->lock);
-    QLIST_INIT(&s->held);
 
     GRAPH_RDLOCK_GUARD_MAINLOOP();
 
