@@ -87,6 +87,14 @@ def device_args(sc, disk, rundir, seed, deterministic):
         q += ["-device", f"nvme,serial=faultline0,drive=disk0{fi}{dev.extra}"]
     elif dev.kind == "syncblk":
         q += ["-device", f"syncblk-pci,drive=disk0,completion={dev.completion}{fi}{dev.extra}"]
+    elif dev.kind == "virtio-blk":
+        # QEMU's own frontend: the faults come from the fault-inject filter
+        # between it and the disk.
+        drive = "disk0"
+        if injector:
+            q += ["-blockdev", f"driver=fault-inject,node-name=fi-disk0,file=disk0{fi}"]
+            drive = "fi-disk0"
+        q += ["-device", f"virtio-blk-pci,drive={drive},serial=faultline0{dev.extra}"]
     return q, injector
 
 
