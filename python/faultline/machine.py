@@ -94,7 +94,10 @@ def device_args(sc, disk, rundir, seed, deterministic):
         if injector:
             q += ["-blockdev", f"driver=fault-inject,node-name=fi-disk0,file=disk0{fi}"]
             drive = "fi-disk0"
-        q += ["-device", f"virtio-blk-pci,drive={drive},serial=faultline0{dev.extra}"]
+        # werror/rerror=report: the guest sees every error (the default
+        # stops the VM on ENOSPC).
+        q += ["-device", f"virtio-blk-pci,drive={drive},serial=faultline0,"
+              f"werror=report,rerror=report{dev.extra}"]
     return q, injector
 
 
