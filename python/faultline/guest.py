@@ -5,11 +5,12 @@ import shutil
 import subprocess
 
 
-# device.kind -> (the guest driver module, the swap disk it creates)
+# device.kind -> (the guest driver modules, the swap disk they create)
 GUEST_DISKS = {
-    "nvme": ("nvme", "/dev/nvme0n1"),
-    "syncblk": ("syncblk", "/dev/syncblk0"),
-    "virtio-blk": ("virtio_blk", "/dev/vda"),
+    "nvme": (("nvme",), "/dev/nvme0n1"),
+    "syncblk": (("syncblk",), "/dev/syncblk0"),
+    "virtio-blk": (("virtio_blk",), "/dev/vda"),
+    "virtio-scsi": (("virtio_scsi", "sd_mod"), "/dev/sda"),
 }
 
 
@@ -19,10 +20,10 @@ def make_run_sh(sc, seed):
              'echo "# kernel $(uname -r)"', f'echo "# seed {seed}"',
              "fail=0"]
     dev = sc.device
-    module, swapdev = GUEST_DISKS[dev.kind]
-    lines += [f'[ -d /sys/module/{module} ] || modprobe {module} || '
-              f'{{ echo "Bail out! modprobe {module} failed"; exit 1; }}',
-              f"swapdev={swapdev}",
+    modules, swapdev = GUEST_DISKS[dev.kind]
+    lines += [f'[ -d /sys/module/{m} ] || modprobe {m} || '
+              f'{{ echo "Bail out! modprobe {m} failed"; exit 1; }}' for m in modules]
+    lines += [f"swapdev={swapdev}",
               'i=0; while [ ! -b $swapdev ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done',
               '[ -b $swapdev ] || { echo "Bail out! $swapdev did not appear"; exit 1; }',
               'echo "# device $swapdev"']

@@ -92,11 +92,13 @@ def _check_keys(table, allowed, where):
                                 f"{', '.join(sorted(allowed))})")
 
 
-# nvme and syncblk are faultline's devices; virtio-blk is QEMU's, its disk
-# behind the fault-inject block filter (docs/devices.md, "Block filter").
-DEVICE_KINDS = ("nvme", "syncblk", "virtio-blk")
+# nvme and syncblk are faultline's devices; virtio-blk and virtio-scsi are
+# QEMU's, their disk behind the fault-inject block filter (docs/devices.md,
+# "Block filter").
+DEVICE_KINDS = ("nvme", "syncblk", "virtio-blk", "virtio-scsi")
 # Frontends whose Linux driver never times a request out: a lost
-# completion hangs the guest for good.
+# completion hangs the guest for good.  (sd times out and resets the LUN,
+# which drains the filter: a dropped request then fails with EIO.)
 NO_TIMEOUT_KINDS = {"virtio-blk": "Linux virtio_blk has no request timeout"}
 
 
@@ -117,8 +119,8 @@ def _check_lost_completions(kind, rules, where):
     lost = _lost_completion_rules(rules) if why else []
     if lost:
         raise ScenarioError(f"{where}: rule {lost[0]!r} drops completions, but {why}: "
-                            f"the guest would hang forever (use kind = \"nvme\" or "
-                            f"\"syncblk\")")
+                            f"the guest would hang forever (use kind = \"nvme\", \"syncblk\" "
+                            f"or \"virtio-scsi\")")
 
 
 EXPECT_KEYS = {"rule_hits_min", "kernel_log", "vmstat_min", "diag_min", "diag_max"}

@@ -57,7 +57,7 @@ class ScenarioTest(unittest.TestCase):
         cases = [
             ("[vm]\nmemroy = '1G'\n" + MINIMAL, "unknown key 'memroy'"),
             ("[device]\nkind = 'scsi'\n" + MINIMAL,
-             "device.kind 'scsi' (expected nvme, syncblk or virtio-blk)"),
+             "device.kind 'scsi' (expected nvme, syncblk, virtio-blk or virtio-scsi)"),
             ("[device]\nsize = '2X'\n" + MINIMAL, "bad size '2X'"),
             ("[device]\ncompletion = 'soon'\n" + MINIMAL, "device.completion 'soon'"),
             ("timeout = 'forever'\n" + MINIMAL, "bad duration 'forever'"),
@@ -179,9 +179,23 @@ class CmdlineTest(unittest.TestCase):
             self.assertIn(f"rule '{name}' drops completions", msg)
             self.assertIn("virtio_blk has no request timeout", msg)
             self.assertNotIn("\n", msg)
-        # A rule that merely mentions drop in a comment is fine; NVMe may drop.
+        # A rule that merely mentions drop in a comment is fine; NVMe and
+        # virtio-scsi (sd times out) may drop.
         scenario(kind + '[faults]\nrules = "w: write error=eio # no drop here"\n' + MINIMAL)
         scenario('[faults]\nrules = "lost: write nth=3 drop"\n' + MINIMAL)
+        scenario('[device]\nkind = "virtio-scsi"\n[faults]\nrules = "lost: write nth=3 drop"\n'
+                 + MINIMAL)
+
+    def test_virtio_scsi_chain(self):
+        sc, q = self.build('[device]\nkind = "virtio-scsi"\n'
+                           '[faults]\nrules = "w: write every=4 error=eio"\n' + MINIMAL)
+        devices = [q[i + 1] for i, a in enumerate(q) if a == "-device"]
+        self.assertEqual(devices, ["virtio-scsi-pci,id=scsi0",
+                                   "scsi-hd,bus=scsi0.0,drive=fi-disk0,serial=faultline0,"
+                                   "werror=report,rerror=report"])
+        sh = guest.make_run_sh(sc, 1)
+        self.assertLess(sh.index("modprobe virtio_scsi"), sh.index("modprobe sd_mod"))
+        self.assertIn("swapdev=/dev/sda", sh)
 
     def test_overrides(self):
         sc = flscenario.apply_overrides(scenario(MINIMAL), "1G", 4, "90s")
