@@ -179,12 +179,13 @@ class CmdlineTest(unittest.TestCase):
             self.assertIn(f"rule '{name}' drops completions", msg)
             self.assertIn("virtio_blk has no request timeout", msg)
             self.assertNotIn("\n", msg)
-        # A rule that merely mentions drop in a comment is fine; NVMe and
-        # virtio-scsi (sd times out) may drop.
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            scenario('[device]\nkind = "virtio-scsi"\n[faults]\nrules = "lost: write drop"\n'
+                     + MINIMAL)
+        self.assertIn("virtio_scsi re-arms the timer", str(cm.exception))
+        # A rule that merely mentions drop in a comment is fine; NVMe may drop.
         scenario(kind + '[faults]\nrules = "w: write error=eio # no drop here"\n' + MINIMAL)
         scenario('[faults]\nrules = "lost: write nth=3 drop"\n' + MINIMAL)
-        scenario('[device]\nkind = "virtio-scsi"\n[faults]\nrules = "lost: write nth=3 drop"\n'
-                 + MINIMAL)
 
     def test_virtio_scsi_chain(self):
         sc, q = self.build('[device]\nkind = "virtio-scsi"\n'
