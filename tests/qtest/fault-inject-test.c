@@ -41,9 +41,10 @@ static char *make_image(const char *name)
 static QTestState *start(uint64_t seed, const char *child, const char *log)
 {
     return qtest_initf("-machine none -object fault-injector,id=fi0,seed=%"
-                       PRIu64 " -drive if=none,id=d0,node-name=fi,"
+                       PRIu64 ",log=%s/faults.jsonl"
+                       " -drive if=none,id=d0,node-name=fi,"
                        "driver=fault-inject,fault-injector=fi0,"
-                       "discard=unmap,%s%s%s >>%s/qemu-io.out", seed, child,
+                       "discard=unmap,%s%s%s >>%s/qemu-io.out", seed, tmpdir, child,
                        log ? " -trace enable=fault_inject_* -D " : "",
                        log ? log : "", tmpdir);
 }
@@ -153,6 +154,22 @@ static uint64_t digest(QTestState *qts)
 
     qobject_unref(rsp);
     return d;
+}
+
+/* Lines of the injector's faults.jsonl (of the last QEMU) containing @s. */
+static int log_lines_with(const char *s)
+{
+    g_autofree char *path = tmp_path("faults.jsonl");
+    g_autofree char *text = NULL;
+    g_auto(GStrv) lines = NULL;
+    int n = 0;
+
+    g_assert(g_file_get_contents(path, &text, NULL, NULL));
+    lines = g_strsplit(text, "\n", -1);
+    for (int i = 0; lines[i]; i++) {
+        n += strstr(lines[i], s) != NULL;
+    }
+    return n;
 }
 
 static char *null_child(void)
@@ -284,6 +301,12 @@ static void test_triggers(void)
     g_assert_cmpint(prob_hits, <, 64);
     first_digest = digest(qts);
     qtest_quit(qts);
+
+    /* The injector's JSON log has one line per injected fault. */
+    g_assert_cmpint(log_lines_with("\"rule\":\"n3\""), ==, 1);
+    g_assert_cmpint(log_lines_with("\"rule\":\"ev\""), ==, 2);
+    g_assert_cmpint(log_lines_with("\"rule\":\"p\""), ==, prob_hits);
+    g_assert_cmpint(log_lines_with("\"op\":\"write\""), ==, 3 + prob_hits);
 
     /* The same seed gives the same outcomes and the same digest. */
     qts = start(7, child, NULL);
@@ -561,8 +584,10 @@ int main(int argc, char **argv)
     ret = g_test_run();
     {
         g_autofree char *out = tmp_path("qemu-io.out");
+        g_autofree char *log = tmp_path("faults.jsonl");
 
         unlink(out);
+        unlink(log);
     }
     rmdir(tmpdir);
     g_free(tmpdir);
