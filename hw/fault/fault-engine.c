@@ -683,7 +683,7 @@ uint64_t fe_engine_seed(const FeEngine *fe)
     return fe->seed;
 }
 
-void fe_engine_reset(FeEngine *fe)
+void fe_engine_reset_counters(FeEngine *fe)
 {
     for (size_t i = 0; i < fe->nrules; i++) {
         fe->rules[i].hits = 0;
@@ -694,8 +694,13 @@ void fe_engine_reset(FeEngine *fe)
         fe->group[g].count = 0;
     }
     fe->ordinal = 0;
-    fe->state = 0;
     thaw_all(fe);
+}
+
+void fe_engine_reset(FeEngine *fe)
+{
+    fe->state = 0;
+    fe_engine_reset_counters(fe);
     fe->log_total = 0;
     fe->digest = FE_FNV_BASIS;
 }

@@ -144,6 +144,11 @@ uint64_t fe_engine_seed(const FeEngine *fe);
  * and set the state back to 0: the rules behave as if freshly added.
  */
 void fe_engine_reset(FeEngine *fe);
+/*
+ * Zero hit/match counters and I/O ordinals only: the rules trigger as if
+ * freshly added, while the log and the digest go on (a machine reset).
+ */
+void fe_engine_reset_counters(FeEngine *fe);
 
 /*
  * The per-I/O decision.  @lba and @len are in 512-byte sectors, @now_ns the

@@ -724,6 +724,20 @@ static void test_delete_clear_reset(void)
     wr(fe, 5, 1, &d);
     OK(fe_engine_log_get(fe, 0, &e) == 0 && e.ordinal == 1,
        "ordinal restarts at 1 after reset");
+    {
+        /* A machine reset: counters restart, the log and digest go on. */
+        uint64_t dg = fe_engine_digest(fe);
+        fe_engine_set_state(fe, 4);
+        fe_engine_reset_counters(fe);
+        fe_engine_rule_stats(fe, 1, &st);
+        OK(st.matched == 0 && st.hits == 0 && fe_engine_state(fe) == 4 &&
+           fe_engine_log_total(fe) == 1 && fe_engine_digest(fe) == dg,
+           "reset_counters zeroes counters, keeps log, digest and state");
+        OK(wr(fe, 5, 1, &d) && fe_engine_log_get(fe, 1, &e) == 0 &&
+           e.seq == 1 && e.ordinal == 1 && fe_engine_digest(fe) != dg,
+           "after reset_counters: ordinal 1, log seq 1, digest goes on");
+        fe_engine_set_state(fe, 0);
+    }
     fe_engine_clear_rules(fe);
     EQ_U64(fe_engine_rule_count(fe), 0, "clear");
     OK(!wr(fe, 5, 1, &d) && !fe_engine_decide(fe, FE_OP_READ, 0, 1, 0, &d),
