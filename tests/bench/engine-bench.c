@@ -120,7 +120,7 @@ int main(int argc, char **argv)
         "non-matching lba ranges", "rules on another op",
         "matching, prob=0", "matching, nth=huge",
         "matching, count used up", "state mismatch",
-        "overlapping lba, prob=0",
+        "overlapping lba, prob=0 *",
     };
     static const int counts[] = { 1, 8, 64 };
     uint64_t x = 88172645463325252ULL;
@@ -144,5 +144,7 @@ int main(int argc, char **argv)
             fe_engine_free(fe);
         }
     }
+    printf("* each lba= range overlapping the I/O keeps its own ordinal: "
+           "O(overlapping rules), not one of the <= 30 ns cases\n");
     return 0;
 }

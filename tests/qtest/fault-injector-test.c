@@ -351,7 +351,8 @@ static void test_machine_reset(void)
 /* Issue 12 defect 10: object-del of an injector a device uses is refused. */
 static void test_delete_in_use(void)
 {
-    QTestState *qts = qtest_init("-machine pc -object fault-injector,id=fi0"
+    QTestState *qts = qtest_init("-machine pc -nodefaults"
+                                 " -object fault-injector,id=fi0"
                                  " -object fault-injector,id=fi1"
                                  " -blockdev driver=null-co,node-name=null0"
                                  " -device nvme,serial=fl0,drive=null0,"
@@ -436,10 +437,12 @@ static void test_rules_nul(void)
 {
     g_autofree char *path = g_build_filename(tmpdir, "nul.rules", NULL);
     g_autofree char *opt = g_strdup_printf(",rules=%s", path);
-    static const char text[] = "a: read drop\nb: write\0 drop\n";
+    /* Cut at the NUL, the text would be two good rules. */
+    static const char text[] = "a: read drop\nb: write drop\0\nc: flush "
+                               "drop\n";
 
     g_assert(g_file_set_contents(path, text, sizeof(text) - 1, NULL));
-    expect_startup_error(opt, "nul.rules:2:9: NUL byte in rule text");
+    expect_startup_error(opt, "nul.rules:2:14: NUL byte in rule text");
 }
 
 int main(int argc, char **argv)
