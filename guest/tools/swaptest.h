@@ -46,6 +46,8 @@ struct options {
     int wb_limit;           /* force writeback by lowering memory.zswap.max */
     int wb_reclaims;        /* memory.reclaim calls per round (shrinker) */
     int fill_writeback;     /* 0: no zswap writeback before the writeback phase */
+    int page_cluster;       /* /proc/sys/vm/page-cluster for the test; -1: leave */
+    const char *expect_ra;  /* readahead: zero | some | NULL (report only) */
 };
 
 extern struct options o;
@@ -97,8 +99,9 @@ struct check {
 /* Mode check lists (NULL-terminated), in the order they report. */
 extern const struct check *const writeback_checks[], *const completion_checks[],
     *const write_error_checks[], *const heal_checks[], *const read_error_checks[],
-    *const refault_checks[], *const race_checks[];
-extern const struct check check_no_splat;
+    *const refault_checks[], *const race_checks[], *const readahead_checks[],
+    *const lru_checks[];
+extern const struct check check_no_splat, check_pages;
 
 void run_checks(const struct check *const *checks, const struct run *R);
 void run_check(const struct check *c, const struct run *R);
@@ -144,5 +147,7 @@ long long swapcached_pages(const struct gl_vmstat *now);
 /* The runs of the modes. */
 void pipeline(struct run *R);
 void race(struct run *R);
+void readahead_run(struct run *R);   /* swaptest-readahead.c */
+void lru_run(struct run *R);         /* swaptest-lru.c */
 
 #endif /* FAULTLINE_SWAPTEST_H */
