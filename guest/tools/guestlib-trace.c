@@ -124,14 +124,15 @@ int gl_hist_read_ret(const char *path, struct gl_ret_hist *h)
         return -errno;
     }
     while (fgets(line, sizeof(line), f)) {
-        char *k = strstr(line, "ret:");
+        char *k = strstr(line, "{ ret:");
         char *hc = strstr(line, "hitcount:");
         long long n, ret;
 
-        if (!k || !hc) {
+        /* not the "# trigger info: hist:keys=ret:vals=hitcount..." header */
+        if (line[0] == '#' || !k || !hc) {
             continue;
         }
-        ret = strtoll(k + strlen("ret:"), NULL, 10);
+        ret = strtoll(k + strlen("{ ret:"), NULL, 10);
         n = strtoll(hc + strlen("hitcount:"), NULL, 10);
         h->total += n;
         if (h->n < GL_RET_HIST_MAX) {

@@ -5,11 +5,11 @@
  * probe is `kr:zswap_writeback_entry { @[(int32)retval] = count() }`).
  *
  * Fill the pattern and reclaim it into zswap (shrinker off: no writeback
- * yet). Then, while a worker thread refaults random chunks (swap-ins racing
+ * yet; 6.12 sends the incompressible half to the device). Then, while a worker thread refaults random chunks (swap-ins racing
  * with writeback: -EEXIST) and discards others with MADV_DONTNEED (freed swap
  * entries whose zswap entries a kernel may leave on the LRU: -ENOMEM), the
  * main thread runs --wb-rounds x --wb-reclaims memory.reclaim calls with the
- * shrinker on. A kretprobe with a hist keyed on the return value counts the
+ * shrinker on and memory.zswap.max 0. A kretprobe with a hist keyed on the return value counts the
  * outcomes; kprobes count the LRU walk (shrink_memcg_cb: entries scanned)
  * and the shrinker's scan calls (zswap_shrinker_scan). Afterwards every
  * chunk verifies: the pattern, or zeroes where it was discarded.
@@ -208,7 +208,10 @@ void lru_run(struct run *R)
     gl_vmstat_read(&R->v_wb0);
     ps0 = gl_memcg_stat(o.cgroup, "pgscan");
     pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
+    /* As the writeback mode drains zswap: the shrinker on, and memory.zswap.max 0
+     * so the memcg's entries are over its limit and get written back. */
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
+    gl_memcg_set(o.cgroup, "memory.zswap.max", "0");
     pthread_create(&tid, NULL, worker_main, &w);
     for (int r = 0; r < o.wb_rounds; r++) {
         for (int i = 0; i < o.wb_reclaims; i++) {
@@ -227,6 +230,7 @@ void lru_run(struct run *R)
     w.stop = 1;
     pthread_join(tid, NULL);
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
+    zswap_max_restore();
     gl_vmstat_read(&R->v_wb1);
     lru_tracing_collect();
     R->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;

@@ -65,7 +65,7 @@ static const struct mode modes[] = {
     { "refault", "--zswap on --rounds 2", pipeline, refault_checks },
     { "race", "--zswap on --arm-at writeback", race, race_checks },
     { "readahead", "--pattern compressible", readahead_run, readahead_checks },
-    { "lru", "--zswap on --pattern compressible --wb-reclaims 8", lru_run, lru_checks },
+    { "lru", "--zswap on --wb-rounds 1 --wb-reclaims 12", lru_run, lru_checks },
 };
 #define N_MODES (sizeof(modes) / sizeof(modes[0]))
 
