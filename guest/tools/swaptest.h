@@ -3,7 +3,9 @@
  * swaptest internals shared by its files: swaptest.c (options, the table of
  * modes, setup, tracing evidence, fault arming, main), swaptest-pipeline.c
  * (fill, forced writeback, refault and verify), swaptest-race.c (the race
- * mode) and swaptest-checks.c (the checks run after a mode, the metrics).
+ * mode), swaptest-checks.c (the checks run after a mode, the metrics),
+ * swaptest-readahead.c and swaptest-lru.c (the readahead and lru modes with
+ * their checks and metrics).
  */
 #ifndef FAULTLINE_SWAPTEST_H
 #define FAULTLINE_SWAPTEST_H
