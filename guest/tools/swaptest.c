@@ -143,8 +143,8 @@ static const struct option longopts[] = {
     { "wb-method", required_argument, NULL, 'B' },
     { "wb-reclaims", required_argument, NULL, 'R' },
     { "fill-writeback", required_argument, NULL, 3 },
-    { "page-cluster", required_argument, NULL, 4 },
-    { "expect-ra", required_argument, NULL, 5 },
+    { "page-cluster", required_argument, NULL, 10 },
+    { "expect-ra", required_argument, NULL, 11 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -178,8 +178,8 @@ static void apply_options(int argc, char **argv)
         case 1: o.expect_sync = 1; break;
         case 2: o.expect_sync = 0; break;
         case 3: o.fill_writeback = on_off(optarg); break;
-        case 4: o.page_cluster = atoi(optarg); break;
-        case 5:
+        case 10: o.page_cluster = atoi(optarg); break;
+        case 11:
             one_of(optarg, "zero", "some");
             o.expect_ra = optarg;
             break;
