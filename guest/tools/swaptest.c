@@ -139,12 +139,12 @@ static const struct option longopts[] = {
     { "threads", required_argument, NULL, 't' },
     { "duration", required_argument, NULL, 'u' },
     { "chunk-pages", required_argument, NULL, 'p' },
+    { "page-cluster", required_argument, NULL, 10 },
+    { "expect-ra", required_argument, NULL, 11 },
     { "pattern", required_argument, NULL, 'P' },
     { "wb-method", required_argument, NULL, 'B' },
     { "wb-reclaims", required_argument, NULL, 'R' },
     { "fill-writeback", required_argument, NULL, 3 },
-    { "page-cluster", required_argument, NULL, 10 },
-    { "expect-ra", required_argument, NULL, 11 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -178,16 +178,16 @@ static void apply_options(int argc, char **argv)
         case 1: o.expect_sync = 1; break;
         case 2: o.expect_sync = 0; break;
         case 3: o.fill_writeback = on_off(optarg); break;
-        case 10: o.page_cluster = atoi(optarg); break;
-        case 11:
-            one_of(optarg, "zero", "some");
-            o.expect_ra = optarg;
-            break;
         case 'e': o.expect_errors = 1; break;
         case 'b': o.expect_sigbus = 1; break;
         case 't': o.threads = atoi(optarg); break;
         case 'u': o.duration = atof(optarg); break;
         case 'p': o.chunk_pages = atoi(optarg); break;
+        case 10: o.page_cluster = atoi(optarg); break;
+        case 11:
+            one_of(optarg, "zero", "some");
+            o.expect_ra = optarg;
+            break;
         case 'B': o.wb_limit = one_of(optarg, "shrinker", "limit"); break;
         case 'R': o.wb_reclaims = atoi(optarg); break;
         case 'P': o.compressible = one_of(optarg, "half", "compressible"); break;
