@@ -107,6 +107,12 @@ void readahead_run(struct run *R)
     }
 }
 
+/* One KTAP result per round, before the checks. */
+int readahead_planned(void)
+{
+    return o.rounds;
+}
+
 /* ------------------------------------------------------------ checks */
 
 static void ra_metrics(const struct run *R)

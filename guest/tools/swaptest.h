@@ -44,12 +44,12 @@ struct options {
     int threads;
     double duration;
     int chunk_pages;
+    int page_cluster;       /* /proc/sys/vm/page-cluster for the test; -1: leave */
+    const char *expect_ra;  /* readahead: zero | some | NULL (report only) */
     int compressible;       /* every page compressible (default: half) */
     int wb_limit;           /* force writeback by lowering memory.zswap.max */
     int wb_reclaims;        /* memory.reclaim calls per round (shrinker) */
     int fill_writeback;     /* 0: no zswap writeback before the writeback phase */
-    int page_cluster;       /* /proc/sys/vm/page-cluster for the test; -1: leave */
-    const char *expect_ra;  /* readahead: zero | some | NULL (report only) */
 };
 
 extern struct options o;
@@ -129,6 +129,13 @@ extern struct probe probes[P__N];
 extern int blk_err_ok;
 extern long long blk_errors;
 
+/* The seed-path modes (swaptest-readahead.c, swaptest-lru.c) and the KTAP
+ * results each run reports before its checks. */
+void readahead_run(struct run *R);
+int readahead_planned(void);
+void lru_run(struct run *R);
+int lru_planned(void);
+
 /* Arm the fault state before a phase, disarm after it (--arm-state, --disarm). */
 void arm(const char *where);
 void disarm(const char *where);
@@ -149,7 +156,5 @@ long long swapcached_pages(const struct gl_vmstat *now);
 /* The runs of the modes. */
 void pipeline(struct run *R);
 void race(struct run *R);
-void readahead_run(struct run *R);   /* swaptest-readahead.c */
-void lru_run(struct run *R);         /* swaptest-lru.c */
 
 #endif /* FAULTLINE_SWAPTEST_H */
