@@ -241,7 +241,7 @@ static void parse_args(int argc, char **argv)
         o.arm_at = ARM_WRITEBACK;
     }
     if (!o.mem || !o.memcg_max || o.rounds < 1 || o.wb_rounds < 0 ||
-        o.threads < 1 || o.threads > 64 || o.chunk_pages < 1 || o.page_cluster > 31) {
+        o.threads < 1 || o.threads > 64 || o.chunk_pages < 1 || o.page_cluster < -1 || o.page_cluster > 31) {
         usage();
     }
 }
