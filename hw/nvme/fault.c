@@ -67,8 +67,19 @@ typedef struct NvmeFaultAIOCB {
     BlockAIOCB   common;
     NvmeRequest  *req;
     QEMUTimer    timer;
+    int64_t      expire_ns; /* what the timer was armed for */
     bool         done;      /* released or cancelled */
 } NvmeFaultAIOCB;
+
+/*
+ * Without deterministic mode the virtual clock follows the host, and a
+ * timer fires late by the host's wake-up latency (tens of us).  Held
+ * completions are armed that much early: the running average of the
+ * measured lateness, samples clamped to NVME_FAULT_LATE_MAX_NS, and never
+ * more than 1/NVME_FAULT_LATE_FRACTION of the delay.
+ */
+#define NVME_FAULT_LATE_MAX_NS      (1 * SCALE_MS)
+#define NVME_FAULT_LATE_FRACTION    8
 
 /* As aio_bh_call() does for a guarded BH; returns the previous state. */
 static bool nvme_fault_guard_enter(NvmeCtrl *n)
@@ -425,6 +436,8 @@ static void nvme_fault_held_cb(void *opaque, int ret)
     NvmeRequest *req = opaque;
     NvmeFaultReq *fr = &req->fault;
     NvmeCtrl *n = nvme_ctrl(req);
+    NvmeCQueue *cq = nvme_cq(req);
+    bool engaged;
 
     n->fault.held--;
     req->aiocb = NULL;
@@ -442,18 +455,35 @@ static void nvme_fault_held_cb(void *opaque, int ret)
             nvme_fault_log_error(n, req);
         }
     }
-    nvme_do_enqueue_req_completion(nvme_cq(req), req);
+    nvme_do_enqueue_req_completion(cq, req);
     if (n->fault.det) {
         nvme_fault_det_unblock(n);
+    } else if (ret == 0) {
+        /*
+         * Released by its timer (main loop, not inside an MMIO access):
+         * post now rather than one main-loop iteration later from cq->bh,
+         * whose work this is.
+         */
+        engaged = nvme_fault_guard_enter(n);
+        nvme_post_cqes(cq);
+        nvme_fault_guard_exit(n, engaged);
+        qemu_bh_cancel(cq->bh);
     }
 }
 
 static void nvme_fault_timer_cb(void *opaque)
 {
     NvmeFaultAIOCB *iocb = opaque;
+    NvmeFaultCtrl *f = &nvme_ctrl(iocb->req)->fault;
 
     if (iocb->done) {
         return;
+    }
+    if (!f->det) {
+        int64_t late = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - iocb->expire_ns;
+
+        late = MIN(MAX(late, 0), NVME_FAULT_LATE_MAX_NS);
+        f->timer_late_ns += (late - f->timer_late_ns) / 8;
     }
     iocb->done = true;
     iocb->common.cb(iocb->common.opaque, 0);
@@ -506,7 +536,7 @@ static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
     NvmeFaultReq *fr = &req->fault;
     NvmeFaultAIOCB *iocb = qemu_aio_get(&nvme_fault_aiocb_info, NULL,
                                         nvme_fault_held_cb, req);
-    int64_t now, deadline;
+    int64_t now, deadline, early = 0;
 
     iocb->req = req;
     iocb->done = false;
@@ -520,10 +550,15 @@ static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
     }
     /* delay=DUR: no earlier than DUR after the submission. */
     now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
-    deadline = MAX(now, nvme_fault_deadline(fr->submit_ns, fr->d.delay_ns));
+    deadline = nvme_fault_deadline(fr->submit_ns, fr->d.delay_ns);
+    if (!n->fault.det) {
+        early = MIN(n->fault.timer_late_ns,
+                    fr->d.delay_ns / NVME_FAULT_LATE_FRACTION);
+    }
+    iocb->expire_ns = MAX(now, deadline - early);
     trace_pci_nvme_fault_delay(nvme_cid(req), req->sq->sqid, fr->d.delay_ns,
-                               deadline - now);
-    timer_mod_ns(&iocb->timer, deadline);
+                               iocb->expire_ns - now, early);
+    timer_mod_ns(&iocb->timer, iocb->expire_ns);
 }
 
 bool nvme_fault_complete(NvmeCQueue *cq, NvmeRequest *req)

@@ -53,6 +53,7 @@ typedef struct NvmeFaultCtrl {
     unsigned int      errlog_next;  /* next slot to fill */
     uint64_t          error_count;  /* errors logged so far */
     uint64_t          held;         /* CQEs held back right now */
+    int64_t           timer_late_ns; /* average lateness of held timers */
     unsigned int      nr_queues;    /* entries in sq_timers, cq_timers */
     NvmeFaultSqTimer  *sq_timers;
     NvmeFaultCqTimer  *cq_timers;

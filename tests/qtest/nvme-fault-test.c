@@ -291,6 +291,7 @@ typedef struct NvmeOpts {
     bool msix;
     bool intx;
     const char *dev_opts;   /* appended to -device nvme */
+    const char *blockdev;   /* -blockdev node "d0" instead of a disk file */
     bool cq_in_bar0;    /* create CQ 1 with PRP1 = BAR0 */
 } NvmeOpts;
 
@@ -300,6 +301,7 @@ static Nvme *nvme_start_opts(const NvmeOpts *o)
     g_autofree char *fi = NULL;
     g_autofree char *accel = NULL;
     g_autofree char *bios = NULL;
+    g_autofree char *drive = NULL;
     uint64_t cap;
 
     n->disk = g_build_filename(tmpdir, "disk.img", NULL);
@@ -315,9 +317,11 @@ static Nvme *nvme_start_opts(const NvmeOpts *o)
         bios = fl_hlt_bios(tmpdir);
         accel = g_strdup_printf(FL_DET_ICOUNT_ACCEL "-bios %s ", bios);
     }
-    n->qts = qtest_initf("%s%s-drive file=%s,if=none,id=d0,format=raw "
-                         "-device nvme,addr=04.0,serial=fl,drive=d0%s%s",
-                         accel ? accel : "", fi ? fi : "", n->disk,
+    drive = o->blockdev ? g_strdup_printf("-blockdev %s", o->blockdev) :
+            g_strdup_printf("-drive file=%s,if=none,id=d0,format=raw",
+                            n->disk);
+    n->qts = qtest_initf("%s%s%s -device nvme,addr=04.0,serial=fl,drive=d0%s%s",
+                         accel ? accel : "", fi ? fi : "", drive,
                          o->rules ? ",fault-injector=fi0" : "",
                          o->dev_opts ? o->dev_opts : "");
     pc_alloc_init(&n->alloc, n->qts, ALLOC_NO_FLAGS);
@@ -772,6 +776,33 @@ static void test_deterministic_errors(void)
 }
 
 /*
+ * delay=DUR completes no earlier than DUR after the submission, not DUR
+ * after the backend: a 200 ms (real time) backend while 3 ms of virtual
+ * time pass leaves 2 ms of the delay.
+ */
+static void test_delay_from_submission(void)
+{
+    NvmeOpts o = { .rules = "slow: write delay=5ms\n",
+                   .blockdev = "driver=null-co,node-name=d0,size=16777216,"
+                               "latency-ns=200000000" };
+    Nvme *n = nvme_start_opts(&o);
+    uint16_t cid;
+    Cqe c;
+
+    cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    qtest_clock_step(n->qts, 3 * SCALE_MS);
+    g_usleep(400 * 1000);           /* the backend is done meanwhile */
+    assert_no_cqe(n, 20);
+    qtest_clock_step(n->qts, 2 * SCALE_MS - 1);
+    assert_no_cqe(n, 20);
+    qtest_clock_step(n->qts, 1);
+    c = poll_cqe(n, &n->cq, 1, 5000);
+    g_assert_cmpuint(c.cid, ==, cid);
+    g_assert_cmphex(c.status, ==, NVME_SUCCESS);
+    nvme_stop(n);
+}
+
+/*
  * Regression tests for guest-triggered crash paths (issue 12).  The
  * deterministic ones run under -icount and under the qtest accelerator.
  */
@@ -1012,6 +1043,8 @@ int main(int argc, char **argv)
                         GINT_TO_POINTER(MODE_DET_ICOUNT), test_det_atomic_held);
     qtest_add_data_func("/nvme-fault/deterministic-qtest/atomic-held",
                         GINT_TO_POINTER(MODE_DET_QTEST), test_det_atomic_held);
+    qtest_add_func("/nvme-fault/delay-from-submission",
+                   test_delay_from_submission);
     qtest_add_func("/nvme-fault/held-error-atomic", test_held_error_atomic);
     qtest_add_func("/nvme-fault/irq-delay-intx", test_irq_delay_intx);
     qtest_add_func("/nvme-fault/abort-held-irq", test_abort_held_irq);
