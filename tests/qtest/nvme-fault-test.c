@@ -230,6 +230,15 @@ static Cqe io(Nvme *n, uint8_t opc, uint64_t slba)
     return c;
 }
 
+/* The next CQE on CQ 1 is @cid's, with @status. */
+static void expect_cqe(Nvme *n, uint16_t cid, uint16_t status)
+{
+    Cqe c = poll_cqe(n, &n->cq, 1, 5000);
+
+    g_assert_cmpuint(c.cid, ==, cid);
+    g_assert_cmphex(c.status, ==, status);
+}
+
 /* No CQE on CQ 1 now. */
 static void assert_no_cqe(Nvme *n, int tries)
 {
@@ -497,7 +506,6 @@ static void test_delay(void)
 {
     Nvme *n = nvme_start("slow: write nth=2 delay=5ms\n");
     uint16_t cid;
-    Cqe c;
 
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
     cid = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
@@ -505,9 +513,7 @@ static void test_delay(void)
     qtest_clock_step(n->qts, 4 * SCALE_MS);
     assert_no_cqe(n, 50);
     qtest_clock_step(n->qts, 1 * SCALE_MS + 1);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, 0);
+    expect_cqe(n, cid, 0);
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
     nvme_stop(n);
 }
@@ -519,9 +525,7 @@ static void assert_lost_until_abort(Nvme *n, uint16_t cid, int tries)
 
     g_assert_cmpuint(c.result, ==, NO_CQE);
     g_assert_cmphex(abort_cmd(n, cid).status, ==, 0);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, NVME_CMD_ABORT_REQ);
+    expect_cqe(n, cid, NVME_CMD_ABORT_REQ);
 }
 
 static void test_drop_abort(void)
@@ -529,7 +533,6 @@ static void test_drop_abort(void)
     Nvme *n = nvme_start("lost: write nth=1 drop\n"
                          "slow: write nth=2 delay=1s\n");
     uint16_t cid;
-    Cqe c;
 
     /* A dropped command: only Abort completes it. */
     cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
@@ -540,9 +543,7 @@ static void test_drop_abort(void)
     cid = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
     assert_no_cqe(n, 50);
     abort_cmd(n, cid);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, NVME_CMD_ABORT_REQ);
+    expect_cqe(n, cid, NVME_CMD_ABORT_REQ);
     qtest_clock_step(n->qts, 2 * NANOSECONDS_PER_SECOND);
     assert_no_cqe(n, 50);
     /* Aborting a command that is not outstanding is harmless. */
@@ -555,7 +556,6 @@ static void test_drop_sq_delete_reset(gconstpointer opaque)
 {
     Nvme *n = nvme_start_full("lost: write drop\n", false, opaque != NULL);
     uint16_t cid, cid2;
-    Cqe c;
 
     /* Delete I/O SQ completes the held commands as aborted. */
     cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
@@ -563,12 +563,8 @@ static void test_drop_sq_delete_reset(gconstpointer opaque)
     assert_no_cqe(n, 50);
     g_assert_cmphex(admin(n, NVME_ADM_CMD_DELETE_SQ, 0, 0, 1, 0, 0).status, ==,
                     0);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, NVME_CMD_ABORT_SQ_DEL);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid2);
-    g_assert_cmphex(c.status, ==, NVME_CMD_ABORT_SQ_DEL);
+    expect_cqe(n, cid, NVME_CMD_ABORT_SQ_DEL);
+    expect_cqe(n, cid2, NVME_CMD_ABORT_SQ_DEL);
     g_assert_cmphex(admin(n, NVME_ADM_CMD_DELETE_CQ, 0, 0, 1, 0, 0).status, ==,
                     0);
     create_io_queues(n);
@@ -787,7 +783,6 @@ static void test_delay_from_submission(void)
                                "latency-ns=200000000" };
     Nvme *n = nvme_start_opts(&o);
     uint16_t cid;
-    Cqe c;
 
     cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
     qtest_clock_step(n->qts, 3 * SCALE_MS);
@@ -796,9 +791,7 @@ static void test_delay_from_submission(void)
     qtest_clock_step(n->qts, 2 * SCALE_MS - 1);
     assert_no_cqe(n, 20);
     qtest_clock_step(n->qts, 1);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, NVME_SUCCESS);
+    expect_cqe(n, cid, NVME_SUCCESS);
     nvme_stop(n);
 }
 
@@ -865,7 +858,6 @@ static void test_det_atomic_held(gconstpointer opaque)
                    .dev_opts = ",atomic.dn=off,atomic.awun=15" };
     Nvme *n = nvme_start_opts(&o);
     uint16_t held, blocked;
-    Cqe c;
 
     held = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
     blocked = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
@@ -876,12 +868,8 @@ static void test_det_atomic_held(gconstpointer opaque)
         assert_no_cqe(n, 20);
         det_advance(n, o.mode, 1);
     }
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, held);
-    g_assert_cmphex(c.status, ==, NVME_SUCCESS);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, blocked);
-    g_assert_cmphex(c.status, ==, NVME_SUCCESS);
+    expect_cqe(n, held, NVME_SUCCESS);
+    expect_cqe(n, blocked, NVME_SUCCESS);
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     nvme_stop(n);
 }
@@ -896,15 +884,12 @@ static void test_held_error_atomic(void)
                    .dev_opts = ",atomic.dn=off,atomic.awun=15" };
     Nvme *n = nvme_start_opts(&o);
     uint16_t rd;
-    Cqe c;
 
     rd = io_submit(n, NVME_CMD_READ, 0, 8, n->buf);
     assert_no_cqe(n, 20);
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 64).status, ==, NVME_SUCCESS);
     qtest_clock_step(n->qts, 10 * SCALE_MS);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, rd);
-    g_assert_cmphex(c.status, ==, NVME_UNRECOVERED_READ);
+    expect_cqe(n, rd, NVME_UNRECOVERED_READ);
     g_assert_cmpuint(rule_hits(n, "re"), ==, 1);
     nvme_stop(n);
 }
@@ -966,15 +951,12 @@ static void test_abort_held_irq(void)
                    .msix = true };
     Nvme *n = nvme_start_opts(&o);
     uint16_t cid;
-    Cqe c;
 
     cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
     assert_no_cqe(n, 20);
     g_assert(!msix_pending(n));
     g_assert_cmphex(abort_cmd(n, cid).status, ==, NVME_SUCCESS);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, NVME_CMD_ABORT_REQ);
+    expect_cqe(n, cid, NVME_CMD_ABORT_REQ);
     g_assert(msix_pending(n));
     nvme_stop(n);
 }
