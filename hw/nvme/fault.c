@@ -464,10 +464,10 @@ static void nvme_fault_held_cb(void *opaque, int ret)
          * post now rather than one main-loop iteration later from cq->bh,
          * whose work this is.
          */
+        qemu_bh_cancel(cq->bh);
         engaged = nvme_fault_guard_enter(n);
         nvme_post_cqes(cq);
         nvme_fault_guard_exit(n, engaged);
-        qemu_bh_cancel(cq->bh);
     }
 }
 
