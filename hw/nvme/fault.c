@@ -694,6 +694,8 @@ uint16_t nvme_fault_hits_log(NvmeCtrl *n, uint32_t buf_len, uint64_t off,
     hdr->entry_size = cpu_to_le32(sizeof(*ent));
     hdr->state = cpu_to_le32(fault_injector_get_state(fi));
     ent = (NvmeFaultHitsEntry *)(hdr + 1);
+    /* Rule names fit whole. */
+    QEMU_BUILD_BUG_ON(NVME_FAULT_RULE_NAME_LEN < FE_NAME_MAX);
     for (int i = 0; i < nr; i++) {
         pstrcpy(ent[i].name, sizeof(ent[i].name), stats[i].name);
         ent[i].matched = cpu_to_le64(stats[i].matched);
