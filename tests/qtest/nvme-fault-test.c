@@ -894,6 +894,31 @@ static void test_held_error_atomic(void)
     nvme_stop(n);
 }
 
+/*
+ * Two writes whose data is in MMIO (the IOAPIC): the first holds the
+ * device's one DMA bounce buffer while its (slow) backend write runs, the
+ * second waits for a mapping.  A controller reset cancels both: it must
+ * finish, not wait forever for the second.
+ */
+#define MMIO_DATA   0xfec00000
+
+static void test_reset_dma_map_wait(void)
+{
+    NvmeOpts o = { .rules = "never: read lba=30000 error=eio\n",
+                   .blockdev = "driver=null-co,node-name=d0,size=16777216,"
+                               "latency-ns=300000000" };
+    Nvme *n = nvme_start_opts(&o);
+
+    io_submit(n, NVME_CMD_WRITE, 0, 8, MMIO_DATA);
+    io_submit(n, NVME_CMD_WRITE, 8, 8, MMIO_DATA);
+    wr32(n, NVME_REG_CC, 0);
+    wait_rdy(n, 0);
+    enable(n);
+    create_io_queues(n);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    nvme_stop(n);
+}
+
 /* Wait until CQ 1's next CQE is posted, without consuming it. */
 static void wait_cqe_posted(Nvme *n)
 {
@@ -1031,6 +1056,7 @@ int main(int argc, char **argv)
     qtest_add_func("/nvme-fault/irq-delay-intx", test_irq_delay_intx);
     qtest_add_func("/nvme-fault/abort-held-irq", test_abort_held_irq);
     qtest_add_func("/nvme-fault/realize-fails", test_realize_fails);
+    qtest_add_func("/nvme-fault/reset-dma-map-wait", test_reset_dma_map_wait);
     ret = g_test_run();
     {
         g_autofree char *bios = g_build_filename(tmpdir, "hlt.bin", NULL);
