@@ -96,6 +96,16 @@ static void nvme_fault_guard_exit(NvmeCtrl *n, bool engaged)
     DEVICE(n)->mem_reentrancy_guard.engaged_in_io = engaged;
 }
 
+/* @fn(@opaque), the work of a guarded BH, under the same guard. */
+static void nvme_fault_run_guarded(NvmeCtrl *n, void (*fn)(void *),
+                                   void *opaque)
+{
+    bool engaged = nvme_fault_guard_enter(n);
+
+    fn(opaque);
+    nvme_fault_guard_exit(n, engaged);
+}
+
 static uint16_t nvme_fault_status(FeError err)
 {
     switch (err) {
@@ -137,27 +147,19 @@ bool nvme_fault_check(NvmeCtrl *n, Error **errp)
 static void nvme_fault_sq_kick_cb(void *opaque)
 {
     NvmeFaultSqTimer *t = opaque;
-    NvmeCtrl *n = t->n;
-    bool engaged;
 
     /* The queue may have been deleted (or replaced) meanwhile. */
-    if (n->sq[t->sqid]) {
-        engaged = nvme_fault_guard_enter(n);
-        nvme_process_sq(n->sq[t->sqid]);
-        nvme_fault_guard_exit(n, engaged);
+    if (t->n->sq[t->sqid]) {
+        nvme_fault_run_guarded(t->n, nvme_process_sq, t->n->sq[t->sqid]);
     }
 }
 
 static void nvme_fault_cq_kick_cb(void *opaque)
 {
     NvmeFaultCqTimer *t = opaque;
-    NvmeCtrl *n = t->n;
-    bool engaged;
 
-    if (n->cq[t->cqid]) {
-        engaged = nvme_fault_guard_enter(n);
-        nvme_post_cqes(n->cq[t->cqid]);
-        nvme_fault_guard_exit(n, engaged);
+    if (t->n->cq[t->cqid]) {
+        nvme_fault_run_guarded(t->n, nvme_post_cqes, t->n->cq[t->cqid]);
     }
 }
 
@@ -437,7 +439,6 @@ static void nvme_fault_held_cb(void *opaque, int ret)
     NvmeFaultReq *fr = &req->fault;
     NvmeCtrl *n = nvme_ctrl(req);
     NvmeCQueue *cq = nvme_cq(req);
-    bool engaged;
 
     n->fault.held--;
     req->aiocb = NULL;
@@ -465,9 +466,7 @@ static void nvme_fault_held_cb(void *opaque, int ret)
          * whose work this is.
          */
         qemu_bh_cancel(cq->bh);
-        engaged = nvme_fault_guard_enter(n);
-        nvme_post_cqes(cq);
-        nvme_fault_guard_exit(n, engaged);
+        nvme_fault_run_guarded(n, nvme_post_cqes, cq);
     }
 }
 
