@@ -531,6 +531,10 @@ class PlantedJudgeTest(unittest.TestCase):
         last = "# test: echo x\n# x 1\n" + self.FULL.replace("1..3\n", "").replace(
             "# totals", "1..3\n# totals")
         self.assertEqual(self.verdict(last)[0], 0)
+        # a wrapper (swapctx) prints its tool's document, then its own
+        two = self.FULL + "KTAP version 1\n1..1\nok 1 wrapper\n"
+        self.assertEqual(self.verdict(two)[0], 0)
+        self.assertIn("planned 1 results, got 0", self.verdict(two[:-len("ok 1 wrapper\n")])[2])
 
     def test_kernel_mode_patched_fails_when_checks_do_not_judge(self):
         patched = scenario('kernel_mode = "patched"\n' + MINIMAL)
