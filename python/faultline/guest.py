@@ -6,6 +6,15 @@ import shutil
 import subprocess
 
 
+# device.kind -> (the guest driver modules, the swap disk they create)
+GUEST_DISKS = {
+    "nvme": (("nvme",), "/dev/nvme0n1"),
+    "syncblk": (("syncblk",), "/dev/syncblk0"),
+    "virtio-blk": (("virtio_blk",), "/dev/vda"),
+    "virtio-scsi": (("virtio_scsi", "sd_mod"), "/dev/sda"),
+}
+
+
 def test_line(t):
     """run.sh's line for test command @t: its own `sh -e`, so a failing
     command anywhere in a multi-command line (a; b) fails the test."""
@@ -19,11 +28,10 @@ def make_run_sh(sc, seed):
              f"export FAULTLINE_KERNEL_MODE={shlex.quote(sc.kernel_mode)}",
              "fail=0"]
     dev = sc.device
-    module, swapdev = ("nvme", "/dev/nvme0n1") if dev.kind == "nvme" else \
-        ("syncblk", "/dev/syncblk0")
-    lines += [f'[ -d /sys/module/{module} ] || modprobe {module} || '
-              f'{{ echo "Bail out! modprobe {module} failed"; exit 1; }}',
-              f"export swapdev={swapdev}",
+    modules, swapdev = GUEST_DISKS[dev.kind]
+    lines += [f'[ -d /sys/module/{m} ] || modprobe {m} || '
+              f'{{ echo "Bail out! modprobe {m} failed"; exit 1; }}' for m in modules]
+    lines += [f"export swapdev={swapdev}",
               'i=0; while [ ! -b $swapdev ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done',
               '[ -b $swapdev ] || { echo "Bail out! $swapdev did not appear"; exit 1; }',
               'echo "# device $swapdev"']
