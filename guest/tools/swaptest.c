@@ -6,7 +6,8 @@
  *
  *   swaptest MODE [options]
  *
- * MODE: writeback | completion | write-error | heal | read-error | refault | race
+ * MODE: writeback | completion | write-error | heal | read-error | refault | race |
+ * readahead | lru
  * (docs/scenarios.md describes each, its options and what it asserts; the
  * table of modes below gives each one's presets, run and checks).
  *
@@ -68,6 +69,9 @@ static const struct mode modes[] = {
     { "refault", "--zswap on --rounds 2 --wb-refaults on", pipeline, pipeline_planned,
       refault_checks },
     { "race", "--zswap on --arm-at writeback", race, race_planned, race_checks },
+    { "readahead", "--pattern compressible", readahead_run, readahead_planned,
+      readahead_checks },
+    { "lru", "--zswap on --wb-rounds 1 --wb-reclaims 12", lru_run, lru_planned, lru_checks },
 };
 #define N_MODES (sizeof(modes) / sizeof(modes[0]))
 
@@ -80,7 +84,7 @@ static void usage(void)
 {
     fprintf(stderr,
 "usage: swaptest MODE [options]\n"
-"  MODE: writeback completion write-error heal read-error refault race\n"
+"  MODE: writeback completion write-error heal read-error refault race readahead lru\n"
 "  --mem SIZE --memcg-max SIZE --seed N --cgroup NAME --rounds N\n"
 "  --zswap on|off --shrinker on|off --zswap-max SIZE|max --zswap-writeback 0|1\n"
 "  --wb-rounds N --wb-method shrinker|limit --wb-reclaims N --settle-ms N\n"
@@ -92,7 +96,8 @@ static void usage(void)
 "  --expect-ctx hardirq|softirq|irq|task --expect-sync --expect-async\n"
 "  --expect-errors --expect-sigbus\n"
 "  --pattern half|compressible\n"
-"  --threads N --duration SECONDS --chunk-pages N   (race)\n");
+"  --threads N --duration SECONDS --chunk-pages N   (race)\n"
+"  --page-cluster N --expect-ra zero|some   (readahead)\n");
     exit(2);
 }
 
@@ -142,6 +147,8 @@ static const struct option longopts[] = {
     { "threads", required_argument, NULL, 't' },
     { "duration", required_argument, NULL, 'u' },
     { "chunk-pages", required_argument, NULL, 'p' },
+    { "page-cluster", required_argument, NULL, 10 },
+    { "expect-ra", required_argument, NULL, 11 },
     { "pattern", required_argument, NULL, 'P' },
     { "wb-method", required_argument, NULL, 'B' },
     { "wb-reclaims", required_argument, NULL, 'R' },
@@ -190,6 +197,11 @@ static void apply_options(int argc, char **argv)
         case 't': o.threads = atoi(optarg); break;
         case 'u': o.duration = atof(optarg); break;
         case 'p': o.chunk_pages = atoi(optarg); break;
+        case 10: o.page_cluster = atoi(optarg); break;
+        case 11:
+            one_of(optarg, "zero", "some");
+            o.expect_ra = optarg;
+            break;
         case 'B': o.wb_limit = one_of(optarg, "shrinker", "limit"); break;
         case 'R': o.wb_reclaims = atoi(optarg); break;
         case 'P': o.compressible = one_of(optarg, "half", "compressible"); break;
@@ -237,7 +249,7 @@ static void parse_args(int argc, char **argv)
         .kernel_mode = getenv("FAULTLINE_KERNEL_MODE") ? getenv("FAULTLINE_KERNEL_MODE") :
                        "auto",
         .expect_sync = -1, .settle_ms = 500, .threads = 4, .duration = 30,
-        .chunk_pages = 64, .wb_reclaims = 4, .fill_writeback = 1,
+        .chunk_pages = 64, .wb_reclaims = 4, .fill_writeback = 1, .page_cluster = -1,
     };
     apply_presets(mode->presets);
     apply_options(argc - 1, argv + 1);
@@ -249,7 +261,7 @@ static void parse_args(int argc, char **argv)
         usage();
     }
     if (!o.mem || !o.memcg_max || o.rounds < 1 || o.wb_rounds < 0 ||
-        o.threads < 1 || o.threads > 64 || o.chunk_pages < 1) {
+        o.threads < 1 || o.threads > 64 || o.chunk_pages < 1 || o.page_cluster < -1 || o.page_cluster > 31) {
         usage();
     }
 }
