@@ -91,6 +91,9 @@ static int cmd_errlog(int fd, int argc, char **argv)
         fprintf(stderr, "faultctl: errlog [--expect-rule NAME]\n");
         return 2;
     }
+    if (expect) {
+        ktap_header(1);     /* one result: a missing rule or the comparison */
+    }
     ret = gl_nvme_error_log(fd, &log, &entries);
     if (ret) {
         gl_nvme_perror("Error Information log", ret);

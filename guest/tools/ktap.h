@@ -11,8 +11,6 @@
 extern int ktap_planned, ktap_num, ktap_failed;
 
 void ktap_header(int plan);
-/* Print the plan line "1..N" after the results (KTAP allows it last). */
-void ktap_plan_at_end(void);
 void ktap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Report test result; @directive is NULL, "SKIP reason" or "XFAIL reason". */
 void ktap_result(int ok, const char *directive, const char *fmt, ...)

@@ -50,6 +50,8 @@ struct options {
     int wb_limit;           /* force writeback by lowering memory.zswap.max */
     int wb_reclaims;        /* memory.reclaim calls per round (shrinker) */
     int fill_writeback;     /* 0: no zswap writeback before the writeback phase */
+    int wb_refaults;        /* refault: mark the pages written back, refault those */
+    int heal_slots;         /* heal: name the redirtied folios, see them written */
 };
 
 extern struct options o;
@@ -57,8 +59,19 @@ extern struct options o;
 /* ------------------------------------------------------------ one run */
 
 struct verify_result {
-    size_t bad, sigbus, first_bad, zero;
+    size_t ok, bad, sigbus, first_bad, zero;    /* ok: pages that matched */
 };
+
+/* Where the pages are (swaptest-slots.c), one byte per page. */
+struct slot_map {
+    size_t pages, n_swapped, n_cached, n_on_disk;
+    uint8_t *swapped;       /* the PTE is a swap entry (of swap type 0) */
+    uint8_t *cached;        /* ... whose folio is in swap cache (mincore) */
+    uint8_t *on_disk;       /* ... whose device slot holds the page's pattern */
+    int ok;
+};
+int slots_scan(uint8_t *mem, size_t pages, struct slot_map *m);
+void slots_free(struct slot_map *m);
 
 /* What a mode's run measured, for the checks and the metrics. */
 struct run {
@@ -67,6 +80,13 @@ struct run {
     size_t verified, bad, sigbus_child, sigbus_parent, sigbus_unexpected;
     size_t sigbus_verify;       /* SIGBUS where none may happen */
     long long heal_pswpout;
+    /* heal: folios whose write failed (swapped, in swap cache, not on the
+     * device), and how many of them left swap cache or reached the device
+     * once disarmed */
+    long long redirtied, redirtied_written, redirtied_on_disk;
+    /* refault: pages written back in the last writeback round (on the device
+     * now, not before it), refaults counted while touching only those */
+    long long wb_marked, wb_marked_cached, wb_refaults;
     long long swapcached_wb;    /* memcg swap-cache pages right after the wb phase */
     long long pgscan_wb, pgsteal_wb;    /* memcg deltas over the wb phase */
     double t0, t1;              /* workload start/end */
@@ -106,6 +126,8 @@ extern const struct check *const writeback_checks[], *const completion_checks[],
 extern const struct check check_no_splat, check_pages;
 
 void run_checks(const struct check *const *checks, const struct run *R);
+/* KTAP results the checks of @checks will report (for the plan). */
+int checks_planned(const struct check *const *checks);
 void run_check(const struct check *c, const struct run *R);
 void report_metrics(const struct run *R);
 
@@ -113,6 +135,8 @@ void report_metrics(const struct run *R);
 
 /* Patch-specific expectations are asserted (a patched kernel), else XFAIL. */
 extern int patched;
+/* Patch-specific checks asserted so far (the judge needs > 0 for kernel_mode patched). */
+extern int patch_checks_asserted;
 /* zswap shrinker_enabled for the writeback phase (as configured). */
 extern char wb_shrinker[8];
 
@@ -124,7 +148,7 @@ struct probe {
     struct gl_hist hist;
 };
 enum { P_EBW, P_FEW, P_SYNC, P_ASYNC, P_SWP_WRITEPAGE, P_ZSWAP_WB, P_EBR, P_RSYNC,
-       P_DROPBEHIND, P_FEDB, P__N };
+       P_DROPBEHIND, P_RMR, P_FEDB, P__N };
 extern struct probe probes[P__N];
 extern int blk_err_ok;
 extern long long blk_errors;
@@ -153,8 +177,10 @@ void report_memstat(const char *prefix);
 /* memcg swap-cache pages now (memory.stat swapcached, else vmstat). */
 long long swapcached_pages(const struct gl_vmstat *now);
 
-/* The runs of the modes. */
+/* The runs of the modes, and the KTAP results each reports. */
 void pipeline(struct run *R);
 void race(struct run *R);
+int pipeline_planned(void);
+int race_planned(void);
 
 #endif /* FAULTLINE_SWAPTEST_H */

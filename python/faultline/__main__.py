@@ -240,6 +240,9 @@ def parser():
     cp.add_argument("--seed", type=int, help="one seed for every run")
     cp.add_argument("--seeds", metavar="A..B", help="run i uses the i-th seed")
     cp.add_argument("--metrics", help="comma-separated metric names (default: [compare])")
+    cp.add_argument("--kernel-modes", metavar="BASELINE,SERIES",
+                    help="kernel_mode of each side, e.g. stock,patched "
+                         "(default: [compare] kernel_modes)")
     cp.add_argument("--level", type=float, default=0.95, help="confidence level")
     cp.add_argument("--deterministic", action="store_true",
                     help="icount runs: samples differ only by seed (use --seeds)")

@@ -12,6 +12,7 @@ from . import kcidb, plot, runner, table
 from .report import write_junit
 from .build import build_all
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .scenario import KERNEL_MODES
 from .stats import all_zero
 
 DEFAULT_METRICS = ["vmstat pswpout", "vmstat pgrotated", "pages_verified"]
@@ -48,8 +49,8 @@ def metric_value(name, report):
 
 
 def collect(metrics, expect, runs):
-    """Table rows from {side: [report, ...]}; metrics missing everywhere
-    are reported, metrics missing in some runs keep the runs that have them."""
+    """Table rows from {side: [report, ...]}; metrics missing on a side are
+    reported, metrics missing in some runs keep the runs that have them."""
     rows, missing = [], []
     for name in metrics:
         a = [v for v in (metric_value(name, r) for r in runs["baseline"]) if v is not None]
@@ -61,10 +62,40 @@ def collect(metrics, expect, runs):
     return rows, missing
 
 
+def unjudged_expectations(expect, runs):
+    """An expectation cannot hold on a metric that some run lacks: each
+    such metric, with the runs that have no value for it."""
+    out = []
+    for name in expect:
+        lacking = [f"{side}-{i}" for side in ("baseline", "series")
+                   for i, r in enumerate(runs[side], 1) if metric_value(name, r) is None]
+        if lacking or not runs["baseline"] or not runs["series"]:
+            out.append(f"{name} (no value in {', '.join(lacking) or 'any run of a side'})")
+    return out
+
+
+def failed_runs(table_runs):
+    """Runs that did not pass (a `not ok`, a splat, an expectation): each
+    one fails the comparison, its metrics are from a broken run."""
+    return [f"run {t['side']}-{t['run']} {t['outcome']}" for t in table_runs
+            if t["status"] != EXIT_PASS]
+
+
 def zero_on_both(rows):
     """'zero' means no data error on either kernel: a baseline that corrupts
     data makes the comparison meaningless, so it fails too."""
     return [name for name, a, b, exp in rows if exp == "zero" and not all_zero(a)]
+
+
+def parse_kernel_modes(text, sc):
+    """--kernel-modes BASELINE,SERIES, else the scenario's [compare] kernel_modes."""
+    modes = sc.compare.kernel_modes
+    if text is not None:
+        modes = [m.strip() for m in text.split(",")]
+        if len(modes) != 2 or not all(m in KERNEL_MODES for m in modes):
+            raise SetupError(f"--kernel-modes {text!r}: expected BASELINE,SERIES, each one "
+                             f"of {', '.join(KERNEL_MODES)}")
+    return {"baseline": modes[0], "series": modes[1]}
 
 
 def plan_seeds(args, sc):
@@ -78,11 +109,12 @@ def plan_seeds(args, sc):
 
 
 def compare(args):
-    """Run the comparison; exit 0 when every declared expectation holds,
-    1 when one does not, 3 when a run crashed or hung."""
+    """Run the comparison; exit 0 when every declared expectation holds
+    and every run passed, 1 when not, 3 when a run crashed or hung."""
     base_opts = runner.RunOptions(deterministic=args.deterministic, quiet=args.quiet,
                                   memory=args.memory, cpus=args.cpus, timeout=args.timeout)
     sc = runner.load_scenario(args.scenario, base_opts)
+    modes = parse_kernel_modes(getattr(args, "kernel_modes", None), sc)
     metrics = parse_metrics(args.metrics) or sc.compare.metrics or DEFAULT_METRICS
     expect = {m: e for m, e in sc.compare.expect.items() if m in metrics}
     if not 0.5 <= args.level < 1:
@@ -103,7 +135,8 @@ def compare(args):
             opts = dataclasses.replace(base_opts, kernel=kernel, modules=modules)
             rundir = os.path.join(group, f"{side}-{i}")
             os.makedirs(rundir)
-            r, meta = runner.one_run(sc, seed, opts, builds[side], rundir)
+            side_sc = dataclasses.replace(sc, kernel_mode=modes[side])
+            r, meta = runner.one_run(side_sc, seed, opts, builds[side], rundir)
             all_runs.append((r, rundir))
             table_runs.append({"side": side, "run": i, "seed": seed, "rundir": rundir,
                                "status": r.status, "outcome": r.outcome,
@@ -118,6 +151,8 @@ def compare(args):
     text = table.format_table(rows, labels[0], labels[1], args.level) if rows else ""
     failed = table.failed_expectations(table.compare_rows(rows, args.level))
     failed += [f"{m} (baseline not zero)" for m in zero_on_both(rows)]
+    failed += unjudged_expectations(expect, runs)
+    failed += failed_runs(table_runs)
     report = _write(group, args, sc, rows, labels, table_runs, missing, failed)
     _write_ci(group, args, all_runs)
     print(f"\n{sc.name}: {labels[0]} vs {labels[1]}, {len(seeds)} run(s) each, "

@@ -87,7 +87,32 @@ def _verdict(sc, w, console, k):
                                  f"{k['not_ok']} not ok)")
     if k["ok"] == 0:
         return EXIT_FAIL, None, "guest tests reported no result"
+    if k.get("plan_errors"):
+        return EXIT_FAIL, None, "KTAP plan not met: " + "; ".join(k["plan_errors"])
+    mode = kernel_mode_problem(getattr(sc, "kernel_mode", "auto"), k)
+    if mode:
+        return EXIT_FAIL, None, mode
+    if k["xfail"]:
+        return EXIT_PASS, None, (f"pass ({k['xfail']} XFAIL: expected failures, not "
+                                 "judged; see ktap.log)")
     return EXIT_PASS, None, "pass"
+
+
+def kernel_mode_problem(mode, k):
+    """The scenario's kernel_mode against what swaptest judged: a kernel
+    declared patched must have its patch-specific checks asserted (none
+    XFAIL); one declared stock must show no sign of the patch."""
+    diag = k["diag"]
+    if mode == "patched":
+        if k["xfail"]:
+            return (f"kernel_mode patched: {k['xfail']} check(s) XFAIL, the patch-specific "
+                    "checks did not judge")
+        if not diag.get("patch_checks_asserted"):
+            return "kernel_mode patched: no patch-specific check was asserted"
+    if mode == "stock" and diag.get("patch_probes_found"):
+        return (f"kernel_mode stock: {diag['patch_probes_found']} dropbehind probe(s) "
+                "found in the kernel (see '# feature' lines in ktap.log)")
+    return None
 
 
 def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):

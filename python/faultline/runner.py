@@ -120,6 +120,7 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time
         shutil.copy(VERSIONS, os.path.join(rundir, "versions.env"))
     meta = {
         "scenario": sc.name, "scenario_file": sc.path, "seed": seed,
+        "kernel_mode": sc.kernel_mode,
         "deterministic": opts.deterministic, "accel": opts.accel,
         "kernel": os.path.abspath(opts.kernel) if opts.kernel else None,
         "modules": os.path.abspath(opts.modules) if opts.modules else None,
@@ -296,6 +297,7 @@ def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
     for d in differs:
         say(f"warning: input changed since the run: {d}")
     sc.name = meta.get("scenario", sc.name)
+    sc.kernel_mode = meta.get("kernel_mode", sc.kernel_mode)   # compare sets it per side
     new = new_dir(out, sc.name + "-repro")
     r, _ = one_run(sc, meta["seed"], opts, builds, new)
     return repro_verdict(rundir, orig, new, r, deterministic), new

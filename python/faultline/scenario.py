@@ -69,10 +69,17 @@ class Faults:
 COMPARE_DIRECTIONS = ("increase", "decrease", "zero", "unchanged")
 
 
+# What swaptest's patch-specific checks (dropbehind) assume of the kernel:
+# "patched" asserts them, "stock" reports them as XFAIL baselines, "auto"
+# detects the patch (docs/scenarios.md, "Kernel mode").
+KERNEL_MODES = ("auto", "stock", "patched")
+
+
 @dataclass
 class Compare:
     metrics: list = field(default_factory=list)
     expect: dict = field(default_factory=dict)
+    kernel_modes: list = field(default_factory=lambda: ["auto", "auto"])  # baseline, series
 
 
 @dataclass
@@ -88,6 +95,7 @@ class Scenario:
     tests: list
     expect: dict = field(default_factory=dict)
     compare: Compare = field(default_factory=Compare)
+    kernel_mode: str = "auto"
 
 
 def _check_keys(table, allowed, where):
@@ -154,7 +162,11 @@ def load(name):
         raise ScenarioError(f"{path}: {e}") from None
     w = os.path.basename(path)
     _check_keys(d, {"description", "timeout", "vm", "device", "faults", "swap", "test",
-                    "expect", "compare"}, w)
+                    "expect", "compare", "kernel_mode"}, w)
+    kernel_mode = d.get("kernel_mode", "auto")
+    if kernel_mode not in KERNEL_MODES:
+        raise ScenarioError(f"{w}: kernel_mode {kernel_mode!r} (expected one of "
+                            f"{', '.join(KERNEL_MODES)})")
     vm = Vm(**_table(d, "vm", Vm, w))
     parse_size(vm.memory, f"{w}: vm.memory")
     dev = Device(**_table(d, "device", Device, w, skip={"size_bytes"}))
@@ -209,7 +221,7 @@ def load(name):
                     description=d.get("description", ""),
                     timeout_s=parse_duration(d.get("timeout", "300s"), f"{w}: timeout"),
                     vm=vm, device=dev, faults=faults, swap=swap, tests=tests, expect=expect,
-                    compare=compare)
+                    compare=compare, kernel_mode=kernel_mode)
 
 
 def _compare(d, where):
@@ -217,7 +229,7 @@ def _compare(d, where):
     t = d.get("compare", {})
     if not isinstance(t, dict):
         raise ScenarioError(f"{where}: [compare] must be a table")
-    _check_keys(t, {"metrics", "expect"}, f"{where}: [compare]")
+    _check_keys(t, {"metrics", "expect", "kernel_modes"}, f"{where}: [compare]")
     metrics = t.get("metrics", [])
     if not isinstance(metrics, list) or not all(isinstance(m, str) and m for m in metrics):
         raise ScenarioError(f"{where}: compare.metrics must be a list of metric names")
@@ -228,7 +240,12 @@ def _compare(d, where):
         if direction not in COMPARE_DIRECTIONS:
             raise ScenarioError(f"{where}: compare.expect.{metric} {direction!r} (expected one "
                                 f"of {', '.join(COMPARE_DIRECTIONS)})")
-    return Compare(metrics=list(metrics), expect=dict(expect))
+    modes = t.get("kernel_modes", ["auto", "auto"])
+    if not isinstance(modes, list) or len(modes) != 2 or not all(m in KERNEL_MODES
+                                                                 for m in modes):
+        raise ScenarioError(f"{where}: compare.kernel_modes {modes!r} (expected [BASELINE, "
+                            f"SERIES], each one of {', '.join(KERNEL_MODES)})")
+    return Compare(metrics=list(metrics), expect=dict(expect), kernel_modes=list(modes))
 
 
 def apply_overrides(sc, memory=None, cpus=None, timeout=None):

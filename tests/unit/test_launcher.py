@@ -487,7 +487,7 @@ class MachineTest(unittest.TestCase):
 
     def test_guest_exit_ends_the_run(self):
         w, r = self.watch("printf 'faultline-init\\n' > console.log; "
-                          "printf '# kernel 6.12.1 x\\nok 1 a\\nFAULTLINE-EXIT 0\\n' > ktap.log;"
+                          "printf '# kernel 6.12.1 x\\n1..1\\nok 1 a\\nFAULTLINE-EXIT 0\\n' > ktap.log;"
                           " exec sleep 60")
         self.assertEqual((w.guest_exit, w.hang, w.backend), (0, False, "shell"))
         self.assertLess(w.elapsed_s, 10)
@@ -553,6 +553,102 @@ class CompareMetricTest(unittest.TestCase):
         self.assertEqual(rows[0], ("x", [1, 2], [3, 4], None))
         self.assertEqual(missing, ["y"])
         self.assertEqual(compare.zero_on_both(rows), ["data_errors"])
+
+
+class PlantedJudgeTest(unittest.TestCase):
+    """Issue 18: each check fails the run on the planted case it names."""
+
+    FULL = ("# test: swaptest refault\nKTAP version 1\n1..3\nok 1 a\nok 2 b\n"
+            "ok 3 c\n# totals: pass:3 fail:0\n")
+
+    def verdict(self, ktap, sc=None, guest_exit=0):
+        w = machine.WatchResult(guest_exit=guest_exit, backend="qemu")
+        return judge._verdict(sc or scenario(MINIMAL), w, "faultline-init: up\n",
+                              parse_ktap(ktap))
+
+    def test_truncated_stream_with_exit_0_fails(self):
+        self.assertEqual(self.verdict(self.FULL)[0], 0)
+        cut = self.FULL.split("ok 3")[0]                 # lost its last result
+        status, _, reason = self.verdict(cut)
+        self.assertEqual(status, 1, reason)
+        self.assertIn("planned 3 results, got 2", reason)
+        no_plan = self.FULL.replace("1..3\n", "")
+        self.assertIn("0 KTAP plans", self.verdict(no_plan)[2])
+        # a plan at the end is KTAP too; an echo test prints no KTAP at all
+        last = "# test: echo x\n# x 1\n" + self.FULL.replace("1..3\n", "").replace(
+            "# totals", "1..3\n# totals")
+        self.assertEqual(self.verdict(last)[0], 0)
+        # a wrapper (swapctx) prints its tool's document, then its own
+        two = self.FULL + "KTAP version 1\n1..1\nok 1 wrapper\n"
+        self.assertEqual(self.verdict(two)[0], 0)
+        self.assertIn("planned 1 results, got 0", self.verdict(two[:-len("ok 1 wrapper\n")])[2])
+
+    def test_kernel_mode_patched_fails_when_checks_do_not_judge(self):
+        patched = scenario('kernel_mode = "patched"\n' + MINIMAL)
+        xfail = self.FULL.replace("ok 3 c", "not ok 3 c # XFAIL stock kernel: measured 9")
+        status, _, reason = self.verdict(xfail + "# patch_checks_asserted 0\n", patched)
+        self.assertEqual(status, 1)
+        self.assertIn("XFAIL", reason)
+        status, _, reason = self.verdict(self.FULL, patched)
+        self.assertIn("no patch-specific check was asserted", reason)
+        self.assertEqual(self.verdict(self.FULL + "# patch_checks_asserted 3\n", patched)[0],
+                         0)
+        # auto: a pass, with the XFAIL count in the reason
+        self.assertIn("1 XFAIL", self.verdict(xfail)[2])
+        stock = scenario('kernel_mode = "stock"\n' + MINIMAL)
+        self.assertIn("dropbehind probe", self.verdict(
+            self.FULL + "# patch_probes_found 2\n", stock)[2])
+
+    def test_kernel_mode_is_validated(self):
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            scenario('kernel_mode = "patchd"\n' + MINIMAL)
+        self.assertIn("kernel_mode 'patchd'", str(cm.exception))
+        with self.assertRaises(flscenario.ScenarioError):
+            scenario(MINIMAL + '[compare]\nkernel_modes = ["stock"]\n')
+        sc = scenario('kernel_mode = "stock"\n' + MINIMAL)
+        self.assertIn("export FAULTLINE_KERNEL_MODE=stock", guest.make_run_sh(sc, 1))
+
+    def test_multi_command_test_line_fails(self):
+        def run(t):
+            out = subprocess.run(["sh", "-c", "fail=0\n" + guest.test_line(t) +
+                                  "\necho fail=$fail"], capture_output=True, text=True)
+            return out.stdout.strip().splitlines()[-1]
+        self.assertEqual(run("false; true"), "fail=1")
+        self.assertEqual(run("true; true"), "fail=0")
+        self.assertEqual(run('echo "# x $(echo y)"'), "fail=0")
+
+    def test_compare_fails_on_missing_metric_and_failed_runs(self):
+        runs = {"baseline": [run_report(diag={"x": 1})],
+                "series": [run_report(diag={"y": 1})]}
+        self.assertEqual(compare.unjudged_expectations({"x": "decrease"}, runs),
+                         ["x (no value in series-1)"])
+        self.assertEqual(compare.unjudged_expectations({}, runs), [])
+        table_runs = [{"side": "series", "run": 1, "status": 1, "outcome": "fail"},
+                      {"side": "baseline", "run": 1, "status": 0, "outcome": "pass"}]
+        self.assertEqual(compare.failed_runs(table_runs), ["run series-1 fail"])
+
+    def test_selftest_crash_rejects_a_panic_at_boot(self):
+        sys.path.insert(0, os.path.join(TOP, "tests", "vm"))
+        import vm_test
+        with open(os.path.join(TOP, "meson.build")) as f:
+            meson = f.read()
+        block = meson[meson.index("test('vm-selftest-crash'"):]
+        block = block[:block.index("suite:")]
+        args = [a.strip("'") for a in
+                __import__("re").findall(r"'[^']*'", block.split("args:")[1])]
+        texts = [args[i + 1] for i, a in enumerate(args) if a == "--expect-report"]
+        ktap = [args[i + 1] for i, a in enumerate(args) if a == "--expect-ktap"]
+        d = tempfile.mkdtemp()
+        boot = ('{"reason": "kernel crash: Kernel panic", "console_tail": "Kernel panic - '
+                'not syncing: VFS: Unable to mount root fs"}')
+        with open(os.path.join(d, "report.json"), "w") as f:
+            f.write(boot)
+        self.assertTrue(vm_test.check_expected(d, 3, 3, texts, ktap))
+        with open(os.path.join(d, "report.json"), "w") as f:
+            f.write(boot.replace("VFS: Unable to mount root fs", "sysrq triggered crash"))
+        with open(os.path.join(d, "ktap.log"), "w") as f:
+            f.write("# test: echo c > /proc/sysrq-trigger\n")
+        self.assertEqual(vm_test.check_expected(d, 3, 3, texts, ktap), [])
 
 
 if __name__ == "__main__":

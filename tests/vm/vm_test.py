@@ -76,11 +76,14 @@ def check_sweep(seeds, status, results):
     return problems
 
 
-def check_expected(rundir, status, want_status, want_texts):
-    """The run must end with exactly this status and its report say why."""
+def check_expected(rundir, status, want_status, want_texts, want_ktap=()):
+    """The run must end with exactly this status, its report say why, and
+    its KTAP log show how far the guest got (a crash at boot is not the
+    crash a test provoked)."""
     with open(os.path.join(rundir, "report.json")) as f:
         text = f.read()
-    problems = []
+    ktap = (read_bytes(rundir, "ktap.log") or b"").decode(errors="replace")
+    problems = [f"ktap.log lacks {t!r}" for t in want_ktap if t not in ktap]
     if status != want_status:
         problems.append(f"status {status}, expected {want_status}")
     for t in want_texts:
@@ -168,6 +171,8 @@ def main():
     p.add_argument("--expect-status", type=int)
     p.add_argument("--expect-report", action="append", default=[],
                    help="text report.json must contain")
+    p.add_argument("--expect-ktap", action="append", default=[],
+                   help="text ktap.log must contain")
     args = p.parse_args()
     if args.matrix:
         problems = check_matrix(args.matrix, args.sweep or "1..2")
@@ -195,7 +200,8 @@ def main():
         print(f"sweep self-test: {'; '.join(problems) or 'ok'}")
         return EXIT_FAIL if problems else EXIT_PASS
     if args.expect_status is not None:
-        problems = check_expected(rundir, status, args.expect_status, args.expect_report)
+        problems = check_expected(rundir, status, args.expect_status, args.expect_report,
+                                  args.expect_ktap)
         print(f"launcher self-test: {'; '.join(problems) or 'ok'}")
         return EXIT_FAIL if problems else EXIT_PASS
     if args.repro:

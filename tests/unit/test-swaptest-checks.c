@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * swaptest's checks (guest/tools/swaptest-checks.c) on planted runs: each
+ * check must FAIL on the case issue 18 names for it.  The checks file is
+ * compiled in here with the globals swaptest.c would define.
+ */
+#include "../../guest/tools/swaptest-checks.c"
+
+#include <stdlib.h>
+
+struct options o;
+struct probe probes[P__N];
+int patched;
+char wb_shrinker[8] = "Y";
+int blk_err_ok;
+long long blk_errors;
+
+static int n_tests, n_failed;
+
+static void expect(enum check_result got, enum check_result want, const char *what)
+{
+    static const char *const names[] = { "PASS", "FAIL", "SKIP", "XFAIL" };
+
+    n_tests++;
+    n_failed += got != want;
+    printf("%s %d %s (%s, expected %s)\n", got == want ? "ok" : "not ok", n_tests, what,
+           names[got], names[want]);
+}
+
+static void set_ctx(struct probe *p, long long hard, long long soft, long long task)
+{
+    p->ok = 1;
+    p->hist.ctx[GL_CTX_HARDIRQ] = hard;
+    p->hist.ctx[GL_CTX_SOFTIRQ] = soft;
+    p->hist.ctx[GL_CTX_TASK] = task;
+    p->hist.sum = hard + soft + task;
+}
+
+int main(void)
+{
+    struct run R;
+    struct check_out out;
+
+    printf("TAP version 13\n1..13\n");
+    memset(&R, 0, sizeof(R));
+
+    /* completion context: the scenario claims one context, all of it */
+    o.expect_ctx = "hardirq";
+    set_ctx(&probes[P_EBW], 1000, 0, 0);
+    expect(completion_ctx(&R, &out), CHECK_PASS, "hardirq 100% is hardirq");
+    set_ctx(&probes[P_EBW], 600, 400, 0);
+    expect(completion_ctx(&R, &out), CHECK_FAIL, "hardirq 60% + softirq 40% is not hardirq");
+    o.expect_ctx = "irq";
+    set_ctx(&probes[P_EBW], 600, 0, 400);
+    expect(completion_ctx(&R, &out), CHECK_FAIL, "irq 60% + task 40% is not irq");
+
+    /* a claimed write path whose probe cannot attach fails, never skips */
+    o.expect_sync = 1;
+    set_ctx(&probes[P_SYNC], 0, 0, 500);
+    set_ctx(&probes[P_EBW], 0, 0, 0);
+    expect(write_path(&R, &out), CHECK_PASS, "sync path seen");
+    probes[P_SYNC].ok = 0;
+    expect(write_path(&R, &out), CHECK_FAIL, "sync path claimed, probe not attached");
+
+    /* dropbehind: declared patched, v4 (no helper symbol) is judged by its own probe */
+    patched = 1;
+    R.v0.v[VM_ZSWPWB] = 0;
+    R.v_end.v[VM_ZSWPWB] = 1000;
+    probes[P_DROPBEHIND].ok = 0;
+    set_ctx(&probes[P_RMR], 0, 0, 990);
+    snprintf(probes[P_RMR].resolved, sizeof(probes[P_RMR].resolved), "remove_mapping_reclaim");
+    expect(dropped_on_completion(&R, &out), CHECK_PASS, "v4: remove_mapping_reclaim drops");
+    probes[P_RMR].ok = 0;
+    expect(dropped_on_completion(&R, &out), CHECK_FAIL,
+           "patched, no drop probe at all: fails (not XFAIL)");
+    patched = 0;
+    expect(dropped_on_completion(&R, &out), CHECK_XFAIL, "stock: baseline only");
+
+    /* refault: zswap-only refaults do not count, written-back ones must refault */
+    R.v_wb1.v[VM_WS_REFAULT_ANON] = 0;
+    R.v_end.v[VM_WS_REFAULT_ANON] = 66180;
+    R.wb_marked = 9032;
+    R.wb_refaults = 0;
+    expect(shadows_survive(&R, &out), CHECK_FAIL,
+           "66180 refaults, none of the 9032 written-back pages");
+    R.wb_refaults = 9030;
+    expect(shadows_survive(&R, &out), CHECK_PASS, "written-back pages refault");
+    R.wb_marked = 0;
+    expect(shadows_survive(&R, &out), CHECK_FAIL, "nothing written back: nothing judged");
+
+    /* heal: pswpout from zswap's rejects is not the redirtied folios being written */
+    R.heal_pswpout = 5000;
+    R.redirtied = 800;
+    R.redirtied_written = 0;
+    expect(rewritten_after_disarm(&R, &out), CHECK_FAIL,
+           "pswpout +5000 but no redirtied folio left swap cache");
+    R.redirtied_written = 800;
+    expect(rewritten_after_disarm(&R, &out), CHECK_PASS, "every redirtied folio written");
+    printf("# %d of %d failed\n", n_failed, n_tests);
+    return n_failed ? 1 : 0;
+}
