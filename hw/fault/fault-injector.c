@@ -14,6 +14,7 @@
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "system/cpu-timers.h"
+#include "system/qtest.h"
 #include "hw/fault/fault-injector.h"
 #include "trace.h"
 
@@ -124,9 +125,15 @@ bool fault_injector_deterministic(FaultInjector *fi)
 bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
                                         Error **errp)
 {
-    if (fi->deterministic && icount_enabled() != ICOUNT_PRECISE) {
+    /*
+     * The qtest accelerator's virtual clock moves only on clock_step, so
+     * it is as deterministic as -icount (and lets the fuzzers reach it).
+     */
+    if (fi->deterministic && icount_enabled() != ICOUNT_PRECISE &&
+        !qtest_enabled()) {
         error_setg(errp, "%s: fault-injector '%s' has deterministic=on, "
-                   "which needs -icount shift=N (TCG, fixed shift)", dev,
+                   "which needs -icount shift=N (TCG, fixed shift) or "
+                   "-accel qtest", dev,
                    object_get_canonical_path_component(OBJECT(fi)));
         return false;
     }
