@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Seed inputs for generic-fuzz on syncblk-pci (scripts/fuzz-devices).
+
+generic-fuzz reads its input as commands separated by b"FUZZ"; the first
+byte of each is the opcode (tests/qtest/fuzz/generic_fuzz.c in QEMU).
+These seeds do what a driver does (MSI-X on, a scatter list, commands in
+two slots, aborts, clock steps) so the fuzzer starts from deep states
+instead of having to discover the doorbell protocol.
+
+usage: seeds.py OUTDIR
+"""
+import os
+import struct
+import sys
+
+SEP = b"FUZZ"
+OP_WRITE, OP_PCI_WRITE, OP_ADD_DMA_PATTERN, OP_CLOCK_STEP = 3, 5, 7, 9
+BAR0, MSIX_TABLE = 0, 1         # fuzzable regions, in address order
+
+# hw/block/syncblk-regs.h
+SLOT_BASE, SLOT_STRIDE = 0x100, 0x40
+OPCODE, NUM_ENTRIES, LBA_LO, NUM_SECTORS, DOORBELL, LIST_LO, STATUS = \
+    0x00, 0x04, 0x08, 0x10, 0x14, 0x18, 0x20
+OP_READ, OP_WRITE_CMD, OP_FLUSH, OP_DISCARD = 0, 1, 2, 3
+SUBMIT, ABORT = 1, 2
+
+
+def mmio_write(base, offset, value, size=2):     # size 2: 32-bit
+    return bytes([OP_WRITE]) + struct.pack("<BBxxIQ", size, base, offset, value)
+
+
+def pci_write(offset, value, size=1):            # size 1: 16-bit
+    return bytes([OP_PCI_WRITE]) + struct.pack("<BBBxI", size, 0, offset, value)
+
+
+def dma_pattern(data):
+    return bytes([OP_ADD_DMA_PATTERN]) + struct.pack("<BB", 0, 0) + data
+
+
+def clock_step():
+    return bytes([OP_CLOCK_STEP])
+
+
+def slot_cmd(slot, op, lba, nsec, nent, list_addr):
+    r = SLOT_BASE + slot * SLOT_STRIDE
+    return [mmio_write(BAR0, r + OPCODE, op),
+            mmio_write(BAR0, r + NUM_ENTRIES, nent),
+            mmio_write(BAR0, r + LBA_LO, lba),
+            mmio_write(BAR0, r + NUM_SECTORS, nsec),
+            mmio_write(BAR0, r + LIST_LO, list_addr),
+            mmio_write(BAR0, r + DOORBELL, SUBMIT)]
+
+
+def msix_on():
+    # MSI-X capability at 0x40 (the device's only one): enable; vector 0
+    # to the local APIC address, unmasked.
+    return [pci_write(0x42, 0x8000),
+            mmio_write(MSIX_TABLE, 0x0, 0xfee00000),
+            mmio_write(MSIX_TABLE, 0x4, 0),
+            mmio_write(MSIX_TABLE, 0x8, 0x4041),
+            mmio_write(MSIX_TABLE, 0xc, 0)]
+
+
+def seeds():
+    # every DMA read returns this: one scatter entry {0x100000, 4096}
+    entry = dma_pattern(struct.pack("<QII", 0x100000, 4096, 0))
+    rw = [entry] + msix_on()
+    for op in (OP_WRITE_CMD, OP_READ, OP_WRITE_CMD, OP_FLUSH, OP_DISCARD):
+        rw += slot_cmd(0, op, 8, 8, 1, 0x200000) + [clock_step()]
+    yield "rw", rw
+    two = [entry] + msix_on() + slot_cmd(0, OP_WRITE_CMD, 0, 8, 1, 0x200000) + \
+        slot_cmd(1, OP_READ, 0, 8, 1, 0x300000) + \
+        [mmio_write(BAR0, SLOT_BASE + DOORBELL, ABORT), clock_step(),
+         mmio_write(BAR0, SLOT_BASE + SLOT_STRIDE + STATUS, 0), clock_step()]
+    yield "two-slots-abort", two
+    # a READ scattered into the device's own registers (issue 12, defect 1)
+    own = [dma_pattern(struct.pack("<QII", 0xe0000100, 512, 0))] + msix_on() + \
+        slot_cmd(0, OP_READ, 0, 1, 1, 0x200000) + [clock_step(), clock_step()]
+    yield "own-bar", own
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__.strip().splitlines()[-1])
+    os.makedirs(sys.argv[1], exist_ok=True)
+    for name, cmds in seeds():
+        with open(os.path.join(sys.argv[1], "seed-" + name), "wb") as f:
+            f.write(SEP.join(cmds))
+
+
+if __name__ == "__main__":
+    main()
