@@ -823,7 +823,7 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
         error_setg_errno(errp, -len, "syncblk-pci: cannot get drive size");
         return;
     }
-    s->capacity = len / SYNCBLK_SECTOR_SIZE_SIZE;
+    s->capacity = len / SYNCBLK_SECTOR_SIZE;
 
     for (unsigned i = 0; i < SYNCBLK_NUM_SLOTS; i++) {
         s->slots[i].s = s;
