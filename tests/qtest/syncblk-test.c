@@ -840,7 +840,7 @@ static void test_dma_into_own_bar(gconstpointer opaque)
     uint64_t list;
     SB sb;
 
-    stl_le_p(sector0 + SYNCBLK_SLOT_DOORBELL, SYNCBLK_DOORBELL_ABORT);
+    sector0[SYNCBLK_SLOT_DOORBELL] = SYNCBLK_DOORBELL_ABORT;   /* le32 */
     sb_start_opts(&sb, &o);
     if (ctx != SYNCBLK_CTX_TASK) {
         sb_msix_to_ram(&sb);
