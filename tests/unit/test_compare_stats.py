@@ -14,11 +14,11 @@ import unittest
 import xml.etree.ElementTree as ET
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(TOP, "scripts"))
+sys.path.insert(0, os.path.join(TOP, "python"))
 
-import flplot  # noqa: E402
-import flstats  # noqa: E402
-import fltable  # noqa: E402
+from faultline import plot as flplot  # noqa: E402
+from faultline import stats as flstats  # noqa: E402
+from faultline import table as fltable  # noqa: E402
 
 SVG = "{http://www.w3.org/2000/svg}"
 

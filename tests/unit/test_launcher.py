@@ -1,28 +1,25 @@
 """Unit tests of the launcher's scenario loader, KTAP parser and judging."""
 
 import contextlib
-import importlib.machinery
+import dataclasses
 import io
-import importlib.util
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
+import xml.etree.ElementTree as ET
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(TOP, "scripts"))
+sys.path.insert(0, os.path.join(TOP, "python"))
 
-import flcompare  # noqa: E402
-import flreport  # noqa: E402
-import flscenario  # noqa: E402
-import flvm  # noqa: E402
-import subprocess  # noqa: E402
-import xml.etree.ElementTree as ET  # noqa: E402
-
-loader = importlib.machinery.SourceFileLoader("faultline", os.path.join(TOP, "scripts", "faultline"))
-spec = importlib.util.spec_from_loader("faultline", loader)
-faultline = importlib.util.module_from_spec(spec)
-loader.exec_module(faultline)
+from faultline import compare, guest, judge, machine, report, runner  # noqa: E402
+from faultline import scenario as flscenario  # noqa: E402
+from faultline.build import Builds  # noqa: E402
+from faultline.errors import SetupError  # noqa: E402
+from faultline.ktap import parse_ktap  # noqa: E402
+from faultline.progress import Progress  # noqa: E402
+from faultline.report import Report  # noqa: E402
 
 
 def scenario(text):
@@ -33,6 +30,10 @@ def scenario(text):
         return flscenario.load(f.name)
     finally:
         os.unlink(f.name)
+
+
+def run_report(**fields):
+    return Report(scenario="s", seed=1, status=0, outcome="pass", reason="pass", **fields)
 
 
 MINIMAL = '[[test]]\nrun = "swapstress"\n'
@@ -78,7 +79,7 @@ class ScenarioTest(unittest.TestCase):
 
 class KtapTest(unittest.TestCase):
     def test_counts_and_diag(self):
-        k = flvm.parse_ktap(
+        k = parse_ktap(
             "KTAP version 1\n1..4\nok 1 a\nnot ok 2 b\nok 3 c # SKIP no device\n"
             "not ok 4 d # XFAIL stock kernel\n# vmstat pswpout 10\n# vmstat pswpout 5\n"
             "# note without number x\n")
@@ -87,7 +88,7 @@ class KtapTest(unittest.TestCase):
         self.assertEqual(k["failures"], ["not ok 2 b"])
 
     def test_bail_out_is_failure(self):
-        k = flvm.parse_ktap("Bail out! no device\n")
+        k = parse_ktap("Bail out! no device\n")
         self.assertTrue(k["bail"])
 
 
@@ -97,25 +98,26 @@ class ExpectTest(unittest.TestCase):
                       'kernel_log = ["Write-error on swap-device"]\n'
                       'rule_hits_min = { wfail = 1 }\n')
         k = {"diag": {"vmstat pswpout": 9}}
-        problems = flscenario.check_expectations(sc, k, "", [{"name": "wfail", "hits": 0}])
+        problems = judge.check_expectations(sc, k, "", [{"name": "wfail", "hits": 0}])
         self.assertEqual(len(problems), 3, problems)
         k = {"diag": {"vmstat pswpout": 10}}
         console = "[ 1.0] Write-error on swap-device (259:0:123)\n"
-        self.assertEqual(flscenario.check_expectations(
+        self.assertEqual(judge.check_expectations(
             sc, k, console, {"rules": [{"name": "wfail", "hits": 3}]}), [])
 
     def test_console_health(self):
-        crash, splats = flvm.console_health("Kernel panic - not syncing\n")
+        crash, splats = judge.console_health("Kernel panic - not syncing\n")
         self.assertTrue(crash)
-        crash, splats = flvm.console_health("module: loading out-of-tree module taints kernel.\n")
+        crash, splats = judge.console_health("module: loading out-of-tree module taints kernel.\n")
         self.assertEqual((crash, splats), ([], []))
 
 
 class CmdlineTest(unittest.TestCase):
     def build(self, text, deterministic=False, seed=5):
         sc = scenario(text)
-        return sc, flvm.qemu_cmdline(sc, "/q", "/k/vmlinuz", "/s/initrd", "/run", "/s", seed,
-                                     deterministic)
+        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k/vmlinuz", "/s/initrd",
+                                 guest.kernel_cmdline(sc), "/run", "/s", seed, deterministic)
+        return sc, spec.qemu_argv("/s/qmp.sock")
 
     def test_nvme_with_rules(self):
         sc, q = self.build('[faults]\nrules = "w: write nth=3 error=eio"\n' + MINIMAL)
@@ -158,7 +160,7 @@ class CmdlineTest(unittest.TestCase):
 
     def test_run_sh(self):
         sc = scenario('[swap]\nzswap = true\n[[test]]\nrun = "a 1"\n[[test]]\nrun = "b"\n')
-        sh = flvm.make_run_sh(sc, 9)
+        sh = guest.make_run_sh(sc, 9)
         self.assertIn('echo "# seed 9"', sh)
         self.assertIn("echo Y > /sys/module/zswap/parameters/enabled", sh)
         self.assertLess(sh.index('"# test: a 1"'), sh.index('"# test: b"'))
@@ -221,23 +223,23 @@ class CliTest(unittest.TestCase):
         self.assertIn("device.kind 'scsi'", lines[0])
 
     def test_seeds(self):
-        self.assertEqual(faultline.parse_seeds("3..5"), [3, 4, 5])
+        self.assertEqual(runner.parse_seeds("3..5"), [3, 4, 5])
         for bad in ("5..3", "x", "1-3"):
-            with self.assertRaises(faultline.SetupError):
-                faultline.parse_seeds(bad)
+            with self.assertRaises(SetupError):
+                runner.parse_seeds(bad)
 
 
 class ReportTest(unittest.TestCase):
-    REPORT = {"scenario": "s", "seed": 3, "status": 1, "outcome": "fail", "reason": "r",
-              "elapsed_s": 2.5, "console_tail": "x < y",
-              "_results": [{"suite": "swaptest", "name": "a", "kind": "ok", "line": "ok 1 a"},
-                           {"suite": "swaptest", "name": "b", "kind": "fail",
-                            "line": "not ok 2 b"},
-                           {"suite": "swaptest", "name": "c", "kind": "xfail",
-                            "line": "not ok 3 c # XFAIL"}]}
+    REPORT = Report(scenario="s", seed=3, status=1, outcome="fail", reason="r",
+                    elapsed_s=2.5, console_tail="x < y",
+                    results=[{"suite": "swaptest", "name": "a", "kind": "ok", "line": "ok 1 a"},
+                             {"suite": "swaptest", "name": "b", "kind": "fail",
+                              "line": "not ok 2 b"},
+                             {"suite": "swaptest", "name": "c", "kind": "xfail",
+                              "line": "not ok 3 c # XFAIL"}])
 
     def test_junit(self):
-        root = ET.fromstring(flreport.junit_xml([(self.REPORT, "/runs/x")]))
+        root = ET.fromstring(report.junit_xml([(self.REPORT, "/runs/x")]))
         suite = root.find("testsuite")
         self.assertEqual(suite.get("name"), "s.seed3")
         self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("skipped")),
@@ -246,7 +248,7 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(names, ["a", "b", "c", "run"])
 
     def test_ktap_results_have_suites(self):
-        k = flvm.parse_ktap("# test: swaptest x\nok 1 first one\nnot ok 2 second # XFAIL y\n")
+        k = parse_ktap("# test: swaptest x\nok 1 first one\nnot ok 2 second # XFAIL y\n")
         self.assertEqual([(r["suite"], r["name"], r["kind"]) for r in k["results"]],
                          [("swaptest x", "first one", "ok"), ("swaptest x", "second", "xfail")])
 
@@ -254,10 +256,10 @@ class ReportTest(unittest.TestCase):
         ktap = ("# io 1 write off 1048576 len 4096 res 4096 errno 0 lat_us 2100\n"
                 "# io 2 write off 1052672 len 4096 res 4096 errno 0 lat_us 90\n")
         log = ['{"op":"write","lba":2048,"action":"delay=2000000ns"}\n']
-        self.assertEqual(flreport.latency_points(ktap, log), [(2000.0, 2100.0), (0.0, 90.0)])
+        self.assertEqual(report.latency_points(ktap, log), [(2000.0, 2100.0), (0.0, 90.0)])
 
     def test_phase_counters(self):
-        phases, series = flreport.phase_counters(
+        phases, series = report.phase_counters(
             {"phase fill vmstat pswpout": 5, "phase wb vmstat pswpout": 7,
              "phase wb vmstat zswpwb": 2, "vmstat pswpout": 12})
         self.assertEqual(phases, ["phase fill", "phase wb"])
@@ -268,20 +270,23 @@ class ReportTest(unittest.TestCase):
         for d, text in ((d1, "ok 1 a\n"), (d2, "ok 1 a\n")):
             with open(os.path.join(d, "ktap.log"), "w") as f:
                 f.write(text)
-        orig = {"outcome": "pass", "digest": "00ff", "status": 0}
-        crash = {"outcome": "crash", "digest": "00ff", "status": 3}
+        orig = Report(scenario="s", seed=1, outcome="pass", digest="00ff", status=0, reason="")
+        crash = dataclasses.replace(orig, outcome="crash", status=3)
         with contextlib.redirect_stdout(io.StringIO()) as out:
-            self.assertEqual(faultline.repro_verdict(d1, orig, d2, dict(orig), True), 0)
-            self.assertEqual(faultline.repro_verdict(d1, orig, d2, dict(orig, digest="0100"),
-                                                     True), 1)
-            self.assertEqual(faultline.repro_verdict(d1, crash, d2, dict(crash), True), 3)
+            self.assertEqual(runner.repro_verdict(d1, orig, d2, dataclasses.replace(orig), True),
+                             0)
+            self.assertEqual(runner.repro_verdict(d1, orig, d2,
+                                                  dataclasses.replace(orig, digest="0100"), True),
+                             1)
+            self.assertEqual(runner.repro_verdict(d1, crash, d2, dataclasses.replace(crash),
+                                                  True), 3)
         self.assertIn("fault digest MISMATCH: 00ff -> 0100", out.getvalue())
 
 
 class ProgressTest(unittest.TestCase):
     def test_not_a_tty_prints_phases_and_failures_only(self):
         out = io.StringIO()
-        p = flvm.Progress(2, stream=out)
+        p = Progress(2, stream=out)
         p.update("# kernel 6.12\n# test: a\nok 1 x\n", 1.0, {"w": 3})
         p.update("# kernel 6.12\n# test: a\nok 1 x\n# test: a\nnot ok 1 y\npartial", 2.0, {})
         self.assertEqual(out.getvalue(), "  [   1.0s] test 1/2\n  | not ok 1 y\n"
@@ -290,20 +295,22 @@ class ProgressTest(unittest.TestCase):
 
 class CompareMetricTest(unittest.TestCase):
     def test_metric_lookup(self):
-        r = {"diag": {"pgrotated": 5, "vmstat zswpwb": 7}, "elapsed_s": 3.0,
-             "faults": {"rules": [{"name": "a", "hits": 2}, {"name": "b", "hits": 3}]}}
-        self.assertEqual([flcompare.metric_value(m, r) for m in
+        r = run_report(diag={"pgrotated": 5, "vmstat zswpwb": 7}, elapsed_s=3.0,
+                       faults={"rules": [{"name": "a", "hits": 2}, {"name": "b", "hits": 3}]})
+        self.assertEqual([compare.metric_value(m, r) for m in
                           ("pgrotated", "zswpwb", "vmstat zswpwb", "hits", "hits b",
                            "elapsed_s", "nothing")], [5, 7, 7, 5, 3, 3.0, None])
 
     def test_collect_and_zero(self):
-        runs = {"baseline": [{"diag": {"x": 1, "data_errors": 1}}, {"diag": {"x": 2}}],
-                "series": [{"diag": {"x": 3, "data_errors": 0}}, {"diag": {"x": 4}}]}
-        rows, missing = flcompare.collect(["x", "data_errors", "y"], {"data_errors": "zero"},
+        runs = {"baseline": [run_report(diag={"x": 1, "data_errors": 1}),
+                             run_report(diag={"x": 2})],
+                "series": [run_report(diag={"x": 3, "data_errors": 0}),
+                           run_report(diag={"x": 4})]}
+        rows, missing = compare.collect(["x", "data_errors", "y"], {"data_errors": "zero"},
                                           runs)
         self.assertEqual(rows[0], ("x", [1, 2], [3, 4], None))
         self.assertEqual(missing, ["y"])
-        self.assertEqual(flcompare.zero_on_both(rows), ["data_errors"])
+        self.assertEqual(compare.zero_on_both(rows), ["data_errors"])
 
 
 if __name__ == "__main__":

@@ -2,17 +2,16 @@
 N runs each, interleaved, and the cover-letter table (docs/compare.md).
 """
 
-import argparse
+import dataclasses
 import json
 import os
 import shlex
 import sys
 
-import flplot
-import flscenario
-import flstats
-import fltable
-import flvm
+from . import plot, runner, table
+from .build import build_all
+from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .stats import all_zero
 
 DEFAULT_METRICS = ["vmstat pswpout", "vmstat pgrotated", "pages_verified"]
 
@@ -21,7 +20,7 @@ def parse_metrics(text):
     """'a,b,vmstat pgrotated' -> ['a', 'b', 'vmstat pgrotated']."""
     names = [m.strip() for m in text.split(",")] if text else []
     if text is not None and not all(names):
-        raise flvm.SetupError(f"--metrics {text!r}: empty metric name")
+        raise SetupError(f"--metrics {text!r}: empty metric name")
     return names
 
 
@@ -29,12 +28,12 @@ def metric_value(name, report):
     """A metric of one run: a KTAP diagnostic ('# NAME VALUE', or the
     '# vmstat NAME DELTA' line when only that exists), rule hits
     ('hits RULE', 'hits'), or the run's wall time ('elapsed_s')."""
-    diag = report.get("diag", {})
+    diag = report.diag
     if name in diag:
         return diag[name]
     if "vmstat " + name in diag:
         return diag["vmstat " + name]
-    faults = report.get("faults")
+    faults = report.faults
     rules = faults.get("rules", []) if isinstance(faults, dict) else []
     if name == "hits":
         return sum(r["hits"] for r in rules)
@@ -43,7 +42,7 @@ def metric_value(name, report):
             if r["name"] == name[5:]:
                 return r["hits"]
     if name == "elapsed_s":
-        return report.get("elapsed_s")
+        return report.elapsed_s
     return None
 
 
@@ -64,63 +63,58 @@ def collect(metrics, expect, runs):
 def zero_on_both(rows):
     """'zero' means no data error on either kernel: a baseline that corrupts
     data makes the comparison meaningless, so it fails too."""
-    return [name for name, a, b, exp in rows if exp == "zero" and not flstats.all_zero(a)]
+    return [name for name, a, b, exp in rows if exp == "zero" and not all_zero(a)]
 
 
 def plan_seeds(args, sc):
     if args.seed is not None and args.seeds:
-        raise flvm.SetupError("--seed and --seeds exclude each other")
+        raise SetupError("--seed and --seeds exclude each other")
     if args.seeds:
-        return flvm.parse_seeds(args.seeds)
+        return runner.parse_seeds(args.seeds)
     if args.runs < 1:
-        raise flvm.SetupError("--runs must be >= 1")
+        raise SetupError("--runs must be >= 1")
     return [args.seed if args.seed is not None else sc.faults.seed] * args.runs
 
 
-def compare(args, build_all, one_run):
+def compare(args):
     """Run the comparison; exit 0 when every declared expectation holds,
     1 when one does not, 3 when a run crashed or hung."""
-    sc = flscenario.apply_overrides(flscenario.load(args.scenario), args.memory, args.cpus,
-                                    args.timeout)
+    base_opts = runner.RunOptions(deterministic=args.deterministic, quiet=args.quiet,
+                                  memory=args.memory, cpus=args.cpus, timeout=args.timeout)
+    sc = runner.load_scenario(args.scenario, base_opts)
     metrics = parse_metrics(args.metrics) or sc.compare.metrics or DEFAULT_METRICS
     expect = {m: e for m, e in sc.compare.expect.items() if m in metrics}
     if not 0.5 <= args.level < 1:
-        raise flvm.SetupError(f"--level {args.level}: expected e.g. 0.95")
+        raise SetupError(f"--level {args.level}: expected e.g. 0.95")
     for k in (args.baseline, args.series):
         if not os.path.isfile(k):
-            raise flvm.SetupError(f"no kernel image {k}")
+            raise SetupError(f"no kernel image {k}")
     seeds = plan_seeds(args, sc)
-    if args.deterministic:
-        flvm.check_deterministic(sc)
     kernels = {"baseline": (os.path.abspath(args.baseline), args.baseline_modules),
                "series": (os.path.abspath(args.series), args.series_modules)}
     builds = {side: build_all(k, m, args.quiet) for side, (k, m) in kernels.items()}
-    group = flvm.new_dir(args.out, sc.name + "-compare")
+    group = runner.new_dir(args.out, sc.name + "-compare")
     runs = {"baseline": [], "series": []}
-    table_runs, worst = [], flvm.EXIT_PASS
+    table_runs, worst = [], EXIT_PASS
     for i, seed in enumerate(seeds, 1):
         for side in ("baseline", "series"):       # interleaved: A B A B
             kernel, modules = kernels[side]
-            ns = argparse.Namespace(kernel=kernel, modules=modules,
-                                    deterministic=args.deterministic,
-                                    accel="tcg", quiet=args.quiet, memory=args.memory,
-                                    cpus=args.cpus, timeout=args.timeout)
+            opts = dataclasses.replace(base_opts, kernel=kernel, modules=modules)
             rundir = os.path.join(group, f"{side}-{i}")
             os.makedirs(rundir)
-            qemu_dir, guest_dir = builds[side]
-            r, meta = one_run(sc, seed, ns, qemu_dir, guest_dir, rundir)
+            r, meta = runner.one_run(sc, seed, opts, builds[side], rundir)
             table_runs.append({"side": side, "run": i, "seed": seed, "rundir": rundir,
-                               "status": r["status"], "outcome": r["outcome"],
-                               "kernel": r.get("kernel"), "repro": meta["repro"],
+                               "status": r.status, "outcome": r.outcome,
+                               "kernel": r.kernel, "repro": meta["repro"],
                                "command": meta["run_command"]})
-            if r["status"] in (flvm.EXIT_CRASH, flvm.EXIT_SETUP):
-                worst = max(worst, flvm.EXIT_CRASH)
+            if r.status in (EXIT_CRASH, EXIT_SETUP):
+                worst = max(worst, EXIT_CRASH)
                 continue                        # no metrics from a dead guest
             runs[side].append(r)
     rows, missing = collect(metrics, expect, runs)
     labels = _labels(runs, kernels)
-    table = fltable.format_table(rows, labels[0], labels[1], args.level) if rows else ""
-    failed = fltable.failed_expectations(fltable.compare_rows(rows, args.level))
+    table = table.format_table(rows, labels[0], labels[1], args.level) if rows else ""
+    failed = table.failed_expectations(table.compare_rows(rows, args.level))
     failed += [f"{m} (baseline not zero)" for m in zero_on_both(rows)]
     report = _write(group, args, sc, rows, labels, table_runs, missing, failed)
     print(f"\n{sc.name}: {labels[0]} vs {labels[1]}, {len(seeds)} run(s) each, "
@@ -128,7 +122,7 @@ def compare(args, build_all, one_run):
     print(table, end="")
     for m in missing:
         print(f"  (metric {m!r}: no value in the runs; see a run's ktap.log for names)")
-    bad = [t for t in table_runs if t["status"] != flvm.EXIT_PASS]
+    bad = [t for t in table_runs if t["status"] != EXIT_PASS]
     for t in bad:
         print(f"  run {t['side']}-{t['run']} seed {t['seed']}: {t['outcome']} "
               f"({t['rundir']})")
@@ -136,18 +130,18 @@ def compare(args, build_all, one_run):
           "(\"runs\"), e.g.\n           " + table_runs[0]["repro"])
     if failed:
         print(f"expectation failed: {', '.join(failed)}")
-        worst = max(worst, flvm.EXIT_FAIL)
+        worst = max(worst, EXIT_FAIL)
     elif expect:
         print(f"expectations hold: {', '.join(f'{m} {e}' for m, e in expect.items())}")
     if not rows:
         print("no metric had values on both kernels", file=sys.stderr)
-        worst = max(worst, flvm.EXIT_FAIL)
+        worst = max(worst, EXIT_FAIL)
     return worst
 
 
 def _labels(runs, kernels):
     """Column titles: kernel releases when they differ, else the file names."""
-    rel = [next((r["kernel"] for r in runs[s] if r.get("kernel")), "") for s in
+    rel = [next((r.kernel for r in runs[s] if r.kernel), "") for s in
            ("baseline", "series")]
     if all(rel) and rel[0] != rel[1]:
         return rel
@@ -156,7 +150,7 @@ def _labels(runs, kernels):
 
 
 def _write(group, args, sc, rows, labels, table_runs, missing, failed):
-    data = fltable.to_json(rows, labels[0], labels[1], args.level) if rows else {}
+    data = table.to_json(rows, labels[0], labels[1], args.level) if rows else {}
     data.update({"scenario": sc.name, "command": shlex.join(["faultline", *sys.argv[1:]]),
                  "baseline_kernel": os.path.abspath(args.baseline),
                  "series_kernel": os.path.abspath(args.series),
@@ -165,13 +159,13 @@ def _write(group, args, sc, rows, labels, table_runs, missing, failed):
     with open(os.path.join(group, "compare.json"), "w") as f:
         json.dump(data, f, indent=1)
     with open(os.path.join(group, "compare.txt"), "w") as f:
-        f.write(fltable.format_table(rows, labels[0], labels[1], args.level) if rows else "")
+        f.write(table.format_table(rows, labels[0], labels[1], args.level) if rows else "")
         f.write("\nruns:\n")
         for t in table_runs:
             f.write(f"  {t['side']}-{t['run']} seed {t['seed']} {t['outcome']}: {t['repro']}\n")
     if rows:
-        stats = fltable.compare_rows(rows, args.level)
-        svg = flplot.bars_svg(f"{sc.name}: {labels[0]} vs {labels[1]}",
+        stats = table.compare_rows(rows, args.level)
+        svg = plot.bars_svg(f"{sc.name}: {labels[0]} vs {labels[1]}",
                               [(s.metric, s.baseline, s.series) for s in stats],
                               labels[0], labels[1])
         with open(os.path.join(group, "compare.svg"), "w") as f:

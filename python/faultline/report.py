@@ -1,18 +1,71 @@
-"""faultline reports: the terminal summary of a run, JUnit XML, plots,
-sweep summaries and `faultline show`.
+"""faultline reports: the Report of a run (report.json), its terminal
+summary, JUnit XML, plots, sweep summaries and `faultline show`.
 """
 
 import json
 import os
 import re
+from dataclasses import dataclass, field, fields
 from xml.sax.saxutils import escape, quoteattr
 
-import flvm
+from . import plot
+from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 
-try:
-    import flplot
-except ImportError:  # plots are optional extras of a run directory
-    flplot = None
+
+@dataclass
+class Report:
+    """The judged result of one run; report.json is to_json() of it."""
+    scenario: str
+    seed: int
+    status: int
+    outcome: str
+    reason: str
+    kernel: str = ""
+    device: str = ""
+    completion: str = ""
+    elapsed_s: float = 0.0
+    deterministic: bool = False
+    ktap: dict = field(default_factory=dict)      # counts and failure lines
+    diag: dict = field(default_factory=dict)      # '# key value' diagnostics, summed
+    faults: dict | None = None                    # x-fault-query-stats at the end
+    digest: str | None = None                     # the injector's, 16 hex digits
+    fault_log: str | None = None
+    console_tail: str | None = None
+    task_dump: str | None = None
+    plots: list | None = None
+    results: list = field(default_factory=list)   # per-KTAP-result, not in report.json
+
+    OPTIONAL = ("digest", "fault_log", "console_tail", "task_dump", "plots")
+
+    def to_json(self):
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "results" or (f.name in self.OPTIONAL and v is None):
+                continue
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_json(cls, d):
+        names = {f.name for f in fields(cls)}
+        try:
+            return cls(**{k: v for k, v in d.items() if k in names})
+        except TypeError as e:
+            raise SetupError(f"report.json: {e}") from None
+
+    def save(self, rundir):
+        with open(os.path.join(rundir, "report.json"), "w") as f:
+            json.dump(self.to_json(), f, indent=1)
+
+
+def load_report(rundir):
+    """The Report in @rundir/report.json."""
+    try:
+        with open(os.path.join(rundir, "report.json")) as f:
+            return Report.from_json(json.load(f))
+    except (OSError, ValueError) as e:
+        raise SetupError(f"{rundir} is not a faultline run directory ({e})") from None
 
 
 def status_word(status):
@@ -20,26 +73,26 @@ def status_word(status):
 
 
 def print_report(r, rundir, out=None):
-    d = r.get("diag", {})
-    lines = [f"scenario   {r['scenario']}  (seed {r['seed']}"
-             + (", deterministic)" if r.get("deterministic") else ")"),
-             f"kernel     {r.get('kernel') or '?'}",
-             f"device     {r['device']}"
-             + (f" completion={r.get('completion')}" if r["device"] == "syncblk" else ""),
+    d = r.diag
+    lines = [f"scenario   {r.scenario}  (seed {r.seed}"
+             + (", deterministic)" if r.deterministic else ")"),
+             f"kernel     {r.kernel or '?'}",
+             f"device     {r.device}"
+             + (f" completion={r.completion}" if r.device == "syncblk" else ""),
              f"swap-out   {d.get('vmstat pswpout', '?')} pages (pswpout)",
              f"verified   {d.get('pages_verified', '?')} pages"]
-    faults = r.get("faults")
+    faults = r.faults
     if isinstance(faults, dict) and "rules" in faults:
         hits = ", ".join(f"{x['name']}={x['hits']}" for x in faults["rules"])
-        lines.append(f"rule hits  {hits}  (digest {faults['digest']:016x})")
-    lines += [f"elapsed    {r['elapsed_s']}s",
-              f"result     {status_word(r['status'])} ({r.get('outcome', '')}): {r['reason']}",
+        lines.append(f"rule hits  {hits}  (digest {r.digest or '?'})")
+    lines += [f"elapsed    {r.elapsed_s}s",
+              f"result     {status_word(r.status)} ({r.outcome}): {r.reason}",
               f"run dir    {rundir}"]
-    if r["status"] != flvm.EXIT_PASS and r.get("console_tail"):
-        lines.append("console tail:\n" + r["console_tail"])
-    if r.get("task_dump"):
+    if r.status != EXIT_PASS and r.console_tail:
+        lines.append("console tail:\n" + r.console_tail)
+    if r.task_dump:
         lines.append("sysrq task dump (first 40 lines; all of it in report.json):\n"
-                     + "\n".join(r["task_dump"].splitlines()[:40]))
+                     + "\n".join(r.task_dump.splitlines()[:40]))
     print("\n".join(lines), file=out, flush=True)
 
 
@@ -52,28 +105,28 @@ def junit_xml(runs):
     suites = []
     for r, rundir in runs:
         cases = []
-        for res in r.get("_results", []):
+        for res in r.results:
             body = ""
             if res["kind"] == "fail":
                 body = f"<failure message={quoteattr(res['line'])}/>"
             elif res["kind"] in ("skip", "xfail"):
                 body = f"<skipped message={quoteattr(res['line'])}/>"
-            cases.append(f"    <testcase classname={quoteattr(res['suite'] or r['scenario'])} "
+            cases.append(f"    <testcase classname={quoteattr(res['suite'] or r.scenario)} "
                          f"name={quoteattr(res['name'])}>{body}</testcase>")
         verdict = ""
-        if r["status"] != flvm.EXIT_PASS:
-            tag = "error" if r["status"] in (flvm.EXIT_CRASH, flvm.EXIT_SETUP) else "failure"
-            verdict = (f"<{tag} message={quoteattr(r['reason'])}>"
-                       f"{escape(r.get('console_tail', ''))}</{tag}>")
-        cases.append(f"    <testcase classname={quoteattr(r['scenario'])} name=\"run\" "
-                     f"time=\"{r['elapsed_s']}\">{verdict}</testcase>")
+        if r.status != EXIT_PASS:
+            tag = "error" if r.status in (EXIT_CRASH, EXIT_SETUP) else "failure"
+            verdict = (f"<{tag} message={quoteattr(r.reason)}>"
+                       f"{escape(r.console_tail or '')}</{tag}>")
+        cases.append(f"    <testcase classname={quoteattr(r.scenario)} name=\"run\" "
+                     f"time=\"{r.elapsed_s}\">{verdict}</testcase>")
         fails = sum(1 for c in cases if "<failure" in c)
         errors = sum(1 for c in cases if "<error" in c)
         skipped = sum(1 for c in cases if "<skipped" in c)
-        name = f"{r['scenario']}.seed{r['seed']}"
+        name = f"{r.scenario}.seed{r.seed}"
         suites.append(f"  <testsuite name={quoteattr(name)} tests=\"{len(cases)}\" "
                       f"failures=\"{fails}\" errors=\"{errors}\" skipped=\"{skipped}\" "
-                      f"time=\"{r['elapsed_s']}\">\n"
+                      f"time=\"{r.elapsed_s}\">\n"
                       f"    <properties><property name=\"rundir\" value={quoteattr(rundir)}/>"
                       f"</properties>\n" + "\n".join(cases) + "\n  </testsuite>")
     return ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n' + "\n".join(suites)
@@ -136,8 +189,6 @@ def phase_counters(diag, names=("pswpout", "pswpin", "zswpout", "zswpwb", "pgrot
 
 def write_plots(rundir, report):
     """latency.svg and counters.svg where the run has the data; returns names."""
-    if flplot is None:
-        return []
     written = []
     try:
         with open(os.path.join(rundir, "ktap.log"), errors="replace") as f:
@@ -150,17 +201,17 @@ def write_plots(rundir, report):
             log = f.readlines()
     points = latency_points(ktap, log)
     if points:
-        svg = flplot.scatter_svg(f"{report['scenario']}: injected vs observed I/O latency",
-                                 "injected delay (µs, fault log)",
-                                 "observed latency (µs, guest)", [points], ["I/O"])
+        svg = plot.scatter_svg(f"{report.scenario}: injected vs observed I/O latency",
+                               "injected delay (µs, fault log)",
+                               "observed latency (µs, guest)", [points], ["I/O"])
         with open(os.path.join(rundir, "latency.svg"), "w") as f:
             f.write(svg)
         written.append("latency.svg")
-    phases, series = phase_counters(report.get("diag", {}))
+    phases, series = phase_counters(report.diag)
     if phases:
         rows = [(name, [vals.get(p, 0) for p in phases]) for name, vals in series.items()]
-        svg = flplot.lines_svg(f"{report['scenario']}: counter deltas per phase", phases,
-                               "pages", rows)
+        svg = plot.lines_svg(f"{report.scenario}: counter deltas per phase", phases,
+                             "pages", rows)
         with open(os.path.join(rundir, "counters.svg"), "w") as f:
             f.write(svg)
         written.append("counters.svg")
@@ -172,24 +223,24 @@ def write_plots(rundir, report):
 def summary_lines(results):
     out = [f"{'scenario':32} {'seed':>6}  {'result':6} {'digest':16}  {'elapsed':>8}  reason"]
     for r, rundir in results:
-        out.append(f"{r['scenario']:32} {r['seed']:>6}  {status_word(r['status']):6} "
-                   f"{r.get('digest', '-'):16}  {r['elapsed_s']:>7}s  "
-                   f"{'' if r['status'] == 0 else r['reason']}")
+        out.append(f"{r.scenario:32} {r.seed:>6}  {status_word(r.status):6} "
+                   f"{r.digest or '-':16}  {r.elapsed_s:>7}s  "
+                   f"{'' if r.status == 0 else r.reason}")
     return out
 
 
 def write_summary(path_base, results, repro_cmds):
-    data = [{"scenario": r["scenario"], "seed": r["seed"], "status": r["status"],
-             "outcome": r.get("outcome"), "digest": r.get("digest"),
-             "elapsed_s": r["elapsed_s"], "reason": r["reason"], "rundir": rundir,
+    data = [{"scenario": r.scenario, "seed": r.seed, "status": r.status,
+             "outcome": r.outcome, "digest": r.digest,
+             "elapsed_s": r.elapsed_s, "reason": r.reason, "rundir": rundir,
              "repro": repro_cmds.get(rundir)} for r, rundir in results]
     with open(path_base + ".json", "w") as f:
         json.dump(data, f, indent=1)
     with open(path_base + ".txt", "w") as f:
         f.write("\n".join(summary_lines(results)) + "\n")
         for r, rundir in results:
-            if r["status"] != flvm.EXIT_PASS:
-                f.write(f"repro seed {r['seed']}: {repro_cmds.get(rundir)}\n")
+            if r.status != EXIT_PASS:
+                f.write(f"repro seed {r.seed}: {repro_cmds.get(rundir)}\n")
 
 
 # ---------------------------------------------------------------- show
@@ -202,19 +253,18 @@ def show(path, out=None):
             print(f.read(), end="", file=out)
         with open(os.path.join(path, "compare.json")) as f:
             data = json.load(f)
-        return flvm.EXIT_FAIL if data.get("failed_expectations") else flvm.EXIT_PASS
+        return EXIT_FAIL if data.get("failed_expectations") else EXIT_PASS
     if os.path.exists(os.path.join(path, "summary.txt")):
         with open(os.path.join(path, "summary.txt")) as f:
             print(f.read(), end="", file=out)
         with open(os.path.join(path, "summary.json")) as f:
             return max((x["status"] for x in json.load(f)), default=0)
+    r = load_report(path)
     try:
-        with open(os.path.join(path, "report.json")) as f:
-            r = json.load(f)
         with open(os.path.join(path, "run.json")) as f:
             meta = json.load(f)
     except (OSError, ValueError) as e:
-        raise flvm.SetupError(f"{path} is not a faultline run directory ({e})") from None
+        raise SetupError(f"{path} is not a faultline run directory ({e})") from None
     print_report(r, path, out)
     v = meta.get("versions", {})
     print(f"qemu       {v.get('QEMU_SRC_VERSION', '?')} ({v.get('QEMU_SRC_SUITE', '?')}), "
@@ -222,7 +272,7 @@ def show(path, out=None):
     print(f"faultline  {meta.get('faultline', '?')}", file=out)
     print(f"kernel img {meta.get('kernel_image', '?')} sha256 "
           f"{meta.get('kernel_sha256', '?')[:16]}", file=out)
-    ktap = r.get("ktap", {})
+    ktap = r.ktap
     print(f"ktap       {ktap.get('ok', 0)} ok, {ktap.get('not_ok', 0)} not ok, "
           f"{ktap.get('skip', 0)} skip, {ktap.get('xfail', 0)} xfail", file=out)
     for line in ktap.get("failures", [])[:10]:
@@ -230,4 +280,4 @@ def show(path, out=None):
     files = sorted(f for f in os.listdir(path) if not f.startswith("."))
     print(f"files      {' '.join(files)}", file=out)
     print(f"repro      {meta.get('repro', 'faultline repro ' + path)}", file=out)
-    return r["status"]
+    return r.status

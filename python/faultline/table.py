@@ -8,13 +8,13 @@ columns are added: Welch's p-value and the verdict.
 
 A row is (metric, baseline_samples, series_samples) or
 (metric, baseline_samples, series_samples, expect) where expect is one of
-flstats.EXPECTATIONS or None.
+stats.EXPECTATIONS or None.
 """
 
 import math
 from dataclasses import dataclass
 
-import flstats
+from .stats import Summary, Verdict, Welch, format_p, summary, verdict, welch
 
 GAP = "   "
 INDENT = "  "
@@ -27,10 +27,10 @@ class RowStats:
     expect: str | None
     baseline_samples: tuple
     series_samples: tuple
-    baseline: flstats.Summary
-    series: flstats.Summary
-    welch: flstats.Welch
-    verdict: flstats.Verdict
+    baseline: Summary
+    series: Summary
+    welch: Welch
+    verdict: Verdict
     integer: bool
 
 
@@ -42,9 +42,9 @@ def compare_rows(rows, level=0.95, rel_threshold=0.10):
         expect = row[3] if len(row) > 3 else None
         out.append(RowStats(
             metric=metric, expect=expect, baseline_samples=a, series_samples=b,
-            baseline=flstats.summary(a), series=flstats.summary(b),
-            welch=flstats.welch(a, b, level),
-            verdict=flstats.verdict(a, b, level, expect, rel_threshold),
+            baseline=summary(a), series=summary(b),
+            welch=welch(a, b, level),
+            verdict=verdict(a, b, level, expect, rel_threshold),
             integer=all(_is_integer(x) for x in a + b)))
     return out
 
@@ -175,7 +175,7 @@ def format_table(rows, baseline_label, series_label, level=0.95, plusminus="±",
     right = [False, True, True, True]
     if with_stats:
         header.append("p")
-        columns.append([flstats.format_p(s.welch.p) for s in stats])
+        columns.append([format_p(s.welch.p) for s in stats])
         right.append(True)
     if with_stats or any(s.expect for s in stats):
         header.append("verdict")

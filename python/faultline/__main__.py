@@ -1,0 +1,194 @@
+"""faultline: boot fault-injecting swap stress VMs, run the test suites.
+
+  faultline run [SCENARIO ...] [--kernel BZIMAGE --modules DIR]
+                [--seed N | --seeds A..B] [--repeat N] [--keep-going]
+                [--memory M] [--cpus N] [--timeout S] [--deterministic]
+                [--backend qemu|libvirt|lava] [--out DIR] [--junit FILE] [--quiet]
+  faultline list                      scenarios with one-line descriptions
+  faultline show RUN_DIR              summary of a past run or sweep
+  faultline repro RUN_DIR             rerun exactly, compare outcome and digest
+  faultline cmdline SCENARIO          print the QEMU command line
+  faultline compare SCENARIO --baseline BZIMAGE --series BZIMAGE [--runs N]
+  faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
+  faultline build | setup
+
+Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
+3 kernel crash or hang (report.json says which: outcome "crash" / "hang").
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+from . import guest, report, runner, scenario
+from .build import build_all, run_script, say
+from .errors import EXIT_SETUP, SetupError
+from .machine import BACKENDS, make_spec
+from .runner import DEFAULT_OUT, RunOptions
+
+
+def run_options(args):
+    return RunOptions(kernel=args.kernel, modules=args.modules,
+                      deterministic=args.deterministic, accel=args.accel,
+                      memory=args.memory, cpus=args.cpus, timeout=args.timeout,
+                      quiet=getattr(args, "quiet", False),
+                      backend=getattr(args, "backend", "qemu"))
+
+
+def cmd_run(args):
+    status, _ = runner.run_plan(args.scenarios, run_options(args), seed=args.seed,
+                                seeds=args.seeds, repeat=args.repeat,
+                                keep_going=args.keep_going, out=args.out, junit=args.junit)
+    return status
+
+
+def cmd_repro(args):
+    status, _ = runner.repro(args.rundir, args.out, args.deterministic, args.quiet)
+    return status
+
+
+def cmd_list(args):
+    width = shutil.get_terminal_size((100, 20)).columns
+    for name, desc in scenario.list_all():
+        line = f"{name:32} {desc}"
+        print(line if args.long or not sys.stdout.isatty() else line[:width - 1])
+    return 0
+
+
+def cmd_cmdline(args):
+    opts = run_options(args)
+    sc = runner.load_scenario(args.scenario, opts)
+    seed = args.seed if args.seed is not None else sc.faults.seed
+    builds = build_all(args.kernel, args.modules, quiet=True)
+    outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "cmdline-" + sc.name))
+    os.makedirs(outdir, exist_ok=True)
+    initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
+    spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), outdir,
+                     outdir, seed, opts.deterministic, opts.accel)
+    say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); console.log and "
+        "ktap.log are written there; QMP on qmp.sock")
+    print(shlex.join(spec.qemu_argv(os.path.join(outdir, "qmp.sock"))))
+    return 0
+
+
+def cmd_compare(args):
+    from . import compare
+    return compare.compare(args)
+
+
+def cmd_show(args):
+    return report.show(args.rundir)
+
+
+def cmd_check(args):
+    from . import check
+    return check.check(args.suite, args.junit, args.kernel, args.modules)
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="faultline", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def kernel_opts(sp):
+        sp.add_argument("--kernel", help="your own bzImage instead of Debian's 6.12")
+        sp.add_argument("--modules", help="its build tree or lib/modules/VERSION directory")
+
+    def vm_opts(sp):
+        sp.add_argument("--seed", type=int, help="fault seed (default: the scenario's)")
+        sp.add_argument("--memory", help="guest RAM, e.g. 1G (overrides vm.memory)")
+        sp.add_argument("--cpus", type=int, help="vCPUs (overrides vm.cpus)")
+        sp.add_argument("--timeout", help="watchdog, e.g. 300s (overrides timeout)")
+        sp.add_argument("--deterministic", action="store_true",
+                        help="icount, one vCPU, fixed RTC: same seed gives the same run")
+        sp.add_argument("--accel", default="tcg", choices=["tcg", "kvm"])
+
+    r = sub.add_parser("run", help="boot and run scenarios (default: smoke)")
+    r.add_argument("scenarios", nargs="*", help="scenario name or .toml path")
+    kernel_opts(r)
+    vm_opts(r)
+    r.add_argument("--seeds", metavar="A..B", help="sweep seeds A to B (inclusive)")
+    r.add_argument("--repeat", type=int, default=1, help="run each seed N times")
+    r.add_argument("--keep-going", action="store_true",
+                   help="in a sweep, record failures and go on (default: stop)")
+    r.add_argument("--backend", default="qemu", choices=BACKENDS,
+                   help="how to run the machine (default: qemu, started here)")
+    r.add_argument("--out", default=DEFAULT_OUT, help="run directories go here")
+    r.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
+    r.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    sub.add_parser("list", help="scenarios and what they test").add_argument(
+        "--long", action="store_true", help="do not cut descriptions to the terminal")
+    sh = sub.add_parser("show", help="summary of a past run or sweep directory")
+    sh.add_argument("rundir")
+    rp = sub.add_parser("repro", help="rerun a run directory exactly, compare the outcome")
+    rp.add_argument("rundir")
+    rp.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+                    help="default: as the original run")
+    rp.add_argument("--out", default=DEFAULT_OUT)
+    rp.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    cl = sub.add_parser("cmdline", help="print the QEMU command line of a scenario")
+    cl.add_argument("scenario")
+    kernel_opts(cl)
+    vm_opts(cl)
+    cl.add_argument("--out", help="directory for its disk image and initramfs")
+    cp = sub.add_parser("compare", help="A/B: one scenario on two kernels, statistics")
+    cp.add_argument("scenario")
+    cp.add_argument("--baseline", required=True, metavar="BZIMAGE")
+    cp.add_argument("--baseline-modules", metavar="DIR")
+    cp.add_argument("--series", required=True, metavar="BZIMAGE")
+    cp.add_argument("--series-modules", metavar="DIR")
+    cp.add_argument("--runs", type=int, default=3, help="runs per kernel (default 3)")
+    cp.add_argument("--seed", type=int, help="one seed for every run")
+    cp.add_argument("--seeds", metavar="A..B", help="run i uses the i-th seed")
+    cp.add_argument("--metrics", help="comma-separated metric names (default: [compare])")
+    cp.add_argument("--level", type=float, default=0.95, help="confidence level")
+    cp.add_argument("--deterministic", action="store_true",
+                    help="icount runs: samples differ only by seed (use --seeds)")
+    cp.add_argument("--out", default=DEFAULT_OUT)
+    cp.add_argument("--memory")
+    cp.add_argument("--cpus", type=int)
+    cp.add_argument("--timeout")
+    cp.add_argument("--quiet", action="store_true")
+    c = sub.add_parser("check", help="build everything and run the test suites")
+    c.add_argument("--suite", default="unit,qtest,asan,vm")
+    c.add_argument("--junit", metavar="FILE", help="copy meson's JUnit XML here")
+    kernel_opts(c)
+    b = sub.add_parser("build", help="build QEMU and the guest image")
+    kernel_opts(b)
+    sub.add_parser("setup", help="install dependencies (root)")
+    return p
+
+
+COMMANDS = {"run": cmd_run, "check": cmd_check, "repro": cmd_repro, "list": cmd_list,
+            "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
+            "build": lambda a: build_all(a.kernel, a.modules) and 0,
+            "setup": lambda a: run_script("setup") or 0}
+
+
+def main(argv=None):
+    p = parser()
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.cmd in ("run", "check", "build", "cmdline") and args.modules and not args.kernel:
+        p.error("--modules needs --kernel")
+    try:
+        return COMMANDS[args.cmd](args)
+    except (SetupError, scenario.ScenarioError) as e:
+        say(f"error: {e}")
+        return EXIT_SETUP
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    except (OSError, subprocess.CalledProcessError) as e:
+        say(f"error: {e}")
+        return EXIT_SETUP
+    except Exception as e:  # noqa: BLE001 - one line for users, traceback on request
+        if os.environ.get("FAULTLINE_DEBUG"):
+            raise
+        say(f"internal error: {type(e).__name__}: {e} (FAULTLINE_DEBUG=1 shows the traceback)")
+        return EXIT_SETUP
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Building what a run needs: QEMU and the guest image (scripts/build-qemu,
+scripts/build-guest, both cached by input hash), and the machine setup."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from . import TOP
+from .errors import SetupError
+
+CACHE = os.environ.get("FAULTLINE_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "faultline")
+VERSIONS = os.path.join(CACHE, "versions.env")
+# -L directories after QEMU's own share/: Debian's firmware packages.
+FIRMWARE_DIRS = ["/usr/share/seabios", "/usr/lib/ipxe/qemu", "/usr/share/qemu"]
+
+
+def say(msg):
+    print(f"faultline: {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Builds:
+    """One QEMU build and one guest image, both directories in the cache."""
+    qemu_dir: str
+    guest_dir: str
+
+    @property
+    def qemu_binary(self):
+        return os.path.join(self.qemu_dir, "bin", "qemu-system-x86_64")
+
+    @property
+    def firmware_dirs(self):
+        return [os.path.join(self.qemu_dir, "share"), *FIRMWARE_DIRS]
+
+    @property
+    def kernel(self):
+        return os.path.join(self.guest_dir, "vmlinuz")
+
+    @property
+    def initramfs(self):
+        return os.path.join(self.guest_dir, "initramfs.cpio.gz")
+
+
+def run_script(name, *args, capture=False):
+    """Run scripts/NAME; its errors are already one-line messages."""
+    cmd = [os.path.join(TOP, "scripts", name), *args]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE if capture else None, text=True)
+    if res.returncode != 0:
+        raise SetupError(f"{name} failed (exit {res.returncode})")
+    return res.stdout.strip().splitlines()[-1] if capture else None
+
+
+def ensure_setup():
+    """Bootstrap: run scripts/setup when its recorded versions or tools are missing."""
+    missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source")
+               if not shutil.which(t)]
+    if os.path.exists(VERSIONS) and not missing:
+        return
+    say("setting up this machine (scripts/setup)" +
+        (f": missing {', '.join(missing)}" if missing else ""))
+    run_script("setup")
+
+
+def versions():
+    """The versions scripts/setup resolved (QEMU source, kernel package...)."""
+    vals = {}
+    try:
+        with open(VERSIONS) as f:
+            for line in f:
+                if "=" in line and not line.startswith("#"):
+                    k, v = line.strip().split("=", 1)
+                    vals[k] = v
+    except OSError:
+        pass
+    return vals
+
+
+def qemu_dir(variant="default"):
+    """The cached QEMU install directory (built if needed); @variant "asan"
+    is the clang ASAN+UBSAN build (scripts/build-qemu --variant)."""
+    vargs = ["--variant", variant] if variant != "default" else []
+    return run_script("build-qemu", *vargs, "--print-dir", capture=True)
+
+
+def build_all(kernel=None, modules=None, quiet=False):
+    """QEMU and the guest image (for @kernel and @modules, or Debian's)."""
+    ensure_setup()
+    t0 = time.monotonic()
+    qemu = qemu_dir()
+    t1 = time.monotonic()
+    gargs = ["--print-dir"]
+    if kernel:
+        gargs += ["--kernel", kernel]
+        if modules:
+            gargs += ["--modules", modules]
+    guest_dir = run_script("build-guest", *gargs, capture=True)
+    t2 = time.monotonic()
+    if not quiet:
+        say(f"build: qemu {t1 - t0:.1f}s, guest {t2 - t1:.1f}s")
+    return Builds(qemu, guest_dir)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def git_describe():
+    try:
+        return subprocess.run(["git", "-C", TOP, "describe", "--always", "--dirty", "--tags"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or "?"
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"

@@ -1,0 +1,132 @@
+"""Judging a finished run from its run directory and WatchResult: outcome,
+status, reason, the scenario's expectations.  Backend-neutral."""
+
+import os
+
+from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, OUTCOMES
+from .ktap import parse_ktap
+from .report import Report
+
+# Console lines that mean the kernel is unhealthy (tainting by our own
+# out-of-tree module is expected and is not among them).
+CRASH_MARKERS = ["Kernel panic", "kernel BUG at", "BUG: unable to handle",
+                 "Oops:", "general protection fault"]
+SPLAT_MARKERS = ["WARNING: CPU", "BUG: ", "sleeping function called from invalid context",
+                 "possible circular locking dependency", "INFO: task", "Call Trace:"]
+
+
+def console_health(console):
+    crash = [m for m in CRASH_MARKERS if m in console]
+    splats = [m for m in SPLAT_MARKERS if m in console]
+    return crash, splats
+
+
+def tail(text, n=25):
+    return "\n".join(text.splitlines()[-n:])
+
+
+def check_expectations(sc, ktap, console, faults):
+    """Return a list of unmet expectations (empty: all met)."""
+    problems = []
+    e = sc.expect
+    diag = ktap["diag"]
+    for name, minimum in e.get("vmstat_min", {}).items():
+        got = diag.get("vmstat " + name)
+        if got is None or got < minimum:
+            problems.append(f"vmstat {name} {got} < {minimum}")
+    for name, minimum in e.get("diag_min", {}).items():
+        got = diag.get(name)
+        if got is None or got < minimum:
+            problems.append(f"{name} {got} < {minimum}")
+    for name, maximum in e.get("diag_max", {}).items():
+        got = diag.get(name)
+        if got is None or got > maximum:
+            problems.append(f"{name} {got} > {maximum}")
+    for text in e.get("kernel_log", []):
+        if text not in console:
+            problems.append(f"kernel log lacks {text!r}")
+    hits_min = e.get("rule_hits_min", {})
+    if hits_min:
+        rules = faults.get("rules") if isinstance(faults, dict) else faults
+        if not isinstance(rules, list):
+            problems.append(f"no rule statistics from the fault injector ({faults})")
+        else:
+            hits = {r["name"]: r["hits"] for r in rules}
+            for name, minimum in hits_min.items():
+                if hits.get(name, 0) < minimum:
+                    problems.append(f"rule {name} hit {hits.get(name, 0)} < {minimum}")
+    return problems
+
+
+
+def _verdict(sc, w, console, k):
+    """(status, outcome or None, reason) of a run."""
+    crash, splats = console_health(console)
+    machine = "QEMU" if w.backend in ("qemu", "") else w.backend
+    if w.hang:
+        return EXIT_CRASH, "hang", (
+            f"hang: no result after {sc.timeout_s:.0f}s, watchdog killed {machine}"
+            + (", sysrq task dump in the report" if w.task_dump is not None
+               else ", no task dump (guest did not answer sysrq)"))
+    if crash:
+        return EXIT_CRASH, None, "kernel crash: " + ", ".join(crash)
+    if w.guest_exit is None:
+        if "faultline-init" not in console and w.stderr:
+            return EXIT_SETUP, None, f"{machine} failed: " + w.stderr.splitlines()[-1]
+        if "faultline-init" not in console:
+            return EXIT_CRASH, None, "kernel did not boot to init"
+        return EXIT_CRASH, None, "guest stopped without reporting a result"
+    if splats:
+        return EXIT_FAIL, None, "kernel splat: " + ", ".join(splats)
+    modprobe = [f for f in k["failures"] if f.startswith("Bail out! modprobe")]
+    if modprobe:
+        # The kernel lacks a driver the scenario needs: fix the setup, not the code.
+        return EXIT_SETUP, None, modprobe[0] + " (does the kernel/--modules tree have it?)"
+    if w.guest_exit != 0 or k["not_ok"] or k["bail"]:
+        return EXIT_FAIL, None, (f"guest tests failed (exit {w.guest_exit}, "
+                                 f"{k['not_ok']} not ok)")
+    if k["ok"] == 0:
+        return EXIT_FAIL, None, "guest tests reported no result"
+    return EXIT_PASS, None, "pass"
+
+
+def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
+    """The Report of a finished run of scenario @sc, from its run directory
+    (console.log, ktap.log) and the machine's WatchResult @w."""
+    def read(name):
+        try:
+            with open(os.path.join(rundir, name), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+    console, ktap = read("console.log"), read("ktap.log")
+    k = parse_ktap(ktap)
+    status, outcome, reason = _verdict(sc, w, console, k)
+    if status == EXIT_PASS:
+        problems = check_expectations(sc, k, console, w.faults)
+        if problems:
+            status, reason = EXIT_FAIL, "expectation failed: " + "; ".join(problems)
+    release = ""
+    for ln in ktap.splitlines():
+        if ln.startswith("# kernel ") and len(ln.split()) > 2:
+            release = ln.split()[2]
+    faults = w.faults
+    r = Report(scenario=sc.name, seed=seed, status=status,
+               outcome=outcome or OUTCOMES[status], reason=reason, kernel=release,
+               device=sc.device.kind, completion=sc.device.completion,
+               elapsed_s=round(w.elapsed_s if elapsed_s is None else elapsed_s, 1),
+               deterministic=deterministic,
+               ktap={key: v for key, v in k.items() if key not in ("diag", "results")},
+               diag=k["diag"], faults=faults, results=k["results"])
+    if isinstance(faults, dict) and isinstance(faults.get("digest"), int):
+        r.digest = f"{faults['digest']:016x}"
+    if os.path.exists(os.path.join(rundir, "faults.jsonl")):
+        r.fault_log = "faults.jsonl"
+    dump = w.task_dump
+    if status != EXIT_PASS:
+        r.console_tail = tail(console.encode()[:dump].decode(errors="replace")
+                              if dump is not None else console)
+    if dump is not None:
+        text = console.encode()[dump:].decode(errors="replace")
+        r.task_dump = "\n".join(text.splitlines()[:400])
+    return r

@@ -1,0 +1,270 @@
+"""Machines: what to boot (MachineSpec), what came of it (WatchResult), and
+the Machine base class every backend (qemu, libvirt, lava) derives from.
+
+The base class owns the watch loop: it reads the run directory's serial
+logs, polls rule hits over qmp(), fires the watchdog and asks a hung guest
+for a task dump.  A backend provides the process (start, running, kill,
+cleanup, qmp); docs/launcher.md has the contract.
+"""
+
+import importlib
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+
+from .errors import SetupError
+from .qmp import QmpError
+
+FIXED_RTC = "2026-01-01T00:00:00"
+INJECTOR_ID = "fi0"
+ICOUNT = "shift=4,sleep=off,align=off"
+BACKENDS = ("qemu", "libvirt", "lava")
+
+
+@dataclass
+class MachineSpec:
+    """What to boot, the same for every backend."""
+    scenario: str
+    qemu_binary: str
+    firmware_dirs: list
+    kernel: str
+    initrd: str
+    append: str
+    memory: str
+    cpus: int
+    accel: str
+    deterministic: bool
+    rundir: str
+    scratch: str
+    disk: str
+    injector_id: str | None
+    device_args: list
+    extra_args: list
+    # rules.txt in rundir when the scenario has rules (then rule hits are
+    # polled and the final statistics read), else None.
+    rules_file: str | None = None
+
+    def qemu_argv(self, qmp_socket):
+        """The full QEMU argv of the qemu backend."""
+        q = [self.qemu_binary, "-nodefaults", "-display", "none", "-no-reboot",
+             "-no-shutdown", "-machine", "q35", "-m", self.memory, "-nic", "none"]
+        for d in self.firmware_dirs:
+            q += ["-L", d]
+        q += ["-accel", self.accel, *self.extra_args,
+              "-kernel", self.kernel, "-initrd", self.initrd, "-append", self.append,
+              "-serial", "file:" + os.path.join(self.rundir, "console.log"),
+              "-serial", "file:" + os.path.join(self.rundir, "ktap.log"),
+              "-qmp", "unix:" + qmp_socket + ",server=on,wait=off"]
+        return q + self.device_args
+
+
+def machine_args(cpus, deterministic):
+    """-icount/-rtc/-smp: the machine-level arguments after -accel."""
+    if deterministic:
+        # Under -icount TCG runs every vCPU round-robin in one thread, so
+        # the schedule, and with it the run, follows from the instruction
+        # count alone.
+        return ["-icount", ICOUNT, "-smp", "1", "-rtc", f"base={FIXED_RTC},clock=vm"]
+    return ["-smp", str(cpus)]
+
+
+def device_args(sc, disk, rundir, seed, deterministic):
+    """-blockdev/-object/-device of the swap disk, its injector and device;
+    returns (argv, injector id or None)."""
+    dev = sc.device
+    q = ["-blockdev", f"driver=file,filename={disk},node-name=disk0,cache.direct=off"]
+    # The devices do their I/O in the MMIO write and complete on virtual
+    # timers only with an injector that says so (rules or not).
+    det = ",deterministic=on" if deterministic else ""
+    fi, injector = "", None
+    if sc.faults.rules.strip() or det:
+        rules = f"rules={os.path.join(rundir, 'rules.txt')}," if sc.faults.rules.strip() else ""
+        q += ["-object", f"fault-injector,id={INJECTOR_ID},{rules}seed={seed},"
+              f"log={os.path.join(rundir, 'faults.jsonl')}{det}"]
+        fi, injector = f",fault-injector={INJECTOR_ID}", INJECTOR_ID
+    if dev.kind == "nvme":
+        q += ["-device", f"nvme,serial=faultline0,drive=disk0{fi}{dev.extra}"]
+    elif dev.kind == "syncblk":
+        q += ["-device", f"syncblk-pci,drive=disk0,completion={dev.completion}{fi}{dev.extra}"]
+    return q, injector
+
+
+def make_spec(sc, builds, kernel, initrd, append, rundir, scratch, seed, deterministic,
+              accel="tcg"):
+    """The MachineSpec of one run of scenario @sc."""
+    disk = os.path.join(scratch, "disk.img")
+    devargs, injector = device_args(sc, disk, rundir, seed, deterministic)
+    return MachineSpec(
+        scenario=sc.name, qemu_binary=builds.qemu_binary, firmware_dirs=builds.firmware_dirs,
+        kernel=kernel, initrd=initrd, append=append, memory=sc.vm.memory, cpus=sc.vm.cpus,
+        accel="tcg" if deterministic else accel, deterministic=deterministic,
+        rundir=rundir, scratch=scratch, disk=disk, injector_id=injector,
+        device_args=devargs, extra_args=machine_args(sc.vm.cpus, deterministic),
+        rules_file=os.path.join(rundir, "rules.txt") if sc.faults.rules.strip() else None)
+
+
+@dataclass
+class WatchResult:
+    """What a finished machine reports."""
+    hang: bool = False
+    guest_exit: int | None = None   # the FAULTLINE-EXIT status
+    faults: dict | None = None      # x-fault-query-stats at the end
+    task_dump: int | None = None    # console offset where a sysrq-t dump starts
+    stderr: str = ""                # QEMU/backend diagnostics, one line per problem
+    backend: str = ""
+    backend_info: dict = field(default_factory=dict)
+    elapsed_s: float = 0.0          # time spent in run()
+
+
+def rule_hits(stats):
+    """{rule name: hits} from x-fault-query-stats."""
+    return {r["name"]: r["hits"] for r in stats.get("rules", [])}
+
+
+def _read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+class Machine:
+    """One machine of one run: a context manager that always cleans up."""
+
+    backend = "base"
+
+    def __init__(self, spec, **backend_options):
+        self.spec = spec
+        self.options = backend_options
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+    # -- what a backend provides
+    def start(self):
+        """Boot; SetupError with one line on failure."""
+        raise NotImplementedError
+
+    def running(self):
+        raise NotImplementedError
+
+    def qmp(self, command, **args):
+        """Run one QMP command; QmpError when the machine is not reachable."""
+        raise QmpError(f"backend {self.backend} has no QMP")
+
+    def kill(self):
+        raise NotImplementedError
+
+    def cleanup(self):
+        """Kill if needed and remove what the backend created (subclasses
+        call this too): the scratch directory."""
+        shutil.rmtree(self.spec.scratch, ignore_errors=True)
+
+    def info(self):
+        """Backend facts for run.json."""
+        return {}
+
+    def diagnostics(self):
+        """The backend's own error output (QEMU stderr, a libvirt error...)."""
+        return ""
+
+    # -- shared
+    def send_sysrq(self, key):
+        self.qmp("send-key", keys=[{"type": "qcode", "data": k}
+                                   for k in ("alt", "sysrq", key)])
+
+    def fault_stats(self):
+        return self.qmp("x-fault-query-stats", id=self.spec.injector_id)
+
+    def run(self, timeout_s, progress=None):
+        """Watch a started machine until the guest reports, the kernel
+        panics, or the watchdog fires; returns a WatchResult."""
+        spec = self.spec
+        ktap_path = os.path.join(spec.rundir, "ktap.log")
+        console_path = os.path.join(spec.rundir, "console.log")
+        poll = spec.injector_id is not None and spec.rules_file is not None
+        w = WatchResult(backend=self.backend)
+        hits, last_poll = {}, 0.0
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        while True:
+            time.sleep(0.2)
+            text = _read(ktap_path)
+            now = time.monotonic()
+            if poll and now - last_poll > 1.0:
+                last_poll = now
+                try:
+                    hits = rule_hits(self.fault_stats())
+                except QmpError:
+                    pass
+            if progress:
+                progress.update(text, now - t0, hits)
+            for ln in text.splitlines():
+                if ln.startswith("FAULTLINE-EXIT "):
+                    try:
+                        w.guest_exit = int(ln.split()[1])
+                    except (IndexError, ValueError):
+                        pass
+            if w.guest_exit is not None or not self.running():
+                break
+            if "Kernel panic" in _read(console_path):
+                break
+            if now > deadline:
+                w.hang = True
+                w.task_dump = self._task_dump(console_path)
+                break
+        if progress:
+            progress.finish()
+        # The guest powered off: the machine is paused (-no-shutdown); read the injector.
+        if poll and self.running():
+            try:
+                w.faults = self.fault_stats()
+            except QmpError as e:
+                w.faults = {"error": str(e)}
+        w.elapsed_s = time.monotonic() - t0
+        w.stderr = self.diagnostics()
+        w.backend_info = self.info()
+        return w
+
+    def _task_dump(self, console_path):
+        """Ask a hung guest for alt-sysrq-t and wait for the dump to settle.
+
+        Returns the console offset where the dump starts, or None."""
+        size0 = os.path.getsize(console_path)
+        try:
+            # Console loglevel 7 first: the task lines are KERN_INFO.
+            for key in ("7", "t"):
+                self.send_sysrq(key)
+                time.sleep(0.3)
+        except QmpError:
+            return None
+        deadline, last = time.monotonic() + 10, -1
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            size = os.path.getsize(console_path)
+            if size == last and size > size0:
+                break
+            last = size
+        return size0 if os.path.getsize(console_path) > size0 else None
+
+
+def backend_class(name):
+    """The Machine subclass of backend @name (its module imported lazily)."""
+    if name not in BACKENDS:
+        raise SetupError(f"unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
+    try:
+        module = importlib.import_module(f".{name}", __package__)
+    except ModuleNotFoundError as e:
+        if e.name != f"{__package__}.{name}":
+            raise SetupError(f"backend {name} needs the Python module {e.name}") from None
+        raise SetupError(f"backend {name} is not available in this checkout") from None
+    for obj in vars(module).values():
+        if isinstance(obj, type) and issubclass(obj, Machine) and obj.backend == name:
+            return obj
+    raise SetupError(f"backend module {name} defines no Machine with backend = {name!r}")

@@ -1,0 +1,292 @@
+"""Runs: one run of a scenario on a machine backend, run plans (scenarios x
+seeds x repeats, sweeps) and repro.  Used by run, repro and compare.
+
+The run directory layout is documented in docs/launcher.md.
+"""
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from . import TOP, guest, report, scenario
+from .build import VERSIONS, build_all, git_describe, say, sha256, versions
+from .errors import EXIT_FAIL, EXIT_PASS, SetupError
+from .judge import judge
+from .machine import backend_class, make_spec
+from .progress import Progress
+from .report import load_report
+
+DEFAULT_SCENARIO = "smoke"
+DEFAULT_OUT = os.path.join(TOP, "runs")
+FAULTLINE = os.path.join(TOP, "scripts", "faultline")
+
+
+@dataclass
+class RunOptions:
+    """How to run: kernel, mode, overrides of the scenario, backend."""
+    kernel: str | None = None
+    modules: str | None = None
+    deterministic: bool = False
+    accel: str = "tcg"
+    memory: str | None = None
+    cpus: int | None = None
+    timeout: str | None = None
+    quiet: bool = False
+    backend: str = "qemu"
+    backend_options: dict = field(default_factory=dict)
+
+    def overrides(self):
+        return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
+
+
+def parse_seeds(text):
+    """'A..B' (inclusive) -> [A..B]; for --seeds of run and compare."""
+    try:
+        a, b = (int(x) for x in text.split("..", 1))
+    except ValueError:
+        raise SetupError(f"--seeds {text!r}: expected A..B, e.g. 1..20") from None
+    if b < a or b - a >= 100000:
+        raise SetupError(f"--seeds {text!r}: B must be >= A (and at most 100000 seeds)")
+    return list(range(a, b + 1))
+
+
+def new_dir(base, name):
+    """A fresh BASE/DATE-TIME-NAME directory (run, sweep or comparison)."""
+    os.makedirs(base, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for i in range(1000):
+        d = os.path.join(base, f"{stamp}-{name}" + (f"-{i}" if i else ""))
+        try:
+            os.makedirs(d)
+            return d
+        except FileExistsError:
+            continue
+    raise SetupError("cannot create a run directory in " + base)
+
+
+def load_scenario(name, opts):
+    """One scenario with the options' overrides, validated for the mode."""
+    sc = scenario.apply_overrides(scenario.load(name), opts.memory, opts.cpus, opts.timeout)
+    if opts.deterministic:
+        scenario.check_deterministic(sc)
+    return sc
+
+
+def load_scenarios(names, opts):
+    """Load and validate every scenario before anything is built."""
+    backend_class(opts.backend)
+    return [load_scenario(name, opts) for name in names or [DEFAULT_SCENARIO]]
+
+
+def run_command(sc_path, seed, opts):
+    """The `faultline run` line that repeats this run (with the same inputs)."""
+    cmd = [FAULTLINE, "run", sc_path, "--seed", str(seed)]
+    if opts.deterministic:
+        cmd.append("--deterministic")
+    if opts.backend != "qemu":
+        cmd += ["--backend", opts.backend]
+    if opts.kernel:
+        cmd += ["--kernel", os.path.abspath(opts.kernel)]
+    if opts.modules:
+        cmd += ["--modules", os.path.abspath(opts.modules)]
+    for opt, value in opts.overrides().items():
+        if value is not None:
+            cmd += [f"--{opt}", str(value)]
+    return shlex.join(cmd)
+
+
+def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None):
+    shutil.copy(sc.path, os.path.join(rundir, "scenario.toml"))
+    if sc.faults.rules_file:
+        # repro reads the copy; keep the rules file beside it under its name.
+        dst = os.path.join(rundir, sc.faults.rules_file)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy(os.path.join(os.path.dirname(sc.path), sc.faults.rules_file), dst)
+    if os.path.exists(VERSIONS):
+        shutil.copy(VERSIONS, os.path.join(rundir, "versions.env"))
+    meta = {
+        "scenario": sc.name, "scenario_file": sc.path, "seed": seed,
+        "deterministic": opts.deterministic, "accel": opts.accel,
+        "kernel": os.path.abspath(opts.kernel) if opts.kernel else None,
+        "modules": os.path.abspath(opts.modules) if opts.modules else None,
+        "overrides": opts.overrides(),
+        "kernel_image": builds.kernel,
+        "kernel_sha256": sha256(builds.kernel),
+        "initramfs_sha256": sha256(builds.initramfs),
+        "qemu_build": os.path.basename(builds.qemu_dir),
+        "guest_build": os.path.basename(builds.guest_dir),
+        "qemu": builds.qemu_dir, "guest": builds.guest_dir, "versions": versions(),
+        "faultline": git_describe(), "argv": sys.argv,
+        "run_command": run_command(sc.path, seed, opts),
+        "repro": shlex.join([FAULTLINE, "repro", rundir]),
+        "backend": opts.backend, "backend_options": opts.backend_options,
+    }
+    if backend_info is not None:
+        meta["backend_info"] = backend_info
+    with open(os.path.join(rundir, "run.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    return meta
+
+
+def scratch_dir():
+    # Disk image, initramfs and QMP socket live in RAM: unlinking a disk file
+    # with gigabytes still in writeback stalled runs for minutes (measured),
+    # and a short path keeps the socket under the 108-byte sun_path limit.
+    return tempfile.mkdtemp(prefix="faultline-",
+                            dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+
+
+def boot_and_judge(sc, seed, opts, builds, rundir):
+    """Prepare the inputs, boot the machine, watch it, judge it: a Report."""
+    t0 = time.monotonic()
+    scratch = scratch_dir()
+    try:
+        initrd = guest.prepare(sc, builds.guest_dir, rundir, scratch, seed)
+        spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), rundir,
+                         scratch, seed, opts.deterministic, opts.accel)
+        with backend_class(opts.backend)(spec, **opts.backend_options) as m:
+            m.start()
+            watch = m.run(sc.timeout_s, Progress(len(sc.tests), opts.quiet))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return judge(sc, rundir, seed, opts.deterministic, watch, time.monotonic() - t0), watch
+
+
+def one_run(sc, seed, opts, builds, rundir):
+    """One run into @rundir: run.json, the machine's files, report.json,
+    stats.json, plots, junit.xml; prints the summary.  (Report, run.json)"""
+    meta = write_run_meta(rundir, sc, opts, seed, builds)
+    if not opts.quiet:
+        say(f"running {sc.name} seed {seed}: {sc.description}")
+    r, watch = boot_and_judge(sc, seed, opts, builds, rundir)
+    meta = write_run_meta(rundir, sc, opts, seed, builds, watch.backend_info)
+    if isinstance(r.faults, dict) and "rules" in r.faults:
+        with open(os.path.join(rundir, "stats.json"), "w") as f:
+            json.dump(r.faults, f, indent=1)
+    r.plots = report.write_plots(rundir, r)
+    r.save(rundir)
+    report.write_junit(os.path.join(rundir, "junit.xml"), [(r, rundir)])
+    report.print_report(r, rundir)
+    if r.status != EXIT_PASS:
+        print(f"repro      {meta['repro']}\n           {meta['run_command']}", flush=True)
+    return r, meta
+
+
+def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
+             out=DEFAULT_OUT, junit=None, name=None):
+    """Every (scenario, seed, repeat); (worst status, [(Report, rundir)]).
+
+    @name renames the scenario in run directories and reports (repro)."""
+    scs = load_scenarios(names, opts)
+    if seed is not None and seeds:
+        raise SetupError("--seed and --seeds exclude each other")
+    if repeat < 1:
+        raise SetupError("--repeat must be >= 1")
+    seed_list = parse_seeds(seeds) if seeds else None
+    builds = build_all(opts.kernel, opts.modules, opts.quiet)
+    plan = []
+    for sc in scs:
+        if name:
+            sc.name = name
+        for s in seed_list or [seed if seed is not None else sc.faults.seed]:
+            plan += [(sc, s, i) for i in range(repeat)]
+    os.makedirs(out, exist_ok=True)
+    group = None
+    if len(plan) > 1:
+        group = new_dir(out, (scs[0].name if len(scs) == 1 else "multi") + "-sweep")
+    results, repro_cmds = [], {}
+    for sc, s, i in plan:
+        if group:
+            rundir = os.path.join(group, f"{sc.name}-seed{s}" + (f"-r{i}" if i else ""))
+            os.makedirs(rundir)
+        else:
+            rundir = new_dir(out, sc.name)
+        r, meta = one_run(sc, s, opts, builds, rundir)
+        results.append((r, rundir))
+        repro_cmds[rundir] = meta["repro"]
+        if r.status != EXIT_PASS and not keep_going and len(plan) > 1:
+            say(f"stopping at the first failure (seed {s}); --keep-going runs the rest")
+            break
+    if junit:
+        report.write_junit(junit, results)
+    if group:
+        report.write_summary(os.path.join(group, "summary"), results, repro_cmds)
+        print("\nsummary (" + os.path.join(group, "summary.txt") + "):")
+        print("\n".join("  " + x for x in report.summary_lines(results)))
+        failing = [(r, d) for r, d in results if r.status != EXIT_PASS]
+        for r, d in failing:
+            print(f"  repro seed {r.seed}: {repro_cmds[d]}")
+        print(f"{len(results) - len(failing)} passed, {len(failing)} failed"
+              + (f", {len(plan) - len(results)} not run" if len(plan) > len(results) else ""))
+    return max(r.status for r, _ in results), results
+
+
+# ---------------------------------------------------------------- repro
+
+def load_run(rundir):
+    """(run.json, Report) of a run directory."""
+    try:
+        with open(os.path.join(rundir, "run.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SetupError(f"{rundir} is not a faultline run directory ({e})") from None
+    return meta, load_report(rundir)
+
+
+def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
+    """Run @rundir again with its inputs and compare; (status, new rundir)."""
+    meta, orig = load_run(rundir)
+    if deterministic is None:
+        deterministic = meta["deterministic"]
+    if not meta["deterministic"]:
+        say("note: the original run was not deterministic (--deterministic); "
+            "its digest and KTAP need not match")
+    ov = meta.get("overrides") or {}
+    opts = RunOptions(kernel=meta.get("kernel"), modules=meta.get("modules"),
+                      deterministic=deterministic, accel=meta.get("accel", "tcg"),
+                      memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
+                      quiet=quiet, backend=meta.get("backend", "qemu"),
+                      backend_options=meta.get("backend_options") or {})
+    sc = load_scenarios([os.path.join(rundir, "scenario.toml")], opts)[0]
+    if opts.kernel and not os.path.exists(opts.kernel):
+        raise SetupError(f"the run's kernel {opts.kernel} is gone")
+    builds = build_all(opts.kernel, opts.modules, quiet)
+    differs = []
+    if os.path.basename(builds.qemu_dir) != meta.get("qemu_build"):
+        differs.append(f"QEMU build {os.path.basename(builds.qemu_dir)} "
+                       f"(run: {meta.get('qemu_build')})")
+    for key, path in (("kernel_sha256", builds.kernel), ("initramfs_sha256", builds.initramfs)):
+        if meta.get(key) and sha256(path) != meta[key]:
+            differs.append(f"{os.path.basename(path)} differs from the run's")
+    for d in differs:
+        say(f"warning: input changed since the run: {d}")
+    sc.name = meta.get("scenario", sc.name)
+    new = new_dir(out, sc.name + "-repro")
+    r, _ = one_run(sc, meta["seed"], opts, builds, new)
+    return repro_verdict(rundir, orig, new, r, deterministic), new
+
+
+def repro_verdict(orig_dir, orig, new_dir_, new, deterministic):
+    """Compare a rerun with its original (Reports): outcome, fault digest, KTAP."""
+    def ktap(d):
+        with open(os.path.join(d, "ktap.log"), errors="replace") as f:
+            return f.read()
+    checks = [("outcome", orig.outcome, new.outcome),
+              ("fault digest", orig.digest, new.digest)]
+    if deterministic:
+        checks.append(("KTAP", "identical", "identical" if ktap(orig_dir) == ktap(new_dir_)
+                       else "differs"))
+    ok = True
+    for what, a, b in checks:
+        same = a == b
+        ok &= same
+        print(f"repro {what:12} {'match' if same else 'MISMATCH'}: {a} -> {b}")
+    print(f"repro: {'reproduced' if ok else 'NOT reproduced'} ({orig_dir} -> {new_dir_})")
+    if not ok and new.status == EXIT_PASS:
+        return EXIT_FAIL
+    return new.status

@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""One vm test (meson suite 'vm'): run a scenario through the launcher
+package and check what a user would check.
+
+  vm_test.py SCENARIO                      the run passes
+  vm_test.py SCENARIO --deterministic --repro [--cpus N]
+                                           then `repro` it: same outcome,
+                                           fault digest and KTAP
+  vm_test.py SCENARIO --sweep A..B         one directory per seed, a summary,
+                                           a distinct digest per seed
+  vm_test.py SCENARIO --expect-status N --expect-report TEXT ...
+                                           the launcher's own verdicts
+                                           (crash, hang)
+
+FAULTLINE_KERNEL / FAULTLINE_MODULES (set by `faultline check --kernel`)
+select the kernel.  Exit 0 pass, 1 fail, 2 setup error.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline import runner  # noqa: E402
+from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
+from faultline.scenario import ScenarioError  # noqa: E402
+
+OUT = os.path.join(TOP, "build", "vm-runs")
+
+
+def check_sweep(seeds, status, results):
+    """A seed sweep makes one directory per seed and a summary of all."""
+    groups = sorted({os.path.dirname(d) for _, d in results})
+    problems = []
+    if len(groups) != 1:
+        return [f"expected one sweep directory, got {groups}"]
+    g = groups[0]
+    runs = sorted(d for d in os.listdir(g) if os.path.isdir(os.path.join(g, d)))
+    with open(os.path.join(g, "summary.json")) as f:
+        summary = json.load(f)
+    if len(runs) != len(seeds) or len(summary) != len(seeds):
+        problems.append(f"{len(runs)} run dirs, {len(summary)} summary rows for "
+                        f"{len(seeds)} seeds")
+    if sorted(x["seed"] for x in summary) != seeds:
+        problems.append(f"summary seeds {[x['seed'] for x in summary]}")
+    digests = [x["digest"] for x in summary]
+    if None in digests or len(set(digests)) != len(digests):
+        problems.append(f"expected a distinct fault digest per seed: {digests}")
+    for d in runs:
+        for f in ("report.json", "run.json", "cmdline", "ktap.log", "console.log",
+                  "junit.xml"):
+            if not os.path.exists(os.path.join(g, d, f)):
+                problems.append(f"{d} lacks {f}")
+    if status != EXIT_PASS:
+        problems.append(f"sweep exit status {status}")
+    return problems
+
+
+def check_expected(rundir, status, want_status, want_texts):
+    """The run must end with exactly this status and its report say why."""
+    with open(os.path.join(rundir, "report.json")) as f:
+        text = f.read()
+    problems = []
+    if status != want_status:
+        problems.append(f"status {status}, expected {want_status}")
+    for t in want_texts:
+        if t not in text:
+            problems.append(f"report.json lacks {t!r}")
+    return problems
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("scenario")
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--cpus", type=int)
+    p.add_argument("--repro", action="store_true",
+                   help="then repro the run: outcome, digest and KTAP must match")
+    p.add_argument("--sweep", metavar="A..B", help="seed sweep: one dir per seed + summary")
+    p.add_argument("--expect-status", type=int)
+    p.add_argument("--expect-report", action="append", default=[],
+                   help="text report.json must contain")
+    args = p.parse_args()
+    opts = runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
+                             modules=os.environ.get("FAULTLINE_MODULES"),
+                             deterministic=args.deterministic, cpus=args.cpus)
+    status, results = runner.run_plan([args.scenario], opts, seeds=args.sweep,
+                                      keep_going=True, out=OUT)
+    rundir = results[0][1]
+    if args.sweep:
+        problems = check_sweep(runner.parse_seeds(args.sweep), status, results)
+        print(f"sweep self-test: {'; '.join(problems) or 'ok'}")
+        return EXIT_FAIL if problems else EXIT_PASS
+    if args.expect_status is not None:
+        problems = check_expected(rundir, status, args.expect_status, args.expect_report)
+        print(f"launcher self-test: {'; '.join(problems) or 'ok'}")
+        return EXIT_FAIL if problems else EXIT_PASS
+    if args.repro:
+        rc, _ = runner.repro(rundir, OUT)
+        return EXIT_PASS if status == EXIT_PASS and rc == EXIT_PASS else EXIT_FAIL
+    return EXIT_PASS if status == EXIT_PASS else EXIT_FAIL
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (SetupError, ScenarioError) as e:
+        print(f"vm test: error: {e}", file=sys.stderr)
+        sys.exit(EXIT_SETUP)
