@@ -122,6 +122,13 @@ def nvme_seeds():
     yield "enable", enable
     yield "queues", enable + queues
     yield "io", enable + queues + io
+    # The admin CQ in the controller's own BAR0 (0xe0000000, where libqos
+    # maps it): the second CQE's dword 1 lands on CC (issue 12, defect 2).
+    in_bar = [mmio_write(regs, NVME_AQA, 0x000f000f),
+              mmio_write(regs, NVME_ASQ, 0x100000), mmio_write(regs, NVME_ASQ + 4, 0),
+              mmio_write(regs, NVME_ACQ, 0xe0000000), mmio_write(regs, NVME_ACQ + 4, 0),
+              mmio_write(regs, NVME_CC, 0x00460001), clock_step()]
+    yield "cq-in-bar", in_bar + queues + [clock_step()]
 
 
 def main():
