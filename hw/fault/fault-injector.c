@@ -125,15 +125,12 @@ bool fault_injector_deterministic(FaultInjector *fi)
 bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
                                         Error **errp)
 {
-    /*
-     * The qtest accelerator's virtual clock moves only on clock_step, so
-     * it is as deterministic as -icount (and lets the fuzzers reach it).
-     */
+    /* The qtest accelerator's clock moves only on clock_step: also fixed. */
     if (fi->deterministic && icount_enabled() != ICOUNT_PRECISE &&
         !qtest_enabled()) {
         error_setg(errp, "%s: fault-injector '%s' has deterministic=on, "
                    "which needs -icount shift=N (TCG, fixed shift) or "
-                   "-accel qtest", dev,
+                   "the qtest accelerator", dev,
                    object_get_canonical_path_component(OBJECT(fi)));
         return false;
     }
