@@ -62,7 +62,8 @@ def cmd_cmdline(args):
     opts = run_options(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
-    builds = build_all(args.kernel, args.modules, quiet=True)
+    builds = build_all(args.kernel, args.modules, quiet=True).for_scenario(sc, args.kernel,
+                                                                           args.modules)
     outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "cmdline-" + sc.name))
     os.makedirs(outdir, exist_ok=True)
     initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
@@ -102,7 +103,8 @@ def parser():
         sp.add_argument("--cpus", type=int, help="vCPUs (overrides vm.cpus)")
         sp.add_argument("--timeout", help="watchdog, e.g. 300s (overrides timeout)")
         sp.add_argument("--deterministic", action="store_true",
-                        help="icount, one vCPU, fixed RTC: same seed gives the same run")
+                        help="icount (vCPUs round-robin in one thread), fixed RTC: "
+                             "same seed gives the same run")
         sp.add_argument("--accel", default="tcg", choices=["tcg", "kvm"])
 
     r = sub.add_parser("run", help="boot and run scenarios (default: smoke)")

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import TOP
 from .errors import SetupError
@@ -45,6 +45,12 @@ class Builds:
     def initramfs(self):
         return os.path.join(self.guest_dir, "initramfs.cpio.gz")
 
+    def for_scenario(self, sc, kernel=None, modules=None):
+        """The guest image with the scenario's optional tools ([vm] tools)."""
+        if not sc.vm.tools:
+            return self
+        return replace(self, guest_dir=guest_dir(kernel, modules, sc.vm.tools))
+
 
 def run_script(name, *args, capture=False):
     """Run scripts/NAME; its errors are already one-line messages."""
@@ -57,8 +63,8 @@ def run_script(name, *args, capture=False):
 
 def ensure_setup():
     """Bootstrap: run scripts/setup when its recorded versions or tools are missing."""
-    missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source")
-               if not shutil.which(t)]
+    missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source",
+                           "fio", "nvme") if not shutil.which(t)]
     if os.path.exists(VERSIONS) and not missing:
         return
     say("setting up this machine (scripts/setup)" +
@@ -87,22 +93,29 @@ def qemu_dir(variant="default"):
     return run_script("build-qemu", *vargs, "--print-dir", capture=True)
 
 
+def guest_dir(kernel=None, modules=None, tools=()):
+    """The guest image for @kernel and @modules (or Debian's), with @tools."""
+    gargs = ["--print-dir"]
+    if kernel:
+        gargs += ["--kernel", kernel]
+        if modules:
+            gargs += ["--modules", modules]
+    if tools:
+        gargs += ["--tools", ",".join(tools)]
+    return run_script("build-guest", *gargs, capture=True)
+
+
 def build_all(kernel=None, modules=None, quiet=False):
     """QEMU and the guest image (for @kernel and @modules, or Debian's)."""
     ensure_setup()
     t0 = time.monotonic()
     qemu = qemu_dir()
     t1 = time.monotonic()
-    gargs = ["--print-dir"]
-    if kernel:
-        gargs += ["--kernel", kernel]
-        if modules:
-            gargs += ["--modules", modules]
-    guest_dir = run_script("build-guest", *gargs, capture=True)
+    guest = guest_dir(kernel, modules)
     t2 = time.monotonic()
     if not quiet:
         say(f"build: qemu {t1 - t0:.1f}s, guest {t2 - t1:.1f}s")
-    return Builds(qemu, guest_dir)
+    return Builds(qemu, guest)
 
 
 def sha256(path):

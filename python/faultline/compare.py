@@ -113,13 +113,13 @@ def compare(args):
             runs[side].append(r)
     rows, missing = collect(metrics, expect, runs)
     labels = _labels(runs, kernels)
-    table = table.format_table(rows, labels[0], labels[1], args.level) if rows else ""
+    text = table.format_table(rows, labels[0], labels[1], args.level) if rows else ""
     failed = table.failed_expectations(table.compare_rows(rows, args.level))
     failed += [f"{m} (baseline not zero)" for m in zero_on_both(rows)]
     report = _write(group, args, sc, rows, labels, table_runs, missing, failed)
     print(f"\n{sc.name}: {labels[0]} vs {labels[1]}, {len(seeds)} run(s) each, "
           f"level {args.level}\n")
-    print(table, end="")
+    print(text, end="")
     for m in missing:
         print(f"  (metric {m!r}: no value in the runs; see a run's ktap.log for names)")
     bad = [t for t in table_runs if t["status"] != EXIT_PASS]

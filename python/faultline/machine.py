@@ -63,9 +63,9 @@ def machine_args(cpus, deterministic):
     """-icount/-rtc/-smp: the machine-level arguments after -accel."""
     if deterministic:
         # Under -icount TCG runs every vCPU round-robin in one thread, so
-        # the schedule, and with it the run, follows from the instruction
-        # count alone.
-        return ["-icount", ICOUNT, "-smp", "1", "-rtc", f"base={FIXED_RTC},clock=vm"]
+        # the interleaving of N vCPUs, and with it the run, follows from the
+        # instruction count alone.
+        return ["-icount", ICOUNT, "-smp", str(cpus), "-rtc", f"base={FIXED_RTC},clock=vm"]
     return ["-smp", str(cpus)]
 
 
@@ -120,6 +120,13 @@ class WatchResult:
 def rule_hits(stats):
     """{rule name: hits} from x-fault-query-stats."""
     return {r["name"]: r["hits"] for r in stats.get("rules", [])}
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _read(path):
@@ -221,6 +228,8 @@ class Machine:
                 break
         if progress:
             progress.finish()
+        if w.guest_exit is not None:
+            self._wait_powered_off()
         # The guest powered off: the machine is paused (-no-shutdown); read the injector.
         if poll and self.running():
             try:
@@ -232,11 +241,24 @@ class Machine:
         w.backend_info = self.info()
         return w
 
+    def _wait_powered_off(self, timeout_s=5.0):
+        """After FAULTLINE-EXIT the guest prints its last console line and
+        powers off: wait for that, so the console and the final fault
+        statistics are complete (and the same in every deterministic run)."""
+        deadline = time.monotonic() + timeout_s
+        while self.running() and time.monotonic() < deadline:
+            try:
+                if self.qmp("query-status").get("status") != "running":
+                    return
+            except QmpError:
+                return
+            time.sleep(0.1)
+
     def _task_dump(self, console_path):
         """Ask a hung guest for alt-sysrq-t and wait for the dump to settle.
 
         Returns the console offset where the dump starts, or None."""
-        size0 = os.path.getsize(console_path)
+        size0 = _size(console_path)
         try:
             # Console loglevel 7 first: the task lines are KERN_INFO.
             for key in ("7", "t"):
@@ -247,11 +269,11 @@ class Machine:
         deadline, last = time.monotonic() + 10, -1
         while time.monotonic() < deadline:
             time.sleep(0.5)
-            size = os.path.getsize(console_path)
+            size = _size(console_path)
             if size == last and size > size0:
                 break
             last = size
-        return size0 if os.path.getsize(console_path) > size0 else None
+        return size0 if _size(console_path) > size0 else None
 
 
 def backend_class(name):

@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, guest, report, scenario
+from . import TOP, guest, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -69,8 +69,7 @@ def new_dir(base, name):
     raise SetupError("cannot create a run directory in " + base)
 
 
-def load_scenario(name, opts):
-    """One scenario with the options' overrides, validated for the mode."""
+def _load(name, opts):
     sc = scenario.apply_overrides(scenario.load(name), opts.memory, opts.cpus, opts.timeout)
     if opts.deterministic:
         scenario.check_deterministic(sc)
@@ -78,9 +77,17 @@ def load_scenario(name, opts):
 
 
 def load_scenarios(names, opts):
-    """Load and validate every scenario before anything is built."""
+    """Load and validate every scenario, its rules by the engine's parser,
+    before anything is built."""
     backend_class(opts.backend)
-    return [load_scenario(name, opts) for name in names or [DEFAULT_SCENARIO]]
+    scs = [_load(name, opts) for name in names or [DEFAULT_SCENARIO]]
+    rules.check_scenarios(scs)
+    return scs
+
+
+def load_scenario(name, opts):
+    """One scenario with the options' overrides, validated for the mode."""
+    return load_scenarios([name], opts)[0]
 
 
 def run_command(sc_path, seed, opts):
@@ -160,6 +167,7 @@ def boot_and_judge(sc, seed, opts, builds, rundir):
 def one_run(sc, seed, opts, builds, rundir):
     """One run into @rundir: run.json, the machine's files, report.json,
     stats.json, plots, junit.xml; prints the summary.  (Report, run.json)"""
+    builds = builds.for_scenario(sc, opts.kernel, opts.modules)
     meta = write_run_meta(rundir, sc, opts, seed, builds)
     if not opts.quiet:
         say(f"running {sc.name} seed {seed}: {sc.description}")
@@ -238,6 +246,19 @@ def load_run(rundir):
     return meta, load_report(rundir)
 
 
+def repro_options(meta, deterministic, quiet):
+    """The RunOptions of a run's run.json (@deterministic: the mode to rerun in)."""
+    ov = dict(meta.get("overrides") or {})
+    if meta["deterministic"] and ov.get("cpus") is None and "backend" not in meta:
+        # Written by a launcher that forced one vCPU under --deterministic.
+        ov["cpus"] = 1
+    return RunOptions(kernel=meta.get("kernel"), modules=meta.get("modules"),
+                      deterministic=deterministic, accel=meta.get("accel", "tcg"),
+                      memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
+                      quiet=quiet, backend=meta.get("backend", "qemu"),
+                      backend_options=meta.get("backend_options") or {})
+
+
 def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
     """Run @rundir again with its inputs and compare; (status, new rundir)."""
     meta, orig = load_run(rundir)
@@ -246,16 +267,12 @@ def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
     if not meta["deterministic"]:
         say("note: the original run was not deterministic (--deterministic); "
             "its digest and KTAP need not match")
-    ov = meta.get("overrides") or {}
-    opts = RunOptions(kernel=meta.get("kernel"), modules=meta.get("modules"),
-                      deterministic=deterministic, accel=meta.get("accel", "tcg"),
-                      memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
-                      quiet=quiet, backend=meta.get("backend", "qemu"),
-                      backend_options=meta.get("backend_options") or {})
+    opts = repro_options(meta, deterministic, quiet)
     sc = load_scenarios([os.path.join(rundir, "scenario.toml")], opts)[0]
     if opts.kernel and not os.path.exists(opts.kernel):
         raise SetupError(f"the run's kernel {opts.kernel} is gone")
-    builds = build_all(opts.kernel, opts.modules, quiet)
+    builds = build_all(opts.kernel, opts.modules, quiet).for_scenario(sc, opts.kernel,
+                                                                      opts.modules)
     differs = []
     if os.path.basename(builds.qemu_dir) != meta.get("qemu_build"):
         differs.append(f"QEMU build {os.path.basename(builds.qemu_dir)} "

@@ -107,9 +107,9 @@ def _with_stats(stats):
     return any(s.baseline.n > 1 and s.series.n > 1 for s in stats)
 
 
-def _summary_parts(summary, decimals):
-    sd = format_number(summary.stddev, decimals) if summary.n > 1 else ""
-    return format_number(summary.mean, decimals), sd
+def _summary_parts(side, decimals):
+    sd = format_number(side.stddev, decimals) if side.n > 1 else ""
+    return format_number(side.mean, decimals), sd
 
 
 def _summary_column(summaries, decimals, plusminus):
@@ -203,8 +203,8 @@ def _finite(x):
     return x
 
 
-def _side_json(summary, samples):
-    return {"n": summary.n, "mean": summary.mean, "stddev": summary.stddev,
+def _side_json(side, samples):
+    return {"n": side.n, "mean": side.mean, "stddev": side.stddev,
             "samples": list(samples)}
 
 

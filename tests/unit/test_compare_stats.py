@@ -408,7 +408,7 @@ class SvgTest(unittest.TestCase):
             self.assertIn(want, all_text)
 
     def test_lines_with_a_phase_list_and_plain_values(self):
-        # The form scripts/flreport.py uses: phases in place of xlabel.
+        # The form faultline/report.py uses: phases in place of xlabel.
         phases = ["phase fill", "phase reclaim", "round 1"]
         rows = [("pswpout", [100, 5000, 200]), ("zswpwb", [0, None, 3000])]
         root = parse_svg(flplot.lines_svg("deltas", phases, "pages", rows))

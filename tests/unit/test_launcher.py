@@ -8,12 +8,13 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 import xml.etree.ElementTree as ET
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import compare, guest, judge, machine, report, runner  # noqa: E402
+from faultline import compare, guest, judge, machine, report, rules, runner  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
 from faultline.build import Builds  # noqa: E402
 from faultline.errors import SetupError  # noqa: E402
@@ -39,6 +40,18 @@ def run_report(**fields):
 MINIMAL = '[[test]]\nrun = "swapstress"\n'
 
 
+def with_rules_file(rules_text):
+    """s.toml with one inline rule and rules_file r.rules holding @rules_text."""
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "r.rules"), "w") as f:
+        f.write(rules_text)
+    path = os.path.join(d, "s.toml")
+    with open(path, "w") as f:
+        f.write('[faults]\nrules = "a: write nth=1 error=eio"\nrules_file = "r.rules"\n'
+                + MINIMAL)
+    return path
+
+
 class ScenarioTest(unittest.TestCase):
     def test_every_shipped_scenario_loads(self):
         for name in os.listdir(flscenario.SCENARIO_DIR):
@@ -61,6 +74,8 @@ class ScenarioTest(unittest.TestCase):
             ("[device]\ncompletion = 'soon'\n" + MINIMAL, "device.completion 'soon'"),
             ("timeout = 'forever'\n" + MINIMAL, "bad duration 'forever'"),
             ("[vm]\ncpus = '2'\n" + MINIMAL, "vm.cpus must be a int"),
+            ("[vm]\ntools = ['vim']\n" + MINIMAL, "vm.tools ['vim'] (expected a list of: fio"),
+            ("[vm]\ntools = 'fio'\n" + MINIMAL, "vm.tools must be a list"),
             ("description = 'x'\n", "no [[test]]"),
             ("[[test]]\nrun = ''\n", "needs run"),
             ("[expect]\nrule_hit_min = {}\n" + MINIMAL, "unknown key 'rule_hit_min'"),
@@ -70,6 +85,15 @@ class ScenarioTest(unittest.TestCase):
             with self.assertRaises(flscenario.ScenarioError) as cm:
                 scenario(text)
             self.assertIn(msg, str(cm.exception), text)
+
+    def test_tools_select_the_guest_image(self):
+        plain = Builds("/q", "/g")
+        self.assertIs(plain.for_scenario(scenario(MINIMAL)), plain)
+        sc = scenario("[vm]\ntools = ['nvme-cli', 'fio']\n" + MINIMAL)
+        self.assertEqual(sc.vm.tools, ["nvme-cli", "fio"])
+        with mock.patch("faultline.build.guest_dir", return_value="/g-tools") as gd:
+            self.assertEqual(plain.for_scenario(sc, "/k", None).guest_dir, "/g-tools")
+        gd.assert_called_once_with("/k", None, ["nvme-cli", "fio"])
 
     def test_unknown_scenario_lists_known(self):
         with self.assertRaises(flscenario.ScenarioError) as cm:
@@ -142,7 +166,8 @@ class CmdlineTest(unittest.TestCase):
                          "syncblk-pci,drive=disk0,completion=irq,timeout-ms=500")
 
     def test_deterministic(self):
-        sc, q = self.build('[device]\nkind = "syncblk"\n' + MINIMAL, deterministic=True)
+        sc, q = self.build('[vm]\ncpus = 1\n[device]\nkind = "syncblk"\n' + MINIMAL,
+                           deterministic=True)
         self.assertEqual(q[q.index("-icount") + 1], "shift=4,sleep=off,align=off")
         self.assertEqual(q[q.index("-smp") + 1], "1")
         self.assertIn("base=2026-01-01T00:00:00,clock=vm", q)
@@ -150,6 +175,17 @@ class CmdlineTest(unittest.TestCase):
         self.assertEqual(q[q.index("-object") + 1],
                          "fault-injector,id=fi0,seed=5,log=/run/faults.jsonl,deterministic=on")
         self.assertTrue(q[q.index("-device") + 1].endswith(",fault-injector=fi0"))
+
+    def test_deterministic_keeps_the_vcpus(self):
+        # The scenario's vm.cpus (default 2), or --cpus: round-robin under icount.
+        sc, q = self.build(MINIMAL, deterministic=True)
+        self.assertEqual((q[q.index("-smp") + 1], q[q.index("-accel") + 1]), ("2", "tcg"))
+        sc = flscenario.apply_overrides(scenario(MINIMAL), cpus=3)
+        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", "/r", "/s", 1, True,
+                                 "kvm")
+        self.assertEqual(spec.extra_args, ["-icount", "shift=4,sleep=off,align=off", "-smp",
+                                           "3", "-rtc", "base=2026-01-01T00:00:00,clock=vm"])
+        self.assertEqual(spec.accel, "tcg")
 
     def test_overrides(self):
         sc = flscenario.apply_overrides(scenario(MINIMAL), "1G", 4, "90s")
@@ -169,14 +205,7 @@ class CmdlineTest(unittest.TestCase):
 
 class RulesFileAndCompareTableTest(unittest.TestCase):
     def test_rules_file_is_appended(self):
-        d = tempfile.mkdtemp()
-        with open(os.path.join(d, "r.rules"), "w") as f:
-            f.write("b: read nth=2 error=eio\n")
-        path = os.path.join(d, "s.toml")
-        with open(path, "w") as f:
-            f.write('[faults]\nrules = "a: write nth=1 error=eio"\nrules_file = "r.rules"\n'
-                    + MINIMAL)
-        sc = flscenario.load(path)
+        sc = flscenario.load(with_rules_file("b: read nth=2 error=eio\n"))
         self.assertEqual(sc.faults.rules, "a: write nth=1 error=eio\nb: read nth=2 error=eio\n")
 
     def test_errors(self):
@@ -222,11 +251,86 @@ class CliTest(unittest.TestCase):
         self.assertIn(os.path.basename(f.name), lines[0])
         self.assertIn("device.kind 'scsi'", lines[0])
 
+    def test_module_and_shim_are_one_cli(self):
+        shim = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "--help"],
+                              capture_output=True, text=True, timeout=60)
+        module = subprocess.run([sys.executable, "-m", "faultline", "--help"],
+                                capture_output=True, text=True, timeout=60,
+                                cwd=os.path.join(TOP, "python"))
+        self.assertEqual((shim.returncode, module.returncode), (0, 0))
+        self.assertEqual(shim.stdout, module.stdout)
+        self.assertNotIn("SUPPRESS", shim.stdout)
+        for cmd in ("run", "check", "repro", "compare", "show", "cmdline", "list"):
+            self.assertIn(cmd, shim.stdout)
+        self.assertNotIn("vm-test", shim.stdout)
+
+    def test_unknown_guest_tool_is_one_line(self):
+        res = subprocess.run([os.path.join(TOP, "scripts", "build-guest"), "--tools", "fio,vim"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertEqual(res.stderr.strip().splitlines(),
+                         ["faultline: error: --tools: unknown tool 'vim' (known: fio,nvme-cli)"])
+
     def test_seeds(self):
         self.assertEqual(runner.parse_seeds("3..5"), [3, 4, 5])
         for bad in ("5..3", "x", "1-3"):
             with self.assertRaises(SetupError):
                 runner.parse_seeds(bad)
+
+
+class RulesCheckTest(unittest.TestCase):
+    """Rules are checked by the engine's parser (tools/fault-rules-check)
+    before anything is built."""
+
+    def test_typo_is_file_line_col_exit_2(self):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "typo.toml")
+        with open(path, "w") as f:
+            f.write('[faults]\nrules = """\nw: write nth=3 error=eio\nx: wrte nth=2\n"""\n'
+                    + MINIMAL)
+        # An empty cache: the checker is compiled there, no QEMU build needed.
+        env = dict(os.environ, FAULTLINE_CACHE=os.path.join(d, "cache"))
+        res = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "run", path],
+                             capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(res.returncode, 2, res.stderr)
+        self.assertEqual(res.stderr.strip().splitlines(),
+                         ["faultline: error: typo.toml: rules 2:4: unknown op 'wrte' "
+                          "(expected read, write, flush, discard, write-zeroes or any)"])
+        self.assertFalse(os.path.exists(os.path.join(d, "cache", "qemu")))
+
+    def test_rules_file_lines_are_its_own(self):
+        path = with_rules_file("# comment\nb: read nth=2 delay=10\n")
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            rules.check_scenarios([flscenario.load(path)])
+        self.assertEqual(str(cm.exception),
+                         "s.toml: rules_file r.rules 2:15: bad duration '10' "
+                         "(expected a unit: ns, us, ms, s)")
+        with open(os.path.join(os.path.dirname(path), "r.rules"), "w") as f:
+            f.write("a: read nth=2 delay=10ms\n")
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            rules.check_scenarios([flscenario.load(path)])
+        self.assertIn("rules_file r.rules 1:1: duplicate rule name 'a'", str(cm.exception))
+
+    def test_checker_exit_codes(self):
+        binary = rules.checker()
+        res = subprocess.run([binary, "-"], input="a: write every=2 error=eio\n",
+                             capture_output=True, text=True)
+        self.assertEqual((res.returncode, res.stdout), (0, ""))
+        res = subprocess.run([binary, "-"], input="a: write every=2 error=eio\na: flush error=eio\n",
+                             capture_output=True, text=True)
+        self.assertEqual((res.returncode, res.stdout), (1, "-: 2:1: duplicate rule name 'a'\n"))
+        res = subprocess.run([binary, "-"], input="a: write\0 every=2\n",
+                             capture_output=True, text=True)
+        self.assertEqual((res.returncode, res.stdout), (1, "-: 1:9: NUL byte in rule text\n"))
+        res = subprocess.run([binary, "/nonexistent/x.rules"], capture_output=True, text=True)
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("No such file", res.stderr)
+
+    def test_shipped_scenarios_rules_are_valid(self):
+        scs = [flscenario.load(n[:-5]) for n in sorted(os.listdir(flscenario.SCENARIO_DIR))
+               if n.endswith(".toml")]
+        self.assertTrue(any(sc.faults.rules.strip() for sc in scs))
+        rules.check_scenarios(scs)
 
 
 class ReportTest(unittest.TestCase):
@@ -265,6 +369,17 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(phases, ["phase fill", "phase wb"])
         self.assertEqual(series["pswpout"], {"phase fill": 5, "phase wb": 7})
 
+    def test_repro_options(self):
+        meta = {"deterministic": True, "seed": 1, "overrides": {"memory": "1G", "cpus": None,
+                                                                "timeout": None}}
+        # A run.json from the launcher that forced one vCPU under --deterministic.
+        old = runner.repro_options(meta, True, False)
+        self.assertEqual((old.cpus, old.memory, old.backend), (1, "1G", "qemu"))
+        new = runner.repro_options(dict(meta, backend="libvirt",
+                                        backend_options={"uri": "qemu:///session"}), True, True)
+        self.assertEqual((new.cpus, new.backend, new.backend_options, new.quiet),
+                         (None, "libvirt", {"uri": "qemu:///session"}, True))
+
     def test_repro_verdict(self):
         d1, d2 = tempfile.mkdtemp(), tempfile.mkdtemp()
         for d, text in ((d1, "ok 1 a\n"), (d2, "ok 1 a\n")):
@@ -281,6 +396,86 @@ class ReportTest(unittest.TestCase):
             self.assertEqual(runner.repro_verdict(d1, crash, d2, dataclasses.replace(crash),
                                                   True), 3)
         self.assertIn("fault digest MISMATCH: 00ff -> 0100", out.getvalue())
+
+
+class ShellMachine(machine.Machine):
+    """A backend whose "guest" is a shell script writing the serial logs:
+    drives the base class's real watch loop and cleanup."""
+
+    backend = "shell"
+
+    def start(self):
+        self.proc = subprocess.Popen(["sh", "-c", self.options["script"]],
+                                     cwd=self.spec.rundir, start_new_session=True)
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        if self.running():
+            self.proc.kill()
+        self.proc.wait()
+
+    def cleanup(self):
+        self.kill()
+        super().cleanup()
+
+    def diagnostics(self):
+        return "shell: no guest here" if self.proc.returncode else ""
+
+
+class MachineTest(unittest.TestCase):
+    def watch(self, script, timeout=20.0):
+        rundir, scratch = tempfile.mkdtemp(), tempfile.mkdtemp()
+        sc = scenario('[faults]\nrules = "w: write nth=1 error=eio"\n' + MINIMAL)
+        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
+                                 False)
+        with ShellMachine(spec, script=script) as m:
+            m.start()
+            w = m.run(timeout, Progress(1, quiet=True))
+            proc = m.proc
+        self.assertIsNotNone(proc.returncode)            # nothing left running
+        self.assertFalse(os.path.exists(scratch))         # the scratch dir is gone
+        return w, judge.judge(sc, rundir, 1, False, w)
+
+    def test_guest_exit_ends_the_run(self):
+        w, r = self.watch("printf 'faultline-init\\n' > console.log; "
+                          "printf '# kernel 6.12.1 x\\nok 1 a\\nFAULTLINE-EXIT 0\\n' > ktap.log;"
+                          " exec sleep 60")
+        self.assertEqual((w.guest_exit, w.hang, w.backend), (0, False, "shell"))
+        self.assertLess(w.elapsed_s, 10)
+        # No QMP in this backend: the final statistics say so, and the
+        # scenario's rule expectations cannot be met without them.
+        self.assertIn("error", w.faults)
+        self.assertEqual((r.status, r.outcome, r.kernel), (0, "pass", "6.12.1"))
+
+    def test_watchdog_is_a_hang(self):
+        w, r = self.watch("exec sleep 60", timeout=1.0)
+        self.assertEqual((w.hang, w.task_dump, w.guest_exit), (True, None, None))
+        self.assertEqual((r.status, r.outcome), (3, "hang"))
+        self.assertIn("no task dump", r.reason)
+
+    def test_panic_ends_the_run(self):
+        w, r = self.watch("printf 'faultline-init\\nKernel panic - not syncing\\n' "
+                          "> console.log; exec sleep 60")
+        self.assertFalse(w.hang)
+        self.assertEqual((r.status, r.outcome), (3, "crash"))
+
+    def test_backend_that_never_boots_is_a_setup_error(self):
+        w, r = self.watch("exit 1")
+        self.assertEqual(w.stderr, "shell: no guest here")
+        self.assertEqual((r.status, r.reason), (2, "shell failed: shell: no guest here"))
+
+    def test_garbage_exit_line_is_not_a_result(self):
+        w, r = self.watch("printf 'FAULTLINE-EXIT x\\n' > ktap.log; exit 0")
+        self.assertIsNone(w.guest_exit)
+        self.assertEqual(r.status, 3)
+
+    def test_backend_registry(self):
+        self.assertEqual(machine.backend_class("qemu").__name__, "QemuMachine")
+        with self.assertRaises(SetupError) as cm:
+            machine.backend_class("vmware")
+        self.assertIn("unknown backend 'vmware'", str(cm.exception))
 
 
 class ProgressTest(unittest.TestCase):

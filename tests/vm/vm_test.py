@@ -5,7 +5,8 @@ package and check what a user would check.
   vm_test.py SCENARIO                      the run passes
   vm_test.py SCENARIO --deterministic --repro [--cpus N]
                                            then `repro` it: same outcome,
-                                           fault digest and KTAP
+                                           fault digest and KTAP, and a
+                                           byte-identical console and fault log
   vm_test.py SCENARIO --sweep A..B         one directory per seed, a summary,
                                            a distinct digest per seed
   vm_test.py SCENARIO --expect-status N --expect-report TEXT ...
@@ -29,6 +30,14 @@ from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noq
 from faultline.scenario import ScenarioError  # noqa: E402
 
 OUT = os.path.join(TOP, "build", "vm-runs")
+
+
+def read_bytes(rundir, name):
+    try:
+        with open(os.path.join(rundir, name), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def check_sweep(seeds, status, results):
@@ -99,8 +108,17 @@ def main():
         print(f"launcher self-test: {'; '.join(problems) or 'ok'}")
         return EXIT_FAIL if problems else EXIT_PASS
     if args.repro:
-        rc, _ = runner.repro(rundir, OUT)
-        return EXIT_PASS if status == EXIT_PASS and rc == EXIT_PASS else EXIT_FAIL
+        rc, new = runner.repro(rundir, OUT)
+        problems = []
+        if args.deterministic:
+            # Beyond what `repro` compares: the whole console and fault log.
+            problems = [f"{name} differs ({rundir} vs {new})"
+                        for name in ("console.log", "faults.jsonl")
+                        if read_bytes(rundir, name) != read_bytes(new, name)]
+            print("deterministic self-test: "
+                  + ("; ".join(problems) or "console and fault log identical"))
+        ok = status == EXIT_PASS and rc == EXIT_PASS and not problems
+        return EXIT_PASS if ok else EXIT_FAIL
     return EXIT_PASS if status == EXIT_PASS else EXIT_FAIL
 
 
