@@ -48,25 +48,54 @@ def check(suites, junit=None, kernel=None, modules=None):
         print(r.stdout)
         raise SetupError("meson compile failed")
     t3 = time.monotonic()
-    cmd = ["meson", "test", "-C", build, "--print-errorlogs", "--num-processes", "2"]
-    for s in suites.split(","):
-        if s:
+    wanted = [x for x in suites.split(",") if x]
+    # The ASAN build takes minutes of one core while the vm tests, one TCG
+    # guest at a time, leave the other mostly idle: build it beside them and
+    # run the asan suite last (its asan-build test is then a cache hit).
+    asan_build = None
+    if "asan" in wanted and len(wanted) > 1:
+        log = open(os.path.join(build, "asan-build.log"), "w")
+        asan_build = subprocess.Popen(
+            ["nice", "-n", "19", os.path.join(TOP, "scripts", "build-qemu"),
+             "--variant", "asan"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        runs = [[x for x in wanted if x != "asan"], ["asan"]]
+    else:
+        runs = [wanted]
+    passed = failed = skipped = 0
+    junits = []
+    for i, group in enumerate(runs):
+        if group == ["asan"] and asan_build is not None:
+            say("waiting for the ASAN build (log: build/asan-build.log)")
+            asan_build.wait()
+        logbase = "testlog" if i == 0 else "testlog-" + "-".join(group)
+        cmd = ["meson", "test", "-C", build, "--print-errorlogs", "--num-processes", "2",
+               "--logbase", logbase]
+        for s in group:
             cmd += ["--suite", s]
-    subprocess.run(cmd)
+        subprocess.run(cmd)
+        junits.append(os.path.join(build, "meson-logs", logbase + ".junit.xml"))
+        with open(os.path.join(build, "meson-logs", logbase + ".json")) as f:
+            for line in f:
+                res = json.loads(line)["result"]
+                if res in ("OK", "EXPECTEDFAIL"):
+                    passed += 1
+                elif res == "SKIP":
+                    skipped += 1
+                else:
+                    failed += 1
     t4 = time.monotonic()
     if junit:
-        shutil.copy(os.path.join(build, "meson-logs", "testlog.junit.xml"), junit)
-    passed = failed = skipped = 0
-    with open(os.path.join(build, "meson-logs", "testlog.json")) as f:
-        for line in f:
-            res = json.loads(line)["result"]
-            if res in ("OK", "EXPECTEDFAIL"):
-                passed += 1
-            elif res == "SKIP":
-                skipped += 1
-            else:
-                failed += 1
+        shutil.copy(junits[0], junit)
+        if len(junits) > 1:
+            base, ext = os.path.splitext(junit)
+            shutil.copy(junits[1], base + "-asan" + ext)
+    asan = ""
+    if asan_build is not None:
+        with open(os.path.join(build, "asan-build.log")) as f:
+            built = [ln for ln in f if "QEMU built in" in ln or "cache hit" in ln]
+        asan = f" (ASAN build beside them: {built[-1].split(': ', 1)[1].strip()})" if built else ""
     print(f"phases: setup {t1 - t0:.0f}s, build {t2 - t1:.0f}s, compile {t3 - t2:.0f}s, "
-          f"tests {t4 - t3:.0f}s, total {t4 - t0:.0f}s")
+          f"tests {t4 - t3:.0f}s{asan}, total {t4 - t0:.0f}s")
     print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return 0 if failed == 0 and passed > 0 else 1
