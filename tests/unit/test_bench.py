@@ -146,6 +146,14 @@ class RowsTest(unittest.TestCase):
         b = rows["boot/inj, first KTAP line"]
         self.assertAlmostEqual(b.ratio, (1.05 + 1.0) / 2)
 
+    def test_overhead_sample_cancels_fixed_costs(self):
+        # 0.3 s of fixed cost (fio start-up, idle) in both runs; 40 us per I/O.
+        marks = {"a0": 10.0, "a1": 10.0 + 0.3 + 2500 * 40e-6,
+                 "b0": 20.0, "b1": 20.0 + 0.3 + 10000 * 40e-6}
+        s = bench.overhead_sample(marks, 2500, 10000)
+        self.assertEqual(s["ios"], 7500)
+        self.assertAlmostEqual(s["cpu_s"] / s["ios"], 40e-6)
+
     def test_deterministic_rows(self):
         (r,) = bench.deterministic_rows([50.0, 60.0], [55.0, 60.0], 0.010, 3000)
         self.assertAlmostEqual(r.ratio, 1.05)
