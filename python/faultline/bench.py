@@ -114,6 +114,17 @@ def paired_ratio(base, other, level=LEVEL):
     return s.mean, s.mean - half, s.mean + half
 
 
+def ci_verdict(r, lo, hi, target):
+    """Ratio <= target: True when the whole confidence interval is at or
+    below it, False when the whole interval is above, None (inconclusive)
+    when it straddles; without an interval, the ratio itself decides."""
+    if lo is None:
+        return r <= target
+    if hi <= target:
+        return True
+    return False if lo > target else None
+
+
 def proc_cpu_seconds(stat_text, clk_tck):
     """utime+stime of a /proc/PID/stat line, in seconds.  The command name
     (field 2) may hold spaces and parentheses: fields count from the last ')'."""
@@ -266,10 +277,11 @@ def overhead_rows(samples, level=LEVEL):
             continue
         r, lo, hi = paired_ratio(per_io["stock"], per_io[v], level)
         mean_v = stats.summary(per_io[v]).mean
+        ok = ci_verdict(r, lo, hi, OVERHEAD_TARGET)
         rows.append(Row("overhead", f"{v}, host CPU per I/O", mean_v,
                         stats.summary(per_io["stock"]).mean, "us", r, lo, hi, n=len(rs),
-                        target=f"<= {OVERHEAD_TARGET}",
-                        ok=(lo if lo is not None else r) <= OVERHEAD_TARGET))
+                        target=f"<= {OVERHEAD_TARGET}", ok=ok,
+                        note="" if ok is not None else "the CI straddles the target"))
     for v, rs in samples.items():
         boots = [r["boot_s"] for r in rs]
         if v == "stock":
@@ -301,13 +313,13 @@ def fmt(x, unit):
 
 
 def format_rows(rows):
-    lines = [f"{'row':52} {'value':>11} {'baseline':>11} {'ratio':>7} {'95% CI':>15}  target"]
+    lines = [f"{'row':60} {'value':>11} {'baseline':>11} {'ratio':>7} {'95% CI':>15}  target"]
     for r in rows:
         ci = f"{r.ci_low:.3f}..{r.ci_high:.3f}" if r.ci_low is not None else ""
         rat = f"{r.ratio:.3f}" if r.ratio is not None else "-"
-        verdict = "" if r.ok is None else (" ok" if r.ok else " MISSED")
+        verdict = " ok" if r.ok else " MISSED" if r.ok is False else " ?" if r.target else ""
         tail = f"{r.target}{verdict}" + (f"  ({r.note})" if r.note else "")
-        lines.append(f"{r.key:52} {fmt(r.value, r.unit):>11} {fmt(r.baseline, r.unit):>11} "
+        lines.append(f"{r.key:60} {fmt(r.value, r.unit):>11} {fmt(r.baseline, r.unit):>11} "
                      f"{rat:>7} {ci:>15}  {tail}".rstrip())
     return "\n".join(lines)
 
@@ -331,7 +343,7 @@ def compare_lines(old, rows):
     """old/new value and ratio of each row present in both runs."""
     prev = {f"{r['group']}/{r['name']}": r for r in old.get("rows", [])}
     lines = [f"against {old.get('git', '?')} ({old.get('date', '?')}):",
-             f"{'row':52} {'old':>11} {'new':>11} {'change':>8}  old ratio -> new ratio"]
+             f"{'row':60} {'old':>11} {'new':>11} {'change':>8}  old ratio -> new ratio"]
     for r in rows:
         o = prev.get(r.key)
         if o is None:
@@ -339,7 +351,7 @@ def compare_lines(old, rows):
         change = f"{(r.value - o['value']) / abs(o['value']):+.1%}" if o["value"] else "-"
         ro = f"{o['ratio']:.3f}" if o.get("ratio") is not None else "-"
         rn = f"{r.ratio:.3f}" if r.ratio is not None else "-"
-        lines.append(f"{r.key:52} {fmt(o['value'], r.unit):>11} {fmt(r.value, r.unit):>11} "
+        lines.append(f"{r.key:60} {fmt(o['value'], r.unit):>11} {fmt(r.value, r.unit):>11} "
                      f"{change:>8}  {ro} -> {rn}")
     return "\n".join(lines)
 

@@ -54,6 +54,12 @@ class ArithmeticTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             bench.paired_ratio([1.0, 2.0], [1.0])
 
+    def test_ci_verdict(self):
+        self.assertTrue(bench.ci_verdict(1.0, 0.99, 1.005, 1.01))
+        self.assertFalse(bench.ci_verdict(1.05, 1.02, 1.08, 1.01))
+        self.assertIsNone(bench.ci_verdict(1.0, 0.95, 1.05, 1.01))
+        self.assertFalse(bench.ci_verdict(1.02, None, None, 1.01))
+
     def test_proc_stat_with_hostile_comm(self):
         # comm may hold spaces and ')': fields count from the last ')'.
         fields = ["S"] + [str(i) for i in range(4, 14)] + ["250", "150"] + ["0"] * 30
@@ -142,7 +148,8 @@ class RowsTest(unittest.TestCase):
         self.assertAlmostEqual(o.value, 111.7)                # us of CPU per I/O
         self.assertLess(o.ci_low, o.ratio)
         self.assertGreater(o.ci_high, o.ratio)
-        self.assertTrue(o.ok)          # the CI reaches below the 1.01 target
+        self.assertIsNone(o.ok)        # the CI straddles the 1.01 target
+        self.assertIn("straddles", o.note)
         b = rows["boot/inj, first KTAP line"]
         self.assertAlmostEqual(b.ratio, (1.05 + 1.0) / 2)
 
