@@ -15,8 +15,9 @@ from .errors import SetupError
 CACHE = os.environ.get("FAULTLINE_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "faultline")
 VERSIONS = os.path.join(CACHE, "versions.env")
-# -L directories after QEMU's own share/: Debian's firmware packages.
-FIRMWARE_DIRS = ["/usr/share/seabios", "/usr/lib/ipxe/qemu", "/usr/share/qemu"]
+# -L directories after our own share/ (option ROMs built with QEMU):
+# SeaBIOS and iPXE from Debian.  Nothing comes from /usr/share/qemu.
+FIRMWARE_DIRS = ["/usr/share/seabios", "/usr/lib/ipxe/qemu"]
 
 
 def say(msg):
@@ -61,14 +62,24 @@ def run_script(name, *args, capture=False):
     return res.stdout.strip().splitlines()[-1] if capture else None
 
 
+def setup_hash():
+    """Hash of scripts/setup: a machine set up by another version of it
+    (say, before lava-dispatcher was added) is set up again."""
+    return sha256(os.path.join(TOP, "scripts", "setup"))[:16]
+
+
 def ensure_setup():
-    """Bootstrap: run scripts/setup when its recorded versions or tools are missing."""
+    """Bootstrap: run scripts/setup when its recorded versions or tools are
+    missing, or when scripts/setup changed since it ran."""
     missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source",
-                           "fio", "nvme", "virsh", "libvirtd") if not shutil.which(t)]
-    if os.path.exists(VERSIONS) and not missing:
+                           "fio", "nvme", "virsh", "libvirtd", "lava-run")
+               if not shutil.which(t)]
+    stale = versions().get("SETUP_HASH") != setup_hash()
+    if os.path.exists(VERSIONS) and not missing and not stale:
         return
     say("setting up this machine (scripts/setup)" +
-        (f": missing {', '.join(missing)}" if missing else ""))
+        (f": missing {', '.join(missing)}" if missing else
+         ": scripts/setup changed" if stale and os.path.exists(VERSIONS) else ""))
     run_script("setup")
 
 
