@@ -276,7 +276,8 @@ def parser():
     return p
 
 
-COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check, "bench": cmd_bench, "repro": cmd_repro, "list": cmd_list,
+COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check,
+            "bench": cmd_bench, "repro": cmd_repro, "list": cmd_list,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
