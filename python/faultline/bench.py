@@ -461,7 +461,8 @@ def scenario_text(desc, kind, tools, faults, run, timeout=600, completion="task"
                   memory="512M", cpus=2, swap=False, size="1G"):
     comp = f'completion = "{completion}"\n' if kind == "syncblk" else ""
     return (f'description = "{desc}"\ntimeout = "{timeout}s"\n\n[vm]\nmemory = "{memory}"\n'
-            f'cpus = {cpus}\ncmdline = "transparent_hugepage=never"\ntools = {json.dumps(tools)}\n\n'
+            f'cpus = {cpus}\ncmdline = "transparent_hugepage=never"\n'
+            f'tools = {json.dumps(tools)}\n\n'
             f'[device]\nkind = "{kind}"\n{comp}size = "{size}"\n\n'
             f'[swap]\n{"zswap = false" if swap else "enabled = false"}\n\n{faults}\n'
             f'[[test]]\nrun = "{run}"\n')
