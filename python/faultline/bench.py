@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 from . import TOP, guest, rules, scenario, stats
 from .build import build_all, git_describe, say
-from .errors import EXIT_FAIL, EXIT_PASS, SetupError
+from .errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .machine import make_spec
 from .qemu import QemuMachine
 from .runner import DEFAULT_OUT, new_dir, scratch_dir
@@ -264,34 +264,31 @@ def latency_rows(kind, dev_lat, guest_p50_us):
     return rows
 
 
-def overhead_rows(samples, level=LEVEL):
-    """samples: {variant: [{"cpu_s", "ios", "boot_s"}...]} with 'stock' the
-    baseline; rounds at the same index ran back to back."""
-    base = samples["stock"]
+def overhead_rows(samples, bases, level=LEVEL):
+    """samples: {variant: [{"cpu_s", "ios", "boot_s"}...]}; bases: {variant:
+    the variant it is compared with, None for a baseline}.  Rounds at the
+    same index ran back to back."""
     per_io = {v: [r["cpu_s"] / r["ios"] * 1e6 for r in rs] for v, rs in samples.items()}
+    boots = {v: [r["boot_s"] for r in rs] for v, rs in samples.items()}
     rows = []
-    for v, rs in samples.items():
-        if v == "stock":
-            rows.append(Row("overhead", "stock nvme, host CPU per I/O",
-                            median(per_io[v]), median(per_io[v]), "us", 1.0, n=len(rs)))
-            continue
-        r, lo, hi = paired_ratio(per_io["stock"], per_io[v], level)
-        mean_v = stats.summary(per_io[v]).mean
-        ok = ci_verdict(r, lo, hi, OVERHEAD_TARGET)
-        rows.append(Row("overhead", f"{v}, host CPU per I/O", mean_v,
-                        stats.summary(per_io["stock"]).mean, "us", r, lo, hi, n=len(rs),
-                        target=f"<= {OVERHEAD_TARGET}", ok=ok,
-                        note="" if ok is not None else "the CI straddles the target"))
-    for v, rs in samples.items():
-        boots = [r["boot_s"] for r in rs]
-        if v == "stock":
-            rows.append(Row("boot", "stock nvme, first KTAP line", median(boots),
-                            median(boots), "s", 1.0, n=len(rs)))
-            continue
-        r, lo, hi = paired_ratio([x["boot_s"] for x in base], boots, level)
-        rows.append(Row("boot", f"{v}, first KTAP line", stats.summary(boots).mean,
-                        stats.summary([x["boot_s"] for x in base]).mean, "s", r, lo, hi,
-                        n=len(rs)))
+    for group, data, unit, what in (("overhead", per_io, "us", "host CPU per I/O"),
+                                    ("boot", boots, "s", "first KTAP line")):
+        for v, xs in data.items():
+            base = bases[v]
+            if base is None:
+                rows.append(Row(group, f"{v}, {what}", median(xs), median(xs), unit, 1.0,
+                                n=len(xs)))
+                continue
+            r, lo, hi = paired_ratio(data[base], xs, level)
+            row = Row(group, f"{v}, {what}", stats.summary(xs).mean,
+                      stats.summary(data[base]).mean, unit, r, lo, hi, n=len(xs),
+                      note=f"against {base}")
+            if group == "overhead":
+                row.ok = ci_verdict(r, lo, hi, OVERHEAD_TARGET)
+                row.target = f"<= {OVERHEAD_TARGET}"
+                if row.ok is None:
+                    row.note += "; the CI straddles the target"
+            rows.append(row)
     return rows
 
 
@@ -519,9 +516,14 @@ def run_latency(kind, sizes, out, builds):
 
 
 def overhead_variants():
-    """(name, device kind, faults) of the no-fault overhead comparison."""
-    return [("stock", "nvme", ""), ("nvme+injector 64 never-matching rules", "nvme",
-                                   never_rules(64))]
+    """(name, device kind, faults, the variant it is compared with) of the
+    no-fault overhead comparison: the injector on NVMe against stock NVMe,
+    the fault-inject block filter on virtio-blk against plain virtio-blk."""
+    return [("stock nvme", "nvme", "", None),
+            ("nvme+injector 64 never-matching rules", "nvme", never_rules(64), "stock nvme"),
+            ("stock virtio-blk", "virtio-blk", "", None),
+            ("virtio-blk+filter 64 never-matching rules", "virtio-blk", never_rules(64),
+             "stock virtio-blk")]
 
 
 def overhead_script(dev, sizes):
@@ -547,7 +549,7 @@ def run_overhead(sizes, out, builds, log):
     samples = {v[0]: [] for v in variants}
     for rnd in range(sizes.overhead_rounds):
         order = variants if rnd % 2 == 0 else variants[::-1]   # drift hits both
-        for name, kind, faults in order:
+        for name, kind, faults, _ in order:
             dev = "/dev/nvme0n1" if kind == "nvme" else "/dev/vda"
             text = scenario_text(f"bench overhead {name}", kind, ["fio"], faults,
                                  overhead_script(dev, sizes))
@@ -564,7 +566,7 @@ def run_overhead(sizes, out, builds, log):
             samples[name].append(s)
             log(f"round {rnd + 1} {name:40} {s['cpu_s'] / s['ios'] * 1e6:6.1f} us CPU/I/O  "
                 f"boot {s['boot_s']:.2f} s")
-    return overhead_rows(samples), samples
+    return overhead_rows(samples, {v[0]: v[3] for v in variants}), samples
 
 
 def run_deterministic(sizes, out, builds, log, delay="10ms"):
@@ -603,26 +605,37 @@ def bench(args):
         print(msg, file=sys.stderr, flush=True)
 
     t0 = time.monotonic()
-    rows, samples = [], {}
+    rows, samples, failed = [], {}, []
+
+    def group(name, fn):
+        """Run one group; a failed group is reported and the others go on."""
+        try:
+            more, data = fn()
+        except SetupError as e:
+            failed.append(name)
+            say(f"bench: {name} failed: {e}")
+            return
+        rows.extend(more)
+        if data is not None:
+            samples[name] = data
+
     if "engine" in only:
         log("engine: engine-bench")
-        rows += run_engine(sizes)
+        group("engine", lambda: (run_engine(sizes), None))
     if "latency" in only:
         for kind in ("nvme", "syncblk"):
             log(f"latency: {kind} (one boot, QD1 segments baseline/100us/1ms/10ms)")
-            rows += run_latency(kind, sizes, out, builds)
-    if "overhead" in only:
-        log(f"overhead: {sizes.overhead_rounds} interleaved rounds")
-        more, samples["overhead"] = run_overhead(sizes, out, builds, log)
-        rows += more
+            group(f"latency-{kind}", lambda: (run_latency(kind, sizes, out, builds), None))
     if "deterministic" in only:
         log(f"deterministic: {sizes.det_rounds} round(s)")
-        more, samples["deterministic"] = run_deterministic(sizes, out, builds, log)
-        rows += more
+        group("deterministic", lambda: run_deterministic(sizes, out, builds, log))
+    if "overhead" in only:
+        log(f"overhead: {sizes.overhead_rounds} interleaved rounds")
+        group("overhead", lambda: run_overhead(sizes, out, builds, log))
     rows.sort(key=lambda r: ("engine", "latency", "wakeup", "overhead", "boot",
                              "deterministic").index(r.group))
     print(format_rows(rows))
-    meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": git_describe(),
+    meta = {"failed": failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": git_describe(),
             "quick": bool(args.quick), "seconds": round(time.monotonic() - t0, 1),
             "runs": out, "samples": samples}
     if old is not None:
@@ -635,6 +648,9 @@ def bench(args):
     missed = [r.key for r in rows if r.ok is False]
     if missed:
         say(f"bench: {len(missed)} target(s) missed: {', '.join(missed)}")
+    if failed:
+        say(f"bench: failed: {', '.join(failed)} (see above)")
+        return EXIT_SETUP
     return EXIT_FAIL if missed else EXIT_PASS
 
 

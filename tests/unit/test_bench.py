@@ -138,11 +138,13 @@ class RowsTest(unittest.TestCase):
             bench.latency_rows("nvme", [(sect, 1e-4)], guest)  # no baseline segment
 
     def test_overhead_rows(self):
+        bases = {"stock": None, "inj": "stock"}
         samples = {"stock": [{"cpu_s": 1.0, "ios": 10000, "boot_s": 10.0},
                              {"cpu_s": 1.2, "ios": 10000, "boot_s": 12.0}],
                    "inj": [{"cpu_s": 1.01, "ios": 10000, "boot_s": 10.5},
                            {"cpu_s": 1.224, "ios": 10000, "boot_s": 12.0}]}
-        rows = {r.key: r for r in bench.overhead_rows(samples)}
+        rows = {r.key: r for r in bench.overhead_rows(samples, bases)}
+        self.assertEqual(rows["overhead/stock, host CPU per I/O"].value, 110.0)
         o = rows["overhead/inj, host CPU per I/O"]
         self.assertAlmostEqual(o.ratio, (1.01 + 1.02) / 2)
         self.assertAlmostEqual(o.value, 111.7)                # us of CPU per I/O
@@ -231,6 +233,17 @@ class ScenarioTest(unittest.TestCase):
         self.assertIn(f"d1000: write lba={2 * sect}-{3 * sect - 1} delay=1000us",
                       bench.latency_faults())
         self.assertIn(f"--offset={2 * bench.SEGMENT_MIB}M", bench.latency_script("nvme", sizes))
+
+    def test_overhead_scenarios(self):
+        variants = bench.overhead_variants()
+        names = {v[0] for v in variants}
+        sizes = bench.Sizes.for_mode(True)
+        for name, kind, faults, base in variants:
+            self.assertTrue(base is None or base in names, base)
+            sc = self.load(bench.scenario_text("t", kind, ["fio"], faults,
+                                               bench.overhead_script("/dev/vda", sizes)))
+            self.assertEqual(sc.device.kind, kind)
+            self.assertEqual(bool(sc.faults.rules.strip()), base is not None)
 
     def test_never_rules_never_match_the_disk(self):
         text = bench.never_rules(64)
