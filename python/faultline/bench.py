@@ -276,8 +276,8 @@ def overhead_rows(samples, bases, level=LEVEL):
         for v, xs in data.items():
             base = bases[v]
             if base is None:
-                rows.append(Row(group, f"{v}, {what}", median(xs), median(xs), unit, 1.0,
-                                n=len(xs)))
+                mean = stats.summary(xs).mean    # as the compared rows show it
+                rows.append(Row(group, f"{v}, {what}", mean, mean, unit, 1.0, n=len(xs)))
                 continue
             r, lo, hi = paired_ratio(data[base], xs, level)
             row = Row(group, f"{v}, {what}", stats.summary(xs).mean,

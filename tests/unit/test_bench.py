@@ -144,7 +144,7 @@ class RowsTest(unittest.TestCase):
                    "inj": [{"cpu_s": 1.01, "ios": 10000, "boot_s": 10.5},
                            {"cpu_s": 1.224, "ios": 10000, "boot_s": 12.0}]}
         rows = {r.key: r for r in bench.overhead_rows(samples, bases)}
-        self.assertEqual(rows["overhead/stock, host CPU per I/O"].value, 110.0)
+        self.assertAlmostEqual(rows["overhead/stock, host CPU per I/O"].value, 110.0)
         o = rows["overhead/inj, host CPU per I/O"]
         self.assertAlmostEqual(o.ratio, (1.01 + 1.02) / 2)
         self.assertAlmostEqual(o.value, 111.7)                # us of CPU per I/O
