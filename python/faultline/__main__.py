@@ -16,6 +16,7 @@
   faultline lava SCENARIO ... [--kernel K [--modules M]] [--seed N | --seeds A..B]
                  [--out DIR] [--base-url URL]   LAVA jobs and their artefacts
   faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
+  faultline bench [--quick] [--only GROUPS] [--json FILE] [--compare OLD.json]
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
@@ -142,6 +143,11 @@ def cmd_show(args):
     return report.show(args.rundir)
 
 
+def cmd_bench(args):
+    from . import bench
+    return bench.bench(args)
+
+
 def cmd_check(args):
     from . import check
     return check.check(args.suite, args.junit, args.kernel, args.modules)
@@ -258,13 +264,23 @@ def parser():
     c.add_argument("--suite", default="unit,qtest,asan,vm")
     c.add_argument("--junit", metavar="FILE", help="copy meson's JUnit XML here")
     kernel_opts(c)
+    bn = sub.add_parser("bench", help="performance figures as ratios against baselines "
+                        "measured in the same run (docs/bench.md)")
+    bn.add_argument("--quick", action="store_true", help="fewer I/Os and rounds (about 4x less)")
+    bn.add_argument("--only", metavar="GROUPS",
+                    help="comma-separated: engine,latency,overhead,deterministic (default: all)")
+    bn.add_argument("--json", metavar="FILE", help="write rows and samples as JSON")
+    bn.add_argument("--compare", metavar="OLD.json", help="also print changes against a "
+                    "previous --json")
+    bn.add_argument("--out", default=DEFAULT_OUT, help="its run directories go here")
     b = sub.add_parser("build", help="build QEMU and the guest image")
     kernel_opts(b)
     sub.add_parser("setup", help="install dependencies (root)")
     return p
 
 
-COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check, "repro": cmd_repro, "list": cmd_list,
+COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check,
+            "bench": cmd_bench, "repro": cmd_repro, "list": cmd_list,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,

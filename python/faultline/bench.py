@@ -1,0 +1,667 @@
+"""`faultline bench`: every performance figure of faultline as a ratio
+against a baseline measured in the same run (docs/bench.md).
+
+Rows, by group:
+  engine         ns per fe_engine_decide() (tests/bench/engine-bench) against
+                 an empty call through a function pointer; target <= 30 ns.
+  latency        rule `write delay=DUR` at QD1, on NVMe and syncblk irq mode:
+                 device side (doorbell write to interrupt, from QEMU trace
+                 events) against max(DUR, backend time), target +-15 us; guest
+                 side (fio median completion latency) against the guest's
+                 baseline plus the same, target 10 % (100 us) / 5 %.  The
+                 baseline segment runs in the same boot with the injector
+                 attached; its rules never match the baseline's LBAs.
+  wakeup         what the guest adds on top of the device when it sleeps
+                 through DUR (idle exit + interrupt delivery): guest-side
+                 excess minus device-side excess.
+  overhead       host CPU (QEMU utime+stime) per guest I/O for a fixed number
+                 of fio writes: NVMe with an injector and 64 never-matching
+                 rules against stock NVMe, interleaved rounds, 95 % CI.
+  boot           time to the first KTAP line (same boots as overhead).
+  deterministic  wall time of a swap run with 10 ms per write under
+                 --deterministic against the same run without the rule.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+from . import TOP, guest, rules, scenario, stats
+from .build import build_all, git_describe, say
+from .errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .machine import make_spec
+from .qemu import QemuMachine
+from .runner import DEFAULT_OUT, new_dir, scratch_dir
+
+GROUPS = ("engine", "latency", "overhead", "deterministic")
+ENGINE_TARGET_NS = 30.0
+DEVICE_TOLERANCE_US = 15.0
+OVERHEAD_TARGET = 1.01
+DELAYS_US = (100, 1000, 10000)
+LEVEL = 0.95
+SEGMENT_MIB = 64                      # each latency segment's LBA range
+
+
+@dataclass
+class Row:
+    """One printed line: value against baseline; ratio = value / baseline."""
+    group: str
+    name: str
+    value: float
+    baseline: float
+    unit: str
+    ratio: float | None = None
+    ci_low: float | None = None       # of the ratio
+    ci_high: float | None = None
+    n: int = 1
+    target: str = ""
+    ok: bool | None = None
+    note: str = ""
+
+    @property
+    def key(self):
+        return f"{self.group}/{self.name}"
+
+
+@dataclass
+class Sizes:
+    """How much each group measures: --quick is about 4 times less."""
+    engine_iters: int
+    latency_ios: dict            # DUR us (0 = baseline) -> I/Os
+    overhead_ios: int
+    overhead_rounds: int
+    det_rounds: int
+
+    @classmethod
+    def for_mode(cls, quick):
+        if quick:
+            return cls(2_000_000, {0: 500, 100: 500, 1000: 300, 10000: 60}, 10_000, 2, 1)
+        return cls(20_000_000, {0: 2000, 100: 2000, 1000: 1000, 10000: 200}, 40_000, 5, 2)
+
+
+# ---------------------------------------------------------------- arithmetic
+
+def ratio(value, base):
+    return value / base if base else None
+
+
+def median(xs):
+    xs = sorted(xs)
+    if not xs:
+        raise ValueError("median of no samples")
+    mid = len(xs) // 2
+    return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
+
+
+def paired_ratio(base, other, level=LEVEL):
+    """Mean of the per-round ratios other[i] / base[i] and its Student t
+    confidence interval (rounds are interleaved, so each pair shares the
+    host's load of that moment).  (mean, low, high); low/high None for n<2."""
+    if len(base) != len(other) or not base:
+        raise ValueError("paired_ratio needs equally many rounds on both sides")
+    rs = [o / b for b, o in zip(base, other)]
+    s = stats.summary(rs)
+    if s.n < 2:
+        return s.mean, None, None
+    half = stats.t_isf((1.0 - level) / 2.0, s.n - 1) * s.stddev / s.n ** 0.5
+    return s.mean, s.mean - half, s.mean + half
+
+
+def ci_verdict(r, lo, hi, target):
+    """Ratio <= target: True when the whole confidence interval is at or
+    below it, False when the whole interval is above, None (inconclusive)
+    when it straddles; without an interval, the ratio itself decides."""
+    if lo is None:
+        return r <= target
+    if hi <= target:
+        return True
+    return False if lo > target else None
+
+
+def proc_cpu_seconds(stat_text, clk_tck):
+    """utime+stime of a /proc/PID/stat line, in seconds.  The command name
+    (field 2) may hold spaces and parentheses: fields count from the last ')'."""
+    rest = stat_text[stat_text.rindex(")") + 2:].split()
+    # rest[0] is field 3 (state): utime is field 14, stime field 15.
+    return (int(rest[11]) + int(rest[12])) / clk_tck
+
+
+ENGINE_LINE = re.compile(r"^(?P<case>\S.*?)\s+(?P<rules>\d+) rules:\s+(?P<ns>[\d.]+) ns/decision")
+ENGINE_BASE = re.compile(r"^baseline.*?:\s+(?P<ns>[\d.]+) ns")
+
+
+def parse_engine_bench(text):
+    """engine-bench output -> (baseline ns, [(case, rules, ns)])."""
+    base, cases = None, []
+    for ln in text.splitlines():
+        m = ENGINE_BASE.match(ln)
+        if m:
+            base = float(m["ns"])
+            continue
+        m = ENGINE_LINE.match(ln)
+        if m:
+            cases.append((m["case"], int(m["rules"]), float(m["ns"])))
+    if base is None or not cases:
+        raise SetupError("engine-bench printed no baseline or no cases")
+    return base, cases
+
+
+def engine_rows(text):
+    base, cases = parse_engine_bench(text)
+    out = []
+    for case, n, ns in cases:
+        row = Row("engine", f"{case}, {n} rules", ns, base, "ns", ratio(ns, base),
+                  target=f"<= {ENGINE_TARGET_NS:g} ns", ok=ns <= ENGINE_TARGET_NS)
+        out.append(row)
+    return out
+
+
+# Trace lines of QEMU's log backend with -msg timestamp=on:
+#   PID@SECONDS.MICROS:event args...
+TRACE_LINE = re.compile(r"^\d+@(?P<sec>\d+)\.(?P<us>\d{6}):(?P<ev>\w+) ?(?P<args>.*)$")
+NVME_EVENTS = ("pci_nvme_mmio_doorbell_sq", "pci_nvme_write", "pci_nvme_irq_msix")
+SYNCBLK_EVENTS = ("syncblk_submit", "syncblk_complete")
+
+
+def _args(text):
+    """'sqid 1 new_tail 3' -> {'sqid': '1', 'new_tail': '3'}"""
+    words = text.replace("'", "").split()
+    return dict(zip(words[0::2], words[1::2]))
+
+
+def _seconds(m):
+    """Seconds since the first trace line's second, exact to the microsecond
+    (a float of the whole epoch time keeps only about 0.2 us)."""
+    return (int(m["sec"]) % 100000) + int(m["us"]) * 1e-6
+
+
+def device_latencies(trace_text, kind):
+    """[(first LBA, seconds from doorbell to interrupt)] of the writes in a
+    trace of one QD1 run.  NVMe: an I/O queue's SQ doorbell, the write it
+    carries (its LBA), the next I/O-queue MSI-X.  syncblk: submit to
+    complete of the same slot (complete is where the MSI-X is raised)."""
+    out = []
+    if kind == "nvme":
+        t0 = lba = None
+        for ln in trace_text.splitlines():
+            m = TRACE_LINE.match(ln)
+            if not m:
+                continue
+            ev, a, t = m["ev"], _args(m["args"]), _seconds(m)
+            if ev == "pci_nvme_mmio_doorbell_sq" and a.get("sqid", "0") != "0":
+                if t0 is None:
+                    t0, lba = t, None
+            elif ev == "pci_nvme_write" and t0 is not None and lba is None:
+                lba = int(a["lba"], 16)
+            elif ev == "pci_nvme_irq_msix" and t0 is not None and \
+                    not m["args"].endswith(" vector 0"):
+                if lba is not None:
+                    out.append((lba, t - t0))
+                t0 = lba = None
+        return out
+    started = {}
+    for ln in trace_text.splitlines():
+        m = TRACE_LINE.match(ln)
+        if not m:
+            continue
+        ev, a, t = m["ev"], _args(m["args"]), _seconds(m)
+        if ev == "syncblk_submit" and a.get("op") == "1":
+            started[a["slot"]] = (int(a["lba"]), t)
+        elif ev == "syncblk_complete" and a.get("slot") in started:
+            lba, t0 = started.pop(a["slot"])
+            out.append((lba, t - t0))
+    return out
+
+
+def segment_of(lba):
+    return lba * 512 // (SEGMENT_MIB << 20)
+
+
+def latency_rows(kind, dev_lat, guest_p50_us):
+    """Rows of one device's latency boot.  dev_lat: [(lba, s)] from the
+    trace; guest_p50_us: {DUR us: fio median} with key 0 the baseline."""
+    label = "nvme" if kind == "nvme" else "syncblk-irq"
+    by_seg = {}
+    for lba, s in dev_lat:
+        by_seg.setdefault(segment_of(lba), []).append(s * 1e6)
+    if 0 not in by_seg:
+        raise SetupError(f"latency {label}: no baseline writes in the device trace")
+    backend = median(by_seg[0])
+    g_base = guest_p50_us[0]
+    rows = [Row("latency", f"{label} backend (no rule)", backend, backend, "us", 1.0,
+                n=len(by_seg[0]), note=f"guest median {g_base:.0f} us")]
+    for i, dur in enumerate(DELAYS_US, start=1):
+        if i not in by_seg:
+            raise SetupError(f"latency {label}: no writes for delay={dur}us in the trace")
+        expect = max(dur, backend)
+        dev = median(by_seg[i])
+        rows.append(Row("latency", f"{label} device delay={dur}us", dev, expect, "us",
+                        ratio(dev, expect), n=len(by_seg[i]),
+                        target=f"+-{DEVICE_TOLERANCE_US:g} us",
+                        ok=abs(dev - expect) <= DEVICE_TOLERANCE_US,
+                        note=f"error {dev - expect:+.1f} us"))
+        # The guest pays what it pays at baseline, minus the backend time the
+        # rule's delay now covers, plus the delay.
+        g_expect = g_base - backend + expect
+        g = guest_p50_us[dur]
+        tol = 0.10 if dur < 1000 else 0.05
+        rows.append(Row("latency", f"{label} guest delay={dur}us", g, g_expect, "us",
+                        ratio(g, g_expect), n=len(by_seg[i]),
+                        target=f"error <= {tol:.0%} of DUR",
+                        ok=abs(g - g_expect) <= tol * dur,
+                        note=f"error {(g - g_expect) / dur:+.1%} of DUR"))
+        # What the guest adds beyond the device when it idles through DUR.
+        wake = (g - g_base) - (dev - backend)
+        rows.append(Row("wakeup", f"{label} delay={dur}us", wake, 0.0, "us",
+                        note="guest excess minus device excess"))
+    return rows
+
+
+def overhead_rows(samples, bases, level=LEVEL):
+    """samples: {variant: [{"cpu_s", "ios", "boot_s"}...]}; bases: {variant:
+    the variant it is compared with, None for a baseline}.  Rounds at the
+    same index ran back to back."""
+    per_io = {v: [r["cpu_s"] / r["ios"] * 1e6 for r in rs] for v, rs in samples.items()}
+    boots = {v: [r["boot_s"] for r in rs] for v, rs in samples.items()}
+    rows = []
+    for group, data, unit, what in (("overhead", per_io, "us", "host CPU per I/O"),
+                                    ("boot", boots, "s", "first KTAP line")):
+        for v, xs in data.items():
+            base = bases[v]
+            if base is None:
+                mean = stats.summary(xs).mean    # as the compared rows show it
+                rows.append(Row(group, f"{v}, {what}", mean, mean, unit, 1.0, n=len(xs)))
+                continue
+            r, lo, hi = paired_ratio(data[base], xs, level)
+            row = Row(group, f"{v}, {what}", stats.summary(xs).mean,
+                      stats.summary(data[base]).mean, unit, r, lo, hi, n=len(xs),
+                      note=f"against {base}")
+            if group == "overhead":
+                row.ok = ci_verdict(r, lo, hi, OVERHEAD_TARGET)
+                row.target = f"<= {OVERHEAD_TARGET}"
+                if row.ok is None:
+                    row.note += "; the CI straddles the target"
+            rows.append(row)
+    return rows
+
+
+def deterministic_rows(plain, delayed, delay_s, hits):
+    r, lo, hi = paired_ratio(plain, delayed)
+    return [Row("deterministic", f"wall, write delay={delay_s * 1e3:g}ms",
+                stats.summary(delayed).mean, stats.summary(plain).mean, "s", r, lo, hi,
+                n=len(plain), note=f"{hits} writes delayed = {hits * delay_s:.1f} s virtual")]
+
+
+# ---------------------------------------------------------------- output
+
+def fmt(x, unit):
+    if x is None:
+        return "-"
+    if unit == "s":
+        return f"{x:.2f} s"
+    return f"{x:.1f} {unit}" if abs(x) >= 10 or unit == "us" else f"{x:.2f} {unit}"
+
+
+def format_rows(rows):
+    lines = [f"{'row':60} {'value':>11} {'baseline':>11} {'ratio':>7} {'95% CI':>15}  target"]
+    for r in rows:
+        ci = f"{r.ci_low:.3f}..{r.ci_high:.3f}" if r.ci_low is not None else ""
+        rat = f"{r.ratio:.3f}" if r.ratio is not None else "-"
+        verdict = " ok" if r.ok else " MISSED" if r.ok is False else " ?" if r.target else ""
+        tail = f"{r.target}{verdict}" + (f"  ({r.note})" if r.note else "")
+        lines.append(f"{r.key:60} {fmt(r.value, r.unit):>11} {fmt(r.baseline, r.unit):>11} "
+                     f"{rat:>7} {ci:>15}  {tail}".rstrip())
+    return "\n".join(lines)
+
+
+def to_json(rows, meta):
+    return {"format": "faultline-bench 1", **meta, "rows": [asdict(r) for r in rows]}
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SetupError(f"--compare {path}: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != "faultline-bench 1":
+        raise SetupError(f"--compare {path}: not a faultline bench JSON file")
+    return doc
+
+
+def compare_lines(old, rows):
+    """old/new value and ratio of each row present in both runs."""
+    prev = {f"{r['group']}/{r['name']}": r for r in old.get("rows", [])}
+    lines = [f"against {old.get('git', '?')} ({old.get('date', '?')}):",
+             f"{'row':60} {'old':>11} {'new':>11} {'change':>8}  old ratio -> new ratio"]
+    for r in rows:
+        o = prev.get(r.key)
+        if o is None:
+            continue
+        change = f"{(r.value - o['value']) / abs(o['value']):+.1%}" if o["value"] else "-"
+        ro = f"{o['ratio']:.3f}" if o.get("ratio") is not None else "-"
+        rn = f"{r.ratio:.3f}" if r.ratio is not None else "-"
+        lines.append(f"{r.key:60} {fmt(o['value'], r.unit):>11} {fmt(r.value, r.unit):>11} "
+                     f"{change:>8}  {ro} -> {rn}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- machines
+
+class Boot:
+    """One QEMU boot of a generated scenario, watched by a thread that
+    notes (every 5 ms) the first KTAP line and, at each `# bench-mark NAME`
+    line, QEMU's utime+stime."""
+
+    def __init__(self, text, name, out, builds, deterministic=False, trace=()):
+        self.dir = new_dir(out, name)
+        path = os.path.join(self.dir, f"{name}.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        self.sc = scenario.load(path)
+        rules.check_scenarios([self.sc])
+        self.builds = builds.for_scenario(self.sc)
+        self.deterministic = deterministic
+        self.trace = trace
+        self.marks = {}
+        self.first_ktap_s = None
+        self.block_writes = None
+        self.watch = None
+
+    def _watch(self, m, stop, t0):
+        path = os.path.join(self.dir, "ktap.log")
+        clk = os.sysconf("SC_CLK_TCK")
+        stat = f"/proc/{m.proc.pid}/stat"
+        seen = 0
+        while not stop.is_set():
+            try:
+                with open(path, errors="replace") as f:
+                    f.seek(seen)
+                    new = f.read()
+            except OSError:
+                new = ""
+            if new:
+                if self.first_ktap_s is None:
+                    self.first_ktap_s = time.monotonic() - t0
+                # Only whole lines: a mark is acted on once it is complete.
+                whole = new[:new.rfind("\n") + 1]
+                seen += len(whole.encode())
+                for ln in whole.splitlines():
+                    if ln.startswith("# bench-mark "):
+                        try:
+                            with open(stat) as f:
+                                self.marks[ln.split()[2]] = proc_cpu_seconds(f.read(), clk)
+                        except (OSError, IndexError, ValueError):
+                            pass
+            time.sleep(0.005)
+
+    def run(self):
+        scratch = scratch_dir()
+        seed = self.sc.faults.seed
+        try:
+            initrd = guest.prepare(self.sc, self.builds.guest_dir, self.dir, scratch, seed)
+            spec = make_spec(self.sc, self.builds, self.builds.kernel, initrd,
+                             guest.kernel_cmdline(self.sc), self.dir, scratch, seed,
+                             self.deterministic)
+            if self.trace:
+                spec.extra_args += ["-msg", "timestamp=on",
+                                    "-D", os.path.join(self.dir, "trace.log")]
+                for ev in self.trace:
+                    spec.extra_args += ["-trace", f"enable={ev}"]
+            with QemuMachine(spec) as m:
+                m.start()
+                stop = threading.Event()
+                th = threading.Thread(target=self._watch, args=(m, stop, time.monotonic()),
+                                      daemon=True)
+                th.start()
+                try:
+                    self.watch = m.run(self.sc.timeout_s)
+                finally:
+                    stop.set()
+                    th.join()
+                if m.running():
+                    try:
+                        self.block_writes = sum(b["stats"]["wr_operations"]
+                                                for b in m.qmp("query-blockstats"))
+                    except Exception:     # noqa: BLE001 - a missing count is reported below
+                        self.block_writes = None
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if self.watch.guest_exit != 0:
+            raise SetupError(f"bench boot {os.path.basename(self.dir)} failed "
+                             f"(guest exit {self.watch.guest_exit}, hang {self.watch.hang}): "
+                             f"see {self.dir}")
+        return self
+
+    def ktap(self):
+        with open(os.path.join(self.dir, "ktap.log"), errors="replace") as f:
+            return f.read()
+
+    def diag_after(self, mark, name):
+        """The first `# NAME VALUE` after `# bench-mark MARK`."""
+        text = self.ktap()
+        i = text.find(f"# bench-mark {mark}\n")
+        m = re.search(rf"^# {re.escape(name)} (-?\d+)", text[i:], re.M) if i >= 0 else None
+        if not m:
+            raise SetupError(f"{self.dir}: no '# {name}' after mark {mark}")
+        return int(m.group(1))
+
+
+def scenario_text(desc, kind, tools, faults, run, timeout=600, completion="task",
+                  memory="512M", cpus=2, swap=False, size="1G"):
+    comp = f'completion = "{completion}"\n' if kind == "syncblk" else ""
+    return (f'description = "{desc}"\ntimeout = "{timeout}s"\n\n[vm]\nmemory = "{memory}"\n'
+            f'cpus = {cpus}\ncmdline = "transparent_hugepage=never"\n'
+            f'tools = {json.dumps(tools)}\n\n'
+            f'[device]\nkind = "{kind}"\n{comp}size = "{size}"\n\n'
+            f'[swap]\n{"zswap = false" if swap else "enabled = false"}\n\n{faults}\n'
+            f'[[test]]\nrun = "{run}"\n')
+
+
+def never_rules(n):
+    """n rules evaluated for every write that never match (the disk is 1 GiB)."""
+    lines = [f"never{i}: write lba={100_000_000 + 16 * i}-{100_000_007 + 16 * i} "
+             "error=write-fault" for i in range(n)]
+    return '[faults]\nseed = 1\nrules = """\n' + "\n".join(lines) + '\n"""\n'
+
+
+def run_engine(sizes):
+    build = os.path.join(TOP, "build")
+    exe = os.path.join(build, "tests", "bench", "engine-bench")
+    if not os.path.isfile(os.path.join(build, "build.ninja")):
+        subprocess.run(["meson", "setup", build, TOP], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["ninja", "-C", build, "tests/bench/engine-bench"], check=True,
+                   stdout=subprocess.DEVNULL)
+    r = subprocess.run([exe, str(sizes.engine_iters)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SetupError(f"engine-bench failed: {r.stderr.strip().splitlines()[-1:]}")
+    return engine_rows(r.stdout)
+
+
+def latency_script(kind, sizes):
+    dev = "/dev/nvme0n1" if kind == "nvme" else "/dev/syncblk0"
+    parts = []
+    for i, dur in enumerate((0,) + DELAYS_US):
+        parts.append(f"echo '# bench-mark seg{dur}'; fio-ktap --name=qd1 --filename={dev} "
+                     f"--direct=1 --ioengine=psync --iodepth=1 --rw=randwrite --bs=4k "
+                     f"--offset={i * SEGMENT_MIB}M --size={SEGMENT_MIB}M "
+                     f"--number_ios={sizes.latency_ios[dur]} --randrepeat=1 --norandommap")
+    return " && ".join(parts)
+
+
+def latency_faults():
+    sectors = (SEGMENT_MIB << 20) // 512
+    lines = [f"d{dur}: write lba={i * sectors}-{(i + 1) * sectors - 1} delay={dur}us"
+             for i, dur in enumerate(DELAYS_US, start=1)]
+    return '[faults]\nseed = 1\nrules = """\n' + "\n".join(lines) + '\n"""\n'
+
+
+def run_latency(kind, sizes, out, builds):
+    label = "nvme" if kind == "nvme" else "syncblk-irq"
+    text = scenario_text(f"bench latency {label}", kind, ["fio"], latency_faults(),
+                         latency_script(kind, sizes), completion="irq")
+    b = Boot(text, f"bench-latency-{label}", out, builds,
+             trace=NVME_EVENTS if kind == "nvme" else SYNCBLK_EVENTS).run()
+    with open(os.path.join(b.dir, "trace.log"), errors="replace") as f:
+        dev = device_latencies(f.read(), kind)
+    p50 = {dur: b.diag_after(f"seg{dur}", "fio write_clat_p50_us") for dur in (0,) + DELAYS_US}
+    return latency_rows(kind, dev, p50)
+
+
+def overhead_variants():
+    """(name, device kind, faults, the variant it is compared with) of the
+    no-fault overhead comparison: the injector on NVMe against stock NVMe,
+    the fault-inject block filter on virtio-blk against plain virtio-blk."""
+    return [("stock nvme", "nvme", "", None),
+            ("nvme+injector 64 never-matching rules", "nvme", never_rules(64), "stock nvme"),
+            ("stock virtio-blk", "virtio-blk", "", None),
+            ("virtio-blk+filter 64 never-matching rules", "virtio-blk", never_rules(64),
+             "stock virtio-blk")]
+
+
+def overhead_script(dev, sizes):
+    """After a warm-up, two fio runs of N/4 and N writes, each between marks: the CPU per
+    I/O is the difference of the two over the difference of their I/Os,
+    so fio's start-up, the marks' latency and idle time cancel out."""
+    job = (f"fio-ktap --name=cpu --filename={dev} --direct=1 --ioengine=io_uring "
+           f"--iodepth=32 --rw=randwrite --bs=4k --size=512M --randrepeat=1 --norandommap")
+    small = sizes.overhead_ios // 4
+    # A warm-up first: the first fio in a boot pays one-time costs (loading
+    # fio, io_uring set-up), and the first write to a block of the sparse
+    # disk image allocates host memory; both made the small run cost more
+    # than the large one (measured).  One sequential pass over the range.
+    warm = (f"fio-ktap --name=warm --filename={dev} --direct=1 --ioengine=psync "
+            f"--rw=write --bs=1M --size=512M")
+    return (f"{warm} && "
+            f"echo '# bench-mark a0' && {job} --number_ios={small} && echo '# bench-mark a1' && "
+            f"echo '# bench-mark b0' && {job} --number_ios={sizes.overhead_ios} && "
+            f"echo '# bench-mark b1'")
+
+
+def overhead_sample(marks, ios_small, ios_large):
+    """CPU seconds and I/Os of the large run beyond the small one."""
+    cpu = (marks["b1"] - marks["b0"]) - (marks["a1"] - marks["a0"])
+    return {"cpu_s": cpu, "ios": ios_large - ios_small}
+
+
+def run_overhead(sizes, out, builds, log):
+    variants = overhead_variants()
+    samples = {v[0]: [] for v in variants}
+    for rnd in range(sizes.overhead_rounds):
+        order = variants if rnd % 2 == 0 else variants[::-1]   # drift hits both
+        for name, kind, faults, _ in order:
+            dev = "/dev/nvme0n1" if kind == "nvme" else "/dev/vda"
+            text = scenario_text(f"bench overhead {name}", kind, ["fio"], faults,
+                                 overhead_script(dev, sizes))
+            b = Boot(text, "bench-overhead", out, builds).run()
+            small = b.diag_after("a0", "fio write_kib") // 4
+            large = b.diag_after("b0", "fio write_kib") // 4
+            if large < sizes.overhead_ios or (b.block_writes or 0) < small + large:
+                raise SetupError(f"{b.dir}: fio wrote {small}+{large} blocks, the device "
+                                 f"counted {b.block_writes} (expected {sizes.overhead_ios})")
+            if any(k not in b.marks for k in ("a0", "a1", "b0", "b1")):
+                raise SetupError(f"{b.dir}: the bench marks were not seen")
+            s = overhead_sample(b.marks, small, large)
+            s.update(device_writes=b.block_writes, boot_s=b.first_ktap_s)
+            samples[name].append(s)
+            log(f"round {rnd + 1} {name:40} {s['cpu_s'] / s['ios'] * 1e6:6.1f} us CPU/I/O  "
+                f"boot {s['boot_s']:.2f} s")
+    return overhead_rows(samples, {v[0]: v[3] for v in variants}), samples
+
+
+def run_deterministic(sizes, out, builds, log, delay="10ms"):
+    run = "swapstress --mem 96M --memcg-max 32M --rounds 1 --seed 7"
+    texts = {"plain": scenario_text("bench deterministic plain", "nvme", [], "", run,
+                                    timeout=900, memory="384M", cpus=1, swap=True, size="512M"),
+             "delayed": scenario_text("bench deterministic delayed", "nvme", [],
+                                      f'[faults]\nrules = "slow: write delay={delay}"\n', run,
+                                      timeout=900, memory="384M", cpus=1, swap=True,
+                                      size="512M")}
+    walls = {"plain": [], "delayed": []}
+    hits = 0
+    for rnd in range(sizes.det_rounds):
+        for label in ("plain", "delayed"):
+            b = Boot(texts[label], f"bench-det-{label}", out, builds, deterministic=True).run()
+            walls[label].append(b.watch.elapsed_s)
+            if label == "delayed":
+                hits = sum(r["hits"] for r in (b.watch.faults or {}).get("rules", []))
+            log(f"round {rnd + 1} deterministic {label:8} wall {b.watch.elapsed_s:6.1f} s")
+    return deterministic_rows(walls["plain"], walls["delayed"], 0.010, hits), walls
+
+
+# ---------------------------------------------------------------- command
+
+def bench(args):
+    only = GROUPS if not args.only else tuple(args.only.split(","))
+    bad = [g for g in only if g not in GROUPS]
+    if bad:
+        raise SetupError(f"--only {','.join(bad)}: groups are {', '.join(GROUPS)}")
+    old = load_json(args.compare) if args.compare else None
+    sizes = Sizes.for_mode(args.quick)
+    builds = build_all(quiet=True)
+    out = tempfile.mkdtemp(prefix="bench-", dir=_out_base(args.out))
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    t0 = time.monotonic()
+    rows, samples, failed = [], {}, []
+
+    def group(name, fn):
+        """Run one group; a failed group is reported and the others go on."""
+        try:
+            more, data = fn()
+        except SetupError as e:
+            failed.append(name)
+            say(f"bench: {name} failed: {e}")
+            return
+        rows.extend(more)
+        if data is not None:
+            samples[name] = data
+
+    if "engine" in only:
+        log("engine: engine-bench")
+        group("engine", lambda: (run_engine(sizes), None))
+    if "latency" in only:
+        for kind in ("nvme", "syncblk"):
+            log(f"latency: {kind} (one boot, QD1 segments baseline/100us/1ms/10ms)")
+            group(f"latency-{kind}", lambda: (run_latency(kind, sizes, out, builds), None))
+    if "deterministic" in only:
+        log(f"deterministic: {sizes.det_rounds} round(s)")
+        group("deterministic", lambda: run_deterministic(sizes, out, builds, log))
+    if "overhead" in only:
+        log(f"overhead: {sizes.overhead_rounds} interleaved rounds")
+        group("overhead", lambda: run_overhead(sizes, out, builds, log))
+    rows.sort(key=lambda r: ("engine", "latency", "wakeup", "overhead", "boot",
+                             "deterministic").index(r.group))
+    print(format_rows(rows))
+    meta = {"failed": failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": git_describe(),
+            "quick": bool(args.quick), "seconds": round(time.monotonic() - t0, 1),
+            "runs": out, "samples": samples}
+    if old is not None:
+        print()
+        print(compare_lines(old, rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(to_json(rows, meta), f, indent=1)
+        say(f"bench: {len(rows)} rows in {args.json}; run directories in {out}")
+    missed = [r.key for r in rows if r.ok is False]
+    if missed:
+        say(f"bench: {len(missed)} target(s) missed: {', '.join(missed)}")
+    if failed:
+        say(f"bench: failed: {', '.join(failed)} (see above)")
+        return EXIT_SETUP
+    return EXIT_FAIL if missed else EXIT_PASS
+
+
+def _out_base(out):
+    base = os.path.abspath(out or DEFAULT_OUT)
+    os.makedirs(base, exist_ok=True)
+    return base

@@ -1,0 +1,258 @@
+"""Unit tests of `faultline bench`'s arithmetic: trace pairing, medians,
+ratios and their confidence intervals, /proc/PID/stat parsing, engine-bench
+parsing, the JSON a later run compares with, and its scenarios (checked by
+the real scenario loader and the engine's rule parser)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline import bench, rules, scenario  # noqa: E402
+from faultline.errors import SetupError  # noqa: E402
+
+FAULTLINE = os.path.join(TOP, "scripts", "faultline")
+
+
+def nvme_io(t_us, lba, dur_us, sqid=1, vector=1):
+    """Trace lines of one QD1 NVMe write starting at t_us (since 1000 s)."""
+    def at(us):
+        return f"4242@{1000 + us // 1000000}.{us % 1000000:06d}"
+    return [f"{at(t_us)}:pci_nvme_mmio_doorbell_sq sqid {sqid} new_tail 3",
+            f"{at(t_us + 2)}:pci_nvme_write cid 7 opname 'NVME_NVM_CMD_WRITE' nsid 1 nlb 8 "
+            f"count 4096 lba {lba:#x}",
+            f"{at(t_us + dur_us)}:pci_nvme_irq_msix raising MSI-X IRQ vector {vector}"]
+
+
+class ArithmeticTest(unittest.TestCase):
+    def test_median(self):
+        self.assertEqual(bench.median([3, 1, 2]), 2.0)
+        self.assertEqual(bench.median([4, 1, 3, 2]), 2.5)
+        with self.assertRaises(ValueError):
+            bench.median([])
+
+    def test_paired_ratio_ci(self):
+        base = [10.0, 20.0, 10.0, 20.0, 10.0]
+        other = [10.1, 20.4, 10.3, 20.0, 10.2]
+        r, lo, hi = bench.paired_ratio(base, other)
+        rs = [1.01, 1.02, 1.03, 1.0, 1.02]
+        mean = sum(rs) / 5
+        sd = math.sqrt(sum((x - mean) ** 2 for x in rs) / 4)
+        half = 2.7764451051977987 * sd / math.sqrt(5)    # t(0.975, 4)
+        self.assertAlmostEqual(r, mean, places=12)
+        self.assertAlmostEqual(lo, mean - half, places=9)
+        self.assertAlmostEqual(hi, mean + half, places=9)
+
+    def test_paired_ratio_single_round_has_no_ci(self):
+        self.assertEqual(bench.paired_ratio([2.0], [3.0]), (1.5, None, None))
+        with self.assertRaises(ValueError):
+            bench.paired_ratio([1.0, 2.0], [1.0])
+
+    def test_ci_verdict(self):
+        self.assertTrue(bench.ci_verdict(1.0, 0.99, 1.005, 1.01))
+        self.assertFalse(bench.ci_verdict(1.05, 1.02, 1.08, 1.01))
+        self.assertIsNone(bench.ci_verdict(1.0, 0.95, 1.05, 1.01))
+        self.assertFalse(bench.ci_verdict(1.02, None, None, 1.01))
+
+    def test_proc_stat_with_hostile_comm(self):
+        # comm may hold spaces and ')': fields count from the last ')'.
+        fields = ["S"] + [str(i) for i in range(4, 14)] + ["250", "150"] + ["0"] * 30
+        text = "1234 (qemu) x (y)) " + " ".join(fields)
+        self.assertAlmostEqual(bench.proc_cpu_seconds(text, 100), 4.0)
+
+    def test_engine_bench_parse(self):
+        text = ("baseline (empty call via volatile fn ptr): 1.50 ns\n"
+                "non-matching lba ranges   1 rules:   4.00 ns/decision  (2.7x baseline, +2.50 ns)\n"
+                "matching, prob=0         64 rules: 223.40 ns/decision  (148.9x baseline)\n")
+        rows = bench.engine_rows(text)
+        self.assertEqual([(r.name, r.value, r.ok) for r in rows],
+                         [("non-matching lba ranges, 1 rules", 4.0, True),
+                          ("matching, prob=0, 64 rules", 223.4, False)])
+        self.assertAlmostEqual(rows[1].ratio, 223.4 / 1.5)
+        with self.assertRaises(SetupError):
+            bench.parse_engine_bench("no numbers here\n")
+
+
+class TraceTest(unittest.TestCase):
+    def test_nvme_pairs_io_doorbell_write_irq(self):
+        lines = ["garbage", "4242@1000.000000:pci_nvme_mmio_doorbell_sq sqid 0 new_tail 1",
+                 "4242@1000.000010:pci_nvme_irq_msix raising MSI-X IRQ vector 0"]
+        lines += nvme_io(100, 0x10, 37)
+        # The CQ doorbell and an admin interrupt in between change nothing.
+        lines += ["4242@1000.000300:pci_nvme_mmio_doorbell_cq cqid 1 new_head 3"]
+        lines += nvme_io(1000, 131072 + 8, 1_000_123)
+        got = bench.device_latencies("\n".join(lines), "nvme")
+        self.assertEqual([lba for lba, _ in got], [0x10, 131080])
+        self.assertAlmostEqual(got[0][1], 37e-6, places=12)
+        self.assertAlmostEqual(got[1][1], 1.000123, places=12)
+        self.assertEqual([bench.segment_of(lba) for lba, _ in got], [0, 1])
+
+    def test_syncblk_pairs_by_slot_writes_only(self):
+        lines = ["1@5.000000:syncblk_submit slot 0 op 1 lba 8 n 8 ctx 1",
+                 "1@5.000005:syncblk_submit slot 1 op 0 lba 16 n 8 ctx 1",   # a read
+                 "1@5.000007:syncblk_submit slot 2 op 1 lba 262144 n 8 ctx 1",
+                 "1@5.000050:syncblk_complete slot 1 status 2 error 0 ctx 1",
+                 "1@5.000100:syncblk_complete slot 2 status 2 error 0 ctx 1",
+                 "1@5.000200:syncblk_complete slot 0 status 2 error 0 ctx 1"]
+        got = bench.device_latencies("\n".join(lines), "syncblk")
+        self.assertEqual([lba for lba, _ in got], [262144, 8])
+        self.assertAlmostEqual(got[0][1], 93e-6, places=12)
+        self.assertAlmostEqual(got[1][1], 200e-6, places=12)
+
+
+class RowsTest(unittest.TestCase):
+    def test_latency_rows(self):
+        sect = (bench.SEGMENT_MIB << 20) // 512
+        dev = [(5, 40e-6), (6, 50e-6), (7, 60e-6),            # backend: median 50 us
+               (sect, 110e-6), (2 * sect, 1010e-6), (3 * sect, 10030e-6)]
+        guest = {0: 80, 100: 150, 1000: 1100, 10000: 10700}
+        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest)}
+        self.assertEqual(rows["latency/nvme backend (no rule)"].value, 50.0)
+        d100 = rows["latency/nvme device delay=100us"]
+        self.assertEqual((d100.baseline, d100.value, d100.ok), (100.0, 110.0, True))
+        self.assertFalse(rows["latency/nvme device delay=10000us"].ok)     # +30 us
+        g100 = rows["latency/nvme guest delay=100us"]
+        # guest baseline 80 - backend 50 + max(100, 50) = 130; 150 is +20 % of DUR.
+        self.assertEqual((g100.baseline, g100.ok), (130.0, False))
+        g1m = rows["latency/nvme guest delay=1000us"]
+        # 1100 - 1030 = 70 us is 7 % of DUR: above the 5 % target.
+        self.assertEqual((g1m.baseline, g1m.ok), (1030.0, False))
+        self.assertAlmostEqual(g1m.ratio, 1100 / 1030)
+        # wake-up: guest excess (1100-80) minus device excess (1010-50).
+        self.assertEqual(rows["wakeup/nvme delay=1000us"].value, 60.0)
+
+    def test_latency_backend_longer_than_delay(self):
+        sect = (bench.SEGMENT_MIB << 20) // 512
+        dev = [(0, 300e-6), (sect, 305e-6), (2 * sect, 1000e-6), (3 * sect, 10000e-6)]
+        guest = {0: 400, 100: 405, 1000: 1100, 10000: 10100}
+        rows = {r.key: r for r in bench.latency_rows("syncblk", dev, guest)}
+        r = rows["latency/syncblk-irq device delay=100us"]
+        self.assertEqual((r.baseline, r.ok), (300.0, True))    # max(DUR, backend)
+        with self.assertRaises(SetupError):
+            bench.latency_rows("nvme", [(sect, 1e-4)], guest)  # no baseline segment
+
+    def test_overhead_rows(self):
+        bases = {"stock": None, "inj": "stock"}
+        samples = {"stock": [{"cpu_s": 1.0, "ios": 10000, "boot_s": 10.0},
+                             {"cpu_s": 1.2, "ios": 10000, "boot_s": 12.0}],
+                   "inj": [{"cpu_s": 1.01, "ios": 10000, "boot_s": 10.5},
+                           {"cpu_s": 1.224, "ios": 10000, "boot_s": 12.0}]}
+        rows = {r.key: r for r in bench.overhead_rows(samples, bases)}
+        self.assertAlmostEqual(rows["overhead/stock, host CPU per I/O"].value, 110.0)
+        o = rows["overhead/inj, host CPU per I/O"]
+        self.assertAlmostEqual(o.ratio, (1.01 + 1.02) / 2)
+        self.assertAlmostEqual(o.value, 111.7)                # us of CPU per I/O
+        self.assertLess(o.ci_low, o.ratio)
+        self.assertGreater(o.ci_high, o.ratio)
+        self.assertIsNone(o.ok)        # the CI straddles the 1.01 target
+        self.assertIn("straddles", o.note)
+        b = rows["boot/inj, first KTAP line"]
+        self.assertAlmostEqual(b.ratio, (1.05 + 1.0) / 2)
+
+    def test_overhead_sample_cancels_fixed_costs(self):
+        # 0.3 s of fixed cost (fio start-up, idle) in both runs; 40 us per I/O.
+        marks = {"a0": 10.0, "a1": 10.0 + 0.3 + 2500 * 40e-6,
+                 "b0": 20.0, "b1": 20.0 + 0.3 + 10000 * 40e-6}
+        s = bench.overhead_sample(marks, 2500, 10000)
+        self.assertEqual(s["ios"], 7500)
+        self.assertAlmostEqual(s["cpu_s"] / s["ios"], 40e-6)
+
+    def test_deterministic_rows(self):
+        (r,) = bench.deterministic_rows([50.0, 60.0], [55.0, 60.0], 0.010, 3000)
+        self.assertAlmostEqual(r.ratio, 1.05)
+        self.assertIn("30.0 s virtual", r.note)
+
+
+class JsonTest(unittest.TestCase):
+    def test_round_trip_and_compare(self):
+        rows = [bench.Row("engine", "x, 64 rules", 20.0, 2.0, "ns", 10.0),
+                bench.Row("boot", "stock", 10.0, 10.0, "s", 1.0)]
+        doc = bench.to_json(rows, {"date": "d", "git": "g"})
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(doc, f)
+        try:
+            old = bench.load_json(f.name)
+        finally:
+            os.unlink(f.name)
+        rows[0].value, rows[0].ratio = 10.0, 5.0
+        text = bench.compare_lines(old, rows)
+        self.assertIn("-50.0%", text)
+        self.assertIn("10.000 -> 5.000", text)
+        self.assertIn("+0.0%", text)
+
+    def test_foreign_json_is_refused(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            f.write('{"rows": []}')
+        try:
+            with self.assertRaises(SetupError):
+                bench.load_json(f.name)
+            res = subprocess.run([FAULTLINE, "bench", "--compare", f.name],
+                                 capture_output=True, text=True, timeout=60)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(res.returncode, 2)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        self.assertIn("not a faultline bench JSON", res.stderr)
+
+    def test_unknown_group_is_one_line(self):
+        res = subprocess.run([FAULTLINE, "bench", "--only", "engine,bogus"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 2)
+        self.assertEqual(res.stderr.strip().splitlines(),
+                         ["faultline: error: --only bogus: groups are "
+                          "engine, latency, overhead, deterministic"])
+
+
+class ScenarioTest(unittest.TestCase):
+    """The generated scenarios load and their rules pass the engine's parser."""
+
+    def load(self, text):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "gen.toml")
+        with open(path, "w") as f:
+            f.write(text)
+        sc = scenario.load(path)
+        rules.check_scenarios([sc])
+        return sc
+
+    def test_latency_scenarios(self):
+        sizes = bench.Sizes.for_mode(True)
+        for kind in ("nvme", "syncblk"):
+            sc = self.load(bench.scenario_text("t", kind, ["fio"], bench.latency_faults(),
+                                               bench.latency_script(kind, sizes),
+                                               completion="irq"))
+            self.assertEqual(sc.device.kind, kind)
+        sect = (bench.SEGMENT_MIB << 20) // 512
+        # Segment i of the script is the rule's LBA range i.
+        self.assertIn(f"d1000: write lba={2 * sect}-{3 * sect - 1} delay=1000us",
+                      bench.latency_faults())
+        self.assertIn(f"--offset={2 * bench.SEGMENT_MIB}M", bench.latency_script("nvme", sizes))
+
+    def test_overhead_scenarios(self):
+        variants = bench.overhead_variants()
+        names = {v[0] for v in variants}
+        sizes = bench.Sizes.for_mode(True)
+        for name, kind, faults, base in variants:
+            self.assertTrue(base is None or base in names, base)
+            sc = self.load(bench.scenario_text("t", kind, ["fio"], faults,
+                                               bench.overhead_script("/dev/vda", sizes)))
+            self.assertEqual(sc.device.kind, kind)
+            self.assertEqual(bool(sc.faults.rules.strip()), base is not None)
+
+    def test_never_rules_never_match_the_disk(self):
+        text = bench.never_rules(64)
+        self.assertEqual(text.count("never"), 64)
+        sc = self.load(bench.scenario_text("t", "nvme", [], text, "true"))
+        first = min(int(ln.split("lba=")[1].split("-")[0])
+                    for ln in sc.faults.rules.splitlines() if "lba=" in ln)
+        self.assertGreater(first * 512, 1 << 30)    # beyond the 1 GiB disk
+
+
+if __name__ == "__main__":
+    unittest.main()
