@@ -88,6 +88,7 @@ class Scenario:
     tests: list
     expect: dict = field(default_factory=dict)
     compare: Compare = field(default_factory=Compare)
+    mutate: str = ""        # --mutate KIND (mutate.py): its rule is in faults.rules
 
 
 def _check_keys(table, allowed, where):
