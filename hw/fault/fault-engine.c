@@ -873,13 +873,14 @@ static uint32_t corrupt_offsets(const FeRule *r, uint64_t n, uint64_t bytes,
          * ones; wrapping to byte 0 starts the pass again.
          */
         while (j < i) {
-            if (off[j] != o) {
-                j++;
-            } else if ((o = (o + 1) % bytes) == 0) {
-                j = 0;
-            } else {
-                j++;
+            if (off[j] == o) {
+                o = (o + 1) % bytes;
+                if (o == 0) {
+                    j = 0;
+                    continue;
+                }
             }
+            j++;
         }
         /* Insertion keeps off[0..i] ascending. */
         for (j = i; j > 0 && off[j - 1] > o; j--) {

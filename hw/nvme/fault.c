@@ -614,13 +614,16 @@ static void nvme_fault_corrupt_read(NvmeRequest *req)
                 continue;
             }
             if (dma_memory_read(sg->qsg.as, addr, &b, 1,
-                                MEMTXATTRS_UNSPECIFIED) ||
-                (b ^= 0xff, dma_memory_write(sg->qsg.as, addr, &b, 1,
-                                             MEMTXATTRS_UNSPECIFIED))) {
-                qemu_log_mask(LOG_GUEST_ERROR, "nvme: fault corrupt: cannot "
-                              "flip the read byte at 0x%" PRIx64 "\n",
-                              (uint64_t)addr);
+                                MEMTXATTRS_UNSPECIFIED) == MEMTX_OK) {
+                b ^= 0xff;
+                if (dma_memory_write(sg->qsg.as, addr, &b, 1,
+                                     MEMTXATTRS_UNSPECIFIED) == MEMTX_OK) {
+                    continue;
+                }
             }
+            qemu_log_mask(LOG_GUEST_ERROR, "nvme: fault corrupt: cannot "
+                          "flip the read byte at 0x%" PRIx64 "\n",
+                          (uint64_t)addr);
         }
         pos += e->len;
     }
