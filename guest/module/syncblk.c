@@ -108,23 +108,23 @@ struct syncblk_dev {
 
 static const char * const syncblk_mode_names[] = { "task", "irq", "thread" };
 
-static blk_status_t syncblk_errno_to_status(u32 status, u32 err)
+static blk_status_t syncblk_error_to_status(u32 status, u32 err)
 {
-	if (status == ST_DONE)
+	if (status == SYNCBLK_ST_DONE)
 		return BLK_STS_OK;
-	if (status == ST_TIMEOUT)
+	if (status == SYNCBLK_ST_TIMEOUT)
 		return BLK_STS_TIMEOUT;
 	switch (err) {
-	case ENOSPC:
+	case SYNCBLK_ERR_ENOSPC:
 		return BLK_STS_NOSPC;
-	case ENODATA:		/* injected write fault: medium error */
-	case EBADMSG:		/* injected unrecovered read error */
+	case SYNCBLK_ERR_ENODATA:		/* injected write fault: medium error */
+	case SYNCBLK_ERR_EBADMSG:		/* injected unrecovered read error */
 		return BLK_STS_MEDIUM;
-	case EREMOTEIO:		/* injected internal device error */
+	case SYNCBLK_ERR_EREMOTEIO:		/* injected internal device error */
 		return BLK_STS_TARGET;
-	case ETIMEDOUT:
+	case SYNCBLK_ERR_ETIMEDOUT:
 		return BLK_STS_TIMEOUT;
-	case EOPNOTSUPP:
+	case SYNCBLK_ERR_EOPNOTSUPP:
 		return BLK_STS_NOTSUPP;
 	default:		/* EIO, EFAULT, EINVAL, backend errors */
 		return BLK_STS_IOERR;
@@ -193,7 +193,7 @@ static void syncblk_end_cmd(struct syncblk_slot *slot)
 {
 	struct syncblk_dev *dev = slot->dev;
 	struct bio *bio = slot->bio;
-	blk_status_t sts = syncblk_errno_to_status(slot->status, slot->error);
+	blk_status_t sts = syncblk_error_to_status(slot->status, slot->error);
 
 	syncblk_unmap(slot);
 	atomic64_inc(&dev->where[syncblk_completion_where(slot)]);
@@ -211,11 +211,11 @@ static void syncblk_end_cmd(struct syncblk_slot *slot)
 /* Called with dev->lock held: take an async command back from the device. */
 static void syncblk_abort_locked(struct syncblk_slot *slot)
 {
-	writel(DOORBELL_ABORT, slot->regs + SLOT_DOORBELL);
-	slot->status = readl(slot->regs + SLOT_STATUS);
-	slot->error = readl(slot->regs + SLOT_ERROR);
-	if (slot->status == ST_BUSY)	/* a broken device: give up on it */
-		slot->status = ST_TIMEOUT;
+	writel(SYNCBLK_DOORBELL_ABORT, slot->regs + SYNCBLK_SLOT_DOORBELL);
+	slot->status = readl(slot->regs + SYNCBLK_SLOT_STATUS);
+	slot->error = readl(slot->regs + SYNCBLK_SLOT_ERROR);
+	if (slot->status == SYNCBLK_ST_BUSY)	/* a broken device: give up on it */
+		slot->status = SYNCBLK_ST_TIMEOUT;
 	slot->inflight = false;
 }
 
@@ -226,12 +226,12 @@ static void syncblk_poll(struct syncblk_slot *slot)
 	unsigned int spins = 0;
 	u32 st;
 
-	while ((st = readl(slot->regs + SLOT_STATUS)) == ST_BUSY) {
+	while ((st = readl(slot->regs + SYNCBLK_SLOT_STATUS)) == SYNCBLK_ST_BUSY) {
 		if (time_after(jiffies, deadline)) {
-			writel(DOORBELL_ABORT, slot->regs + SLOT_DOORBELL);
-			st = readl(slot->regs + SLOT_STATUS);
-			if (st == ST_BUSY)
-				st = ST_TIMEOUT;
+			writel(SYNCBLK_DOORBELL_ABORT, slot->regs + SYNCBLK_SLOT_DOORBELL);
+			st = readl(slot->regs + SYNCBLK_SLOT_STATUS);
+			if (st == SYNCBLK_ST_BUSY)
+				st = SYNCBLK_ST_TIMEOUT;
 			break;
 		}
 		cpu_relax();
@@ -240,7 +240,7 @@ static void syncblk_poll(struct syncblk_slot *slot)
 			cond_resched();
 	}
 	slot->status = st;
-	slot->error = readl(slot->regs + SLOT_ERROR);
+	slot->error = readl(slot->regs + SYNCBLK_SLOT_ERROR);
 }
 
 static void syncblk_issue(struct syncblk_slot *slot, u32 op, sector_t lba,
@@ -251,15 +251,15 @@ static void syncblk_issue(struct syncblk_slot *slot, u32 op, sector_t lba,
 	unsigned long flags;
 
 	atomic64_inc(&dev->ios);
-	atomic64_inc(op == OP_WRITE ? &dev->writes : &dev->reads);
+	atomic64_inc(op == SYNCBLK_OP_WRITE ? &dev->writes : &dev->reads);
 	slot->submitter = current;
-	writel(op, r + SLOT_OPCODE);
-	writel(lower_32_bits(lba), r + SLOT_LBA_LO);
-	writel(upper_32_bits(lba), r + SLOT_LBA_HI);
-	writel(nsectors, r + SLOT_NUM_SECTORS);
-	writel(lower_32_bits(slot->list_dma), r + SLOT_LIST_LO);
-	writel(upper_32_bits(slot->list_dma), r + SLOT_LIST_HI);
-	writel(slot->nents, r + SLOT_NUM_ENTRIES);
+	writel(op, r + SYNCBLK_SLOT_OPCODE);
+	writel(lower_32_bits(lba), r + SYNCBLK_SLOT_LBA_LO);
+	writel(upper_32_bits(lba), r + SYNCBLK_SLOT_LBA_HI);
+	writel(nsectors, r + SYNCBLK_SLOT_NUM_SECTORS);
+	writel(lower_32_bits(slot->list_dma), r + SYNCBLK_SLOT_LIST_LO);
+	writel(upper_32_bits(slot->list_dma), r + SYNCBLK_SLOT_LIST_HI);
+	writel(slot->nents, r + SYNCBLK_SLOT_NUM_ENTRIES);
 
 	/*
 	 * Mark the slot in flight before ringing: an irq/thread command may
@@ -267,9 +267,9 @@ static void syncblk_issue(struct syncblk_slot *slot, u32 op, sector_t lba,
 	 */
 	spin_lock_irqsave(&dev->lock, flags);
 	slot->inflight = true;
-	writel(DOORBELL_SUBMIT, r + SLOT_DOORBELL);
-	slot->ctx = readl(r + SLOT_CTX);
-	if (slot->ctx == CTX_TASK) {
+	writel(SYNCBLK_DOORBELL_SUBMIT, r + SYNCBLK_SLOT_DOORBELL);
+	slot->ctx = readl(r + SYNCBLK_SLOT_CTX);
+	if (slot->ctx == SYNCBLK_CTX_TASK) {
 		slot->inflight = false;
 	} else {
 		slot->deadline = jiffies + msecs_to_jiffies(io_timeout_ms);
@@ -277,7 +277,7 @@ static void syncblk_issue(struct syncblk_slot *slot, u32 op, sector_t lba,
 	}
 	spin_unlock_irqrestore(&dev->lock, flags);
 
-	if (slot->ctx == CTX_TASK) {
+	if (slot->ctx == SYNCBLK_CTX_TASK) {
 		syncblk_poll(slot);
 		syncblk_end_cmd(slot);
 	}
@@ -298,11 +298,11 @@ static void syncblk_submit_bio(struct bio *bio)
 
 	switch (bio_op(bio)) {
 	case REQ_OP_READ:
-		op = OP_READ;
+		op = SYNCBLK_OP_READ;
 		dir = DMA_FROM_DEVICE;
 		break;
 	case REQ_OP_WRITE:
-		op = OP_WRITE;
+		op = SYNCBLK_OP_WRITE;
 		dir = DMA_TO_DEVICE;
 		break;
 	case REQ_OP_FLUSH:	/* no volatile cache: nothing to do */
@@ -380,13 +380,13 @@ static unsigned long syncblk_reap_locked(struct syncblk_dev *dev,
 
 		if (!slot->inflight)
 			continue;
-		slot->status = readl(slot->regs + SLOT_STATUS);
-		if (slot->status == ST_BUSY)
+		slot->status = readl(slot->regs + SYNCBLK_SLOT_STATUS);
+		if (slot->status == SYNCBLK_ST_BUSY)
 			continue;
-		slot->error = readl(slot->regs + SLOT_ERROR);
+		slot->error = readl(slot->regs + SYNCBLK_SLOT_ERROR);
 		slot->inflight = false;
 		timer_delete(&slot->timer);
-		if (slot->ctx == CTX_THREAD) {
+		if (slot->ctx == SYNCBLK_CTX_THREAD) {
 			__set_bit(i, &dev->thread_pending);
 			*wake_thread = true;
 		} else {
@@ -476,7 +476,7 @@ static ssize_t fault_state_show(struct device *d,
 				struct device_attribute *attr, char *buf)
 {
 	return sysfs_emit(buf, "%u\n",
-			  readl(to_syncblk(d)->bar + REG_FAULT_STATE));
+			  readl(to_syncblk(d)->bar + SYNCBLK_REG_FAULT_STATE));
 }
 
 static ssize_t fault_state_store(struct device *d,
@@ -488,7 +488,7 @@ static ssize_t fault_state_store(struct device *d,
 
 	if (ret)
 		return ret;
-	writel(state, to_syncblk(d)->bar + REG_FAULT_STATE);
+	writel(state, to_syncblk(d)->bar + SYNCBLK_REG_FAULT_STATE);
 	return count;
 }
 static DEVICE_ATTR_RW(fault_state);
@@ -541,18 +541,18 @@ static int syncblk_read_config(struct syncblk_dev *dev)
 	struct device *d = &dev->pdev->dev;
 	void __iomem *bar = dev->bar;
 
-	if (readl(bar + REG_MAGIC) != SYNCBLK_MAGIC ||
-	    readl(bar + REG_VERSION) != SYNCBLK_VERSION) {
+	if (readl(bar + SYNCBLK_REG_MAGIC) != SYNCBLK_MAGIC ||
+	    readl(bar + SYNCBLK_REG_VERSION) != SYNCBLK_VERSION) {
 		dev_err(d, "not a syncblk v%u device\n", SYNCBLK_VERSION);
 		return -ENODEV;
 	}
-	dev->capacity = readl(bar + REG_CAPACITY_LO) |
-			(u64)readl(bar + REG_CAPACITY_HI) << 32;
-	dev->mode = readl(bar + REG_MODE);
-	dev->nslots = min_t(u32, readl(bar + REG_NUM_SLOTS), SYNCBLK_MAX_SLOTS);
-	dev->max_sectors = readl(bar + REG_MAX_SECTORS);
-	dev->max_entries = readl(bar + REG_MAX_ENTRIES);
-	if (readl(bar + REG_BLOCK_SIZE) != SECTOR_SIZE ||
+	dev->capacity = readl(bar + SYNCBLK_REG_CAPACITY_LO) |
+			(u64)readl(bar + SYNCBLK_REG_CAPACITY_HI) << 32;
+	dev->mode = readl(bar + SYNCBLK_REG_MODE);
+	dev->nslots = min_t(u32, readl(bar + SYNCBLK_REG_NUM_SLOTS), SYNCBLK_MAX_SLOTS);
+	dev->max_sectors = readl(bar + SYNCBLK_REG_MAX_SECTORS);
+	dev->max_entries = readl(bar + SYNCBLK_REG_MAX_ENTRIES);
+	if (readl(bar + SYNCBLK_REG_BLOCK_SIZE) != SECTOR_SIZE ||
 	    dev->mode >= ARRAY_SIZE(syncblk_mode_names) || !dev->nslots ||
 	    dev->max_sectors < PAGE_SIZE >> SECTOR_SHIFT ||
 	    !dev->max_entries) {
@@ -572,7 +572,7 @@ static int syncblk_init_slots(struct syncblk_dev *dev)
 
 		slot->dev = dev;
 		slot->index = i;
-		slot->regs = dev->bar + REG_SLOT_BASE + i * REG_SLOT_STRIDE;
+		slot->regs = dev->bar + SYNCBLK_REG_SLOT_BASE + i * SYNCBLK_REG_SLOT_STRIDE;
 		slot->list = dmam_alloc_coherent(&dev->pdev->dev, list_size,
 						 &slot->list_dma, GFP_KERNEL);
 		if (!slot->list)
@@ -630,7 +630,7 @@ static int syncblk_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto out_vectors;
 
 	lim.max_hw_sectors = dev->max_sectors;
-	if (dev->mode == CTX_TASK)
+	if (dev->mode == SYNCBLK_CTX_TASK)
 		lim.features |= BLK_FEAT_SYNCHRONOUS;
 	dev->disk = blk_alloc_disk(&lim, NUMA_NO_NODE);
 	if (IS_ERR(dev->disk)) {

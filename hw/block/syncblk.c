@@ -6,40 +6,50 @@
  *
  * PCI 1af4:10f0 (the experimental range of docs/specs/pci-ids.rst).
  * BAR0: 4 KiB of 32-bit registers (8-byte accesses are split), BAR1: MSI-X
- * (one vector).  The register map, the command format and the status and
- * error codes are documented in faultline's docs/devices.md ("syncblk").
+ * (one vector).  The wire format is hw/block/syncblk-regs.h; docs/devices.md
+ * ("syncblk") describes the protocol.
  *
- * Commands live in NUM_SLOTS independent slots, so in irq/thread mode the
- * guest keeps several I/Os in flight.  completion=task does the I/O inside
- * the doorbell write (like hw/vmapple/bdif.c): the data has moved before
- * the vCPU continues and the guest polls the slot's STATUS.  irq/thread do
- * it with blk_aio_* and signal completion by MSI-X; the two differ only in
+ * Commands live in independent slots, so in irq/thread mode the guest
+ * keeps several I/Os in flight.  Every command's data moves through one
+ * path: a bounce buffer, blk_aio_* and syncblk_complete().  completion=task
+ * waits for the I/O inside the doorbell write (AIO_WAIT_WHILE): the data
+ * has moved before the vCPU continues and the guest polls the slot's
+ * STATUS.  irq/thread signal completion by MSI-X; the two differ only in
  * the context the guest driver completes in (hardirq vs. threaded handler).
+ *
+ * The guest is buggy by assumption: its scatter entries may point at this
+ * device's own BAR.  Work that starts outside an MMIO handler (AIO
+ * completions, timers) therefore runs with the device's MemReentrancyGuard
+ * engaged, as it is inside one, so such DMA fails (EFAULT) instead of
+ * re-entering the device; the slot is re-checked after every entry anyway.
  *
  * Injected latency is deterministic: a command's result becomes visible at
  * submit time + delay on QEMU_CLOCK_VIRTUAL (task: STATUS reads BUSY until
  * then; irq/thread: a virtual timer).  Not migratable.
  *
- * With a fault-injector that has deterministic=on (needs -icount), irq and
- * thread commands also do their I/O synchronously in the doorbell write,
- * like task commands, and always signal completion from the slot's virtual
- * timer (at submit time + delay, or at once in virtual time): no host AIO
- * completion decides when the guest sees anything.  Thread mode then
- * behaves exactly as irq mode in the device; only the guest's handler
- * context differs, as always.
+ * With a fault-injector that has deterministic=on (needs -icount or the
+ * qtest accelerator), irq and thread commands also wait for their I/O in
+ * the doorbell write, like task commands, and always signal completion
+ * from the slot's virtual timer (at submit time + delay, or at once in
+ * virtual time): no host AIO completion decides when the guest sees
+ * anything.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "qemu/osdep.h"
 #include "qemu/units.h"
 #include "qemu/log.h"
+#include "qemu/main-loop.h"
 #include "qemu/module.h"
 #include "qemu/timer.h"
 #include "qapi/error.h"
+#include "qapi/qapi-types-fault.h"
+#include "block/aio-wait.h"
 #include "hw/pci/pci_device.h"
 #include "hw/pci/msix.h"
 #include "hw/qdev-properties.h"
 #include "hw/qdev-properties-system.h"
+#include "hw/core/qdev-prop-internal.h"
 #include "hw/fault/fault-injector.h"
 #include "migration/vmstate.h"
 #include "system/block-backend.h"
@@ -49,25 +59,15 @@
 #define TYPE_SYNCBLK_PCI "syncblk-pci"
 OBJECT_DECLARE_SIMPLE_TYPE(SyncBlkState, SYNCBLK_PCI)
 
-#define SYNCBLK_SECTOR          512
 #define SYNCBLK_NUM_SLOTS       16
 #define SYNCBLK_MAX_SECTORS     4096        /* 2 MiB: one THP swap-out */
 #define SYNCBLK_MAX_ENTRIES     512         /* 2 MiB of 4 KiB pages */
-#define SYNCBLK_BAR_SIZE        4096
 
-/* Error codes: Linux errno values, so the guest maps them one to one. */
-enum {
-    SB_EIO          = 5,    /* injected eio, backend failure */
-    SB_EFAULT       = 14,   /* guest DMA failed (bad address, no busmaster) */
-    SB_EBUSY        = 16,   /* doorbell on a busy slot (LAST_ERROR) */
-    SB_EINVAL       = 22,   /* bad command */
-    SB_ENOSPC       = 28,   /* injected enospc */
-    SB_ENODATA      = 61,   /* injected write-fault (medium error) */
-    SB_EBADMSG      = 74,   /* injected read-error (unrecovered read) */
-    SB_EOPNOTSUPP   = 95,   /* unknown opcode */
-    SB_ETIMEDOUT    = 110,  /* lost completion (task bound) or abort */
-    SB_EREMOTEIO    = 121,  /* injected internal error */
-};
+QEMU_BUILD_BUG_ON(SYNCBLK_COMPLETION_TASK != SYNCBLK_CTX_TASK ||
+                  SYNCBLK_COMPLETION_IRQ != SYNCBLK_CTX_IRQ ||
+                  SYNCBLK_COMPLETION_THREAD != SYNCBLK_CTX_THREAD);
+QEMU_BUILD_BUG_ON(SYNCBLK_REG_SLOT_BASE + SYNCBLK_NUM_SLOTS *
+                  SYNCBLK_REG_SLOT_STRIDE > SYNCBLK_BAR_SIZE);
 
 typedef struct SyncBlkState SyncBlkState;
 
@@ -85,6 +85,7 @@ typedef struct SyncBlkSlot {
     unsigned index;
     SyncBlkDesc desc;           /* next command (guest-writable) */
     SyncBlkDesc cmd;            /* the command in flight (latched) */
+    uint32_t seq;               /* bumped when a command starts or ends early */
 
     uint32_t status;
     uint32_t error;
@@ -96,13 +97,14 @@ typedef struct SyncBlkSlot {
     int64_t submit_ns;
     int64_t deadline_ns;
     bool dropped;               /* lost completion: never signalled */
-    bool aborting;
 
     FeDecision decision;
-    uint8_t *bounce;
+    uint8_t *bounce;            /* owned by the I/O until syncblk_complete() */
     uint64_t bytes;
     QEMUIOVector qiov;          /* over @bounce, for blk_aio_* */
     BlockAIOCB *aiocb;
+    bool in_io;                 /* between the start and syncblk_complete() */
+    uint32_t io_seq;            /* @seq of the command the I/O is for */
     QEMUTimer timer;
 } SyncBlkSlot;
 
@@ -112,12 +114,12 @@ struct SyncBlkState {
     /* properties */
     BlockBackend *blk;
     FaultInjector *fi;
-    char *completion;
+    int completion;             /* SyncblkCompletion */
     uint32_t timeout_ms;
     bool deterministic;         /* from the fault-injector */
 
     MemoryRegion mmio;
-    uint32_t mode;               /* CTX_* */
+    uint32_t mode;              /* SYNCBLK_CTX_* */
     uint64_t capacity;          /* sectors */
     uint32_t last_error;
 
@@ -125,7 +127,7 @@ struct SyncBlkState {
     uint32_t cnt_errors;
     uint32_t cnt_injected;
     uint32_t cnt_timeouts;
-    uint32_t cnt_done[3];       /* by CTX_* */
+    uint32_t cnt_done[3];       /* by SYNCBLK_CTX_* */
     uint32_t cnt_bad_cmds;
     uint32_t cnt_reads;
     uint32_t cnt_writes;
@@ -133,65 +135,81 @@ struct SyncBlkState {
     SyncBlkSlot slots[SYNCBLK_NUM_SLOTS];
 };
 
+/*
+ * For work that starts outside an MMIO handler (AIO completion, timers):
+ * engage the device's re-entrancy guard as memory dispatch does for an
+ * MMIO access, so DMA or an MSI-X message aimed at our own BAR fails
+ * instead of running our MMIO handlers in the middle of a command.
+ */
+static bool syncblk_guard_enter(SyncBlkState *s)
+{
+    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
+    bool was = guard->engaged_in_io;
+
+    guard->engaged_in_io = true;
+    return was;
+}
+
+static void syncblk_guard_exit(SyncBlkState *s, bool was)
+{
+    DEVICE(s)->mem_reentrancy_guard.engaged_in_io = was;
+}
+
 static uint32_t syncblk_fe_error_code(FeError err)
 {
     switch (err) {
     case FE_ERR_NONE:
         return 0;
     case FE_ERR_EIO:
-        return SB_EIO;
+        return SYNCBLK_ERR_EIO;
     case FE_ERR_ENOSPC:
-        return SB_ENOSPC;
+        return SYNCBLK_ERR_ENOSPC;
     case FE_ERR_WRITE_FAULT:
-        return SB_ENODATA;
+        return SYNCBLK_ERR_ENODATA;
     case FE_ERR_READ_ERROR:
-        return SB_EBADMSG;
+        return SYNCBLK_ERR_EBADMSG;
     case FE_ERR_INTERNAL:
-        return SB_EREMOTEIO;
+        return SYNCBLK_ERR_EREMOTEIO;
     case FE_ERR_TIMEOUT:
     default:
-        return SB_ETIMEDOUT;
+        return SYNCBLK_ERR_ETIMEDOUT;
     }
 }
 
 static FeOp syncblk_fe_op(uint32_t opcode)
 {
     switch (opcode) {
-    case OP_READ:
+    case SYNCBLK_OP_READ:
         return FE_OP_READ;
-    case OP_WRITE:
+    case SYNCBLK_OP_WRITE:
         return FE_OP_WRITE;
-    case OP_FLUSH:
+    case SYNCBLK_OP_FLUSH:
         return FE_OP_FLUSH;
     default:
         return FE_OP_DISCARD;
     }
 }
 
-static void syncblk_slot_release(SyncBlkSlot *slot)
-{
-    g_free(slot->bounce);
-    slot->bounce = NULL;
-}
-
 /* Make the held result visible; raise MSI-X for irq/thread commands. */
-static void syncblk_finish(SyncBlkSlot *slot)
+static void syncblk_signal(SyncBlkSlot *slot)
 {
     SyncBlkState *s = slot->s;
 
+    if (slot->status != SYNCBLK_ST_BUSY) {
+        return;             /* already ended (aborted, reset): never twice */
+    }
     slot->status = slot->result_status;
     slot->error = slot->result_error;
     slot->deadline_ns = 0;
-    syncblk_slot_release(slot);
-    if (slot->status != ST_DONE) {
+    if (slot->status != SYNCBLK_ST_DONE) {
         s->cnt_errors++;
     }
-    if (slot->status == ST_TIMEOUT) {
+    if (slot->status == SYNCBLK_ST_TIMEOUT) {
         s->cnt_timeouts++;
     }
     s->cnt_done[slot->ctx]++;
     trace_syncblk_complete(slot->index, slot->status, slot->error, slot->ctx);
-    if (slot->ctx != CTX_TASK && msix_enabled(PCI_DEVICE(s))) {
+    if (slot->ctx != SYNCBLK_CTX_TASK && msix_enabled(PCI_DEVICE(s))) {
         msix_notify(PCI_DEVICE(s), 0);
     }
 }
@@ -199,7 +217,7 @@ static void syncblk_finish(SyncBlkSlot *slot)
 static void syncblk_set_result(SyncBlkSlot *slot, uint32_t status,
                                uint32_t error)
 {
-    slot->result_status = error ? status : ST_DONE;
+    slot->result_status = error ? status : SYNCBLK_ST_DONE;
     slot->result_error = error;
 }
 
@@ -209,77 +227,156 @@ static void syncblk_set_result(SyncBlkSlot *slot, uint32_t status,
  * mode.  Task mode turns a lost completion into TIMEOUT after timeout-ms so
  * that the polling guest never hangs.
  */
-static void syncblk_schedule_finish(SyncBlkSlot *slot)
+static void syncblk_schedule_signal(SyncBlkSlot *slot)
 {
     SyncBlkState *s = slot->s;
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     uint64_t delay = slot->decision.delay_ns;
 
     if (slot->dropped) {
-        if (slot->ctx != CTX_TASK) {
-            syncblk_slot_release(slot);
+        if (slot->ctx != SYNCBLK_CTX_TASK) {
             return;         /* stays BUSY until the guest aborts it */
         }
-        delay = MIN(delay, INT64_MAX / 4) + s->timeout_ms * SCALE_MS;
-        syncblk_set_result(slot, ST_TIMEOUT, SB_ETIMEDOUT);
+        delay = MIN(delay, INT64_MAX / 4) + (uint64_t)s->timeout_ms * SCALE_MS;
+        syncblk_set_result(slot, SYNCBLK_ST_TIMEOUT, SYNCBLK_ERR_ETIMEDOUT);
     }
     slot->deadline_ns = slot->submit_ns + MIN(delay, INT64_MAX / 2);
-    if (s->deterministic && slot->ctx != CTX_TASK) {
+    if (s->deterministic && slot->ctx != SYNCBLK_CTX_TASK) {
         /* Signal from virtual time only, even when the deadline is now. */
-        syncblk_slot_release(slot);
         timer_mod(&slot->timer, MAX(slot->deadline_ns, now));
     } else if (now >= slot->deadline_ns) {
-        syncblk_finish(slot);
-    } else if (slot->ctx != CTX_TASK) {
+        syncblk_signal(slot);
+    } else if (slot->ctx != SYNCBLK_CTX_TASK) {
         timer_mod(&slot->timer, slot->deadline_ns);
-    } else {
-        syncblk_slot_release(slot);  /* STATUS reads finish it */
     }
+    /* else: task mode, a STATUS read at or after the deadline signals it */
 }
 
 static void syncblk_timer_cb(void *opaque)
 {
     SyncBlkSlot *slot = opaque;
+    bool was = syncblk_guard_enter(slot->s);
 
-    if (slot->status == ST_BUSY && !slot->dropped) {
-        syncblk_finish(slot);
+    if (!slot->dropped) {
+        syncblk_signal(slot);
     }
+    syncblk_guard_exit(slot->s, was);
 }
 
-/* Scatter entries to/from the bounce buffer; false on any DMA failure. */
-static bool syncblk_dma_list(SyncBlkSlot *slot, bool to_device)
+/*
+ * Move the data between the scatter entries and @buf; false on any DMA
+ * failure, or when the slot's command changed under us (@seq).
+ */
+static bool syncblk_dma_list(SyncBlkSlot *slot, uint32_t seq, uint8_t *buf,
+                             bool to_device)
 {
     PCIDevice *pci = PCI_DEVICE(slot->s);
+    uint64_t list = slot->cmd.list_addr;
+    uint32_t num_entries = slot->cmd.num_entries;
+    uint64_t bytes = slot->bytes;
     uint64_t off = 0;
 
-    for (uint32_t i = 0; i < slot->cmd.num_entries; i++) {
+    for (uint32_t i = 0; i < num_entries; i++) {
         uint8_t raw[SYNCBLK_ENTRY_SIZE];
         uint64_t addr;
         uint32_t len;
         MemTxResult r;
 
-        r = pci_dma_read(pci, slot->cmd.list_addr + i * SYNCBLK_ENTRY_SIZE,
-                         raw, sizeof(raw));
-        if (r != MEMTX_OK) {
+        r = pci_dma_read(pci, list + i * SYNCBLK_ENTRY_SIZE, raw, sizeof(raw));
+        if (r != MEMTX_OK || slot->seq != seq) {
             return false;
         }
-        addr = ldq_le_p(raw);
-        len = ldl_le_p(raw + 8);
+        addr = ldq_le_p(raw + SYNCBLK_ENTRY_ADDR);
+        len = ldl_le_p(raw + SYNCBLK_ENTRY_LEN);
         /* Checked by syncblk_check_list(); the list may have changed since. */
-        if (len == 0 || len > slot->bytes - off || addr + len < addr) {
+        if (len == 0 || len > bytes - off || addr + len < addr) {
             return false;
         }
         if (to_device) {
-            r = pci_dma_read(pci, addr, slot->bounce + off, len);
+            r = pci_dma_read(pci, addr, buf + off, len);
         } else {
-            r = pci_dma_write(pci, addr, slot->bounce + off, len);
+            r = pci_dma_write(pci, addr, buf + off, len);
         }
-        if (r != MEMTX_OK) {
+        if (r != MEMTX_OK || slot->seq != seq) {
             return false;
         }
         off += len;
     }
-    return off == slot->bytes;
+    return off == bytes;
+}
+
+/*
+ * The one completion function of a command that passed validation,
+ * whether its backend I/O ran (@ret its result) or not: moves read data to
+ * the guest, frees the bounce buffer and holds or signals the result.  A
+ * command aborted or reset meanwhile only gives its buffer back.
+ */
+static void syncblk_complete(SyncBlkSlot *slot, uint32_t seq, int ret)
+{
+    g_autofree uint8_t *buf = g_steal_pointer(&slot->bounce);
+    bool read_data = slot->cmd.opcode == SYNCBLK_OP_READ && buf && ret == 0;
+
+    slot->in_io = false;
+    if (slot->seq != seq) {
+        return;
+    }
+    if (ret < 0) {
+        syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EIO);
+    } else if (read_data && !syncblk_dma_list(slot, seq, buf, false)) {
+        if (slot->seq != seq) {
+            return;
+        }
+        /* An injected when=after error stands; the data went anyway. */
+        if (slot->decision.error == FE_ERR_NONE) {
+            syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EFAULT);
+        }
+    }
+    syncblk_schedule_signal(slot);
+}
+
+static void syncblk_aio_cb(void *opaque, int ret)
+{
+    SyncBlkSlot *slot = opaque;
+    SyncBlkState *s = slot->s;
+    bool was = syncblk_guard_enter(s);
+
+    slot->aiocb = NULL;
+    syncblk_complete(slot, slot->io_seq, ret);
+    syncblk_guard_exit(s, was);
+}
+
+/*
+ * Start the backend I/O.  Task and deterministic commands wait for it
+ * right here, in the doorbell write, as NVMe's deterministic mode does.
+ */
+static void syncblk_start_io(SyncBlkState *s, SyncBlkSlot *slot)
+{
+    int64_t off = slot->cmd.lba * SYNCBLK_SECTOR_SIZE;
+    int64_t len = slot->bytes;
+
+    slot->in_io = true;
+    slot->io_seq = slot->seq;
+    switch (slot->cmd.opcode) {
+    case SYNCBLK_OP_READ:
+        qemu_iovec_init_buf(&slot->qiov, slot->bounce, len);
+        slot->aiocb = blk_aio_preadv(s->blk, off, &slot->qiov, 0,
+                                     syncblk_aio_cb, slot);
+        break;
+    case SYNCBLK_OP_WRITE:
+        qemu_iovec_init_buf(&slot->qiov, slot->bounce, len);
+        slot->aiocb = blk_aio_pwritev(s->blk, off, &slot->qiov, 0,
+                                      syncblk_aio_cb, slot);
+        break;
+    case SYNCBLK_OP_FLUSH:
+        slot->aiocb = blk_aio_flush(s->blk, syncblk_aio_cb, slot);
+        break;
+    case SYNCBLK_OP_DISCARD:
+        slot->aiocb = blk_aio_pdiscard(s->blk, off, len, syncblk_aio_cb, slot);
+        break;
+    }
+    if (slot->ctx == SYNCBLK_CTX_TASK || s->deterministic) {
+        AIO_WAIT_WHILE(qemu_get_aio_context(), slot->in_io);
+    }
 }
 
 /*
@@ -292,14 +389,14 @@ static const char *syncblk_check_list(SyncBlkSlot *slot, uint32_t *error)
     uint64_t list = slot->cmd.list_addr;
     uint64_t sum = 0;
 
-    *error = SB_EINVAL;
+    *error = SYNCBLK_ERR_EINVAL;
     if (slot->cmd.num_entries == 0) {
         return "no scatter entries";
     }
     if (slot->cmd.num_entries > SYNCBLK_MAX_ENTRIES) {
         return "too many scatter entries";
     }
-    *error = SB_EFAULT;
+    *error = SYNCBLK_ERR_EFAULT;
     if (list + slot->cmd.num_entries * SYNCBLK_ENTRY_SIZE < list) {
         return "scatter list wraps the address space";
     }
@@ -308,15 +405,15 @@ static const char *syncblk_check_list(SyncBlkSlot *slot, uint32_t *error)
         uint64_t addr;
         uint32_t len;
 
-        *error = SB_EFAULT;
+        *error = SYNCBLK_ERR_EFAULT;
         if (pci_dma_read(pci, list + i * SYNCBLK_ENTRY_SIZE,
                          raw, sizeof(raw)) != MEMTX_OK) {
             return "scatter list not readable";
         }
-        *error = SB_EINVAL;
-        addr = ldq_le_p(raw);
-        len = ldl_le_p(raw + 8);
-        if (len == 0 || len % SYNCBLK_SECTOR) {
+        *error = SYNCBLK_ERR_EINVAL;
+        addr = ldq_le_p(raw + SYNCBLK_ENTRY_ADDR);
+        len = ldl_le_p(raw + SYNCBLK_ENTRY_LEN);
+        if (len == 0 || len % SYNCBLK_SECTOR_SIZE) {
             return "entry length not a multiple of 512";
         }
         if (addr + len < addr) {
@@ -338,17 +435,17 @@ static const char *syncblk_check_cmd(SyncBlkState *s, SyncBlkSlot *slot,
 {
     const SyncBlkDesc *c = &slot->cmd;
 
-    *error = SB_EINVAL;
+    *error = SYNCBLK_ERR_EINVAL;
     switch (c->opcode) {
-    case OP_FLUSH:
+    case SYNCBLK_OP_FLUSH:
         return NULL;
-    case OP_READ:
-    case OP_WRITE:
+    case SYNCBLK_OP_READ:
+    case SYNCBLK_OP_WRITE:
         if (c->num_sectors > SYNCBLK_MAX_SECTORS) {
             return "too many sectors";
         }
         /* fall through */
-    case OP_DISCARD:
+    case SYNCBLK_OP_DISCARD:
         if (c->num_sectors == 0) {
             return "zero sectors";
         }
@@ -357,126 +454,41 @@ static const char *syncblk_check_cmd(SyncBlkState *s, SyncBlkSlot *slot,
         }
         return NULL;
     default:
-        *error = SB_EOPNOTSUPP;
+        *error = SYNCBLK_ERR_EOPNOTSUPP;
         return "unknown opcode";
-    }
-}
-
-static void syncblk_aio_cb(void *opaque, int ret)
-{
-    SyncBlkSlot *slot = opaque;
-
-    slot->aiocb = NULL;
-    if (slot->aborting) {
-        return;
-    }
-    if (ret == 0 && slot->cmd.opcode == OP_READ &&
-        slot->decision.error == FE_ERR_NONE) {
-        if (!syncblk_dma_list(slot, false)) {
-            syncblk_set_result(slot, ST_ERROR, SB_EFAULT);
-            syncblk_schedule_finish(slot);
-            return;
-        }
-    } else if (ret == 0 && slot->cmd.opcode == OP_READ) {
-        /* when=after: the data still reaches the guest */
-        syncblk_dma_list(slot, false);
-    }
-    if (ret < 0) {
-        syncblk_set_result(slot, ST_ERROR, SB_EIO);
-    }
-    syncblk_schedule_finish(slot);
-}
-
-/* Start the backend I/O; synchronous for task commands. */
-static void syncblk_do_io(SyncBlkState *s, SyncBlkSlot *slot)
-{
-    int64_t off = slot->cmd.lba * SYNCBLK_SECTOR;
-    int64_t len = slot->bytes;
-    bool sync = slot->ctx == CTX_TASK || s->deterministic;
-    int ret = 0;
-
-    if (!sync && slot->bounce) {
-        qemu_iovec_init_buf(&slot->qiov, slot->bounce, len);
-    }
-
-    switch (slot->cmd.opcode) {
-    case OP_READ:
-        if (sync) {
-            ret = blk_pread(s->blk, off, len, slot->bounce, 0);
-            if (ret == 0 && !syncblk_dma_list(slot, false) &&
-                slot->decision.error == FE_ERR_NONE) {
-                syncblk_set_result(slot, ST_ERROR, SB_EFAULT);
-                syncblk_schedule_finish(slot);
-                return;
-            }
-        } else {
-            slot->aiocb = blk_aio_preadv(s->blk, off, &slot->qiov, 0,
-                                         syncblk_aio_cb, slot);
-        }
-        break;
-    case OP_WRITE:
-        if (sync) {
-            ret = blk_pwrite(s->blk, off, len, slot->bounce, 0);
-        } else {
-            slot->aiocb = blk_aio_pwritev(s->blk, off, &slot->qiov, 0,
-                                          syncblk_aio_cb, slot);
-        }
-        break;
-    case OP_FLUSH:
-        if (sync) {
-            ret = blk_flush(s->blk);
-        } else {
-            slot->aiocb = blk_aio_flush(s->blk, syncblk_aio_cb, slot);
-        }
-        break;
-    case OP_DISCARD:
-        if (sync) {
-            ret = blk_pdiscard(s->blk, off, len, 0);
-        } else {
-            slot->aiocb = blk_aio_pdiscard(s->blk, off, len,
-                                           syncblk_aio_cb, slot);
-        }
-        break;
-    }
-    if (sync) {
-        if (ret < 0) {
-            syncblk_set_result(slot, ST_ERROR, SB_EIO);
-        }
-        syncblk_schedule_finish(slot);
     }
 }
 
 static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
 {
-    bool data = false;
+    FeDecision *d = &slot->decision;
     const char *why;
     uint32_t error;
-    FeDecision *d = &slot->decision;
+    uint32_t seq;
+    bool data;
 
-    if (slot->status == ST_BUSY) {
+    if (slot->status == SYNCBLK_ST_BUSY) {
         /* The command in flight keeps going; the doorbell is refused. */
-        s->last_error = SB_EBUSY;
+        s->last_error = SYNCBLK_ERR_EBUSY;
         s->cnt_bad_cmds++;
         trace_syncblk_bad_command(slot->index, "doorbell while busy");
         return;
     }
     s->cnt_cmds++;
+    seq = ++slot->seq;
     slot->cmd = slot->desc;
     slot->ctx = s->mode;
     slot->dropped = false;
-    slot->aborting = false;
     slot->deadline_ns = 0;
     slot->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    slot->bytes = (uint64_t)slot->cmd.num_sectors * SYNCBLK_SECTOR_SIZE;
     memset(d, 0, sizeof(*d));
+    data = slot->cmd.opcode == SYNCBLK_OP_READ ||
+           slot->cmd.opcode == SYNCBLK_OP_WRITE;
 
     why = syncblk_check_cmd(s, slot, &error);
-    if (!why && (slot->cmd.opcode == OP_READ ||
-                 slot->cmd.opcode == OP_WRITE)) {
-        data = true;
-        slot->bytes = (uint64_t)slot->cmd.num_sectors * SYNCBLK_SECTOR;
+    if (!why && data) {
         why = syncblk_check_list(slot, &error);
-    } else {
-        slot->bytes = (uint64_t)slot->cmd.num_sectors * SYNCBLK_SECTOR;
     }
     if (why) {
         s->cnt_bad_cmds++;
@@ -484,76 +496,78 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
         qemu_log_mask(LOG_GUEST_ERROR, "syncblk: slot %u: %s\n",
                       slot->index, why);
         /* Bad commands complete at once, in the device's mode. */
-        slot->status = ST_BUSY;
-        syncblk_set_result(slot, ST_ERROR, error);
-        syncblk_finish(slot);
+        slot->status = SYNCBLK_ST_BUSY;
+        syncblk_set_result(slot, SYNCBLK_ST_ERROR, error);
+        syncblk_signal(slot);
         return;
     }
 
     if (s->fi && fault_injector_decide(s->fi, syncblk_fe_op(slot->cmd.opcode),
                                        slot->cmd.lba,
-                                       slot->cmd.opcode == OP_FLUSH ?
+                                       slot->cmd.opcode == SYNCBLK_OP_FLUSH ?
                                        0 : slot->cmd.num_sectors, d)) {
         s->cnt_injected++;
     }
     switch (d->complete) {
     case FE_COMPLETE_IRQ:
-        slot->ctx = CTX_IRQ;
+        slot->ctx = SYNCBLK_CTX_IRQ;
         break;
     case FE_COMPLETE_TASK:
-        slot->ctx = CTX_TASK;
+        slot->ctx = SYNCBLK_CTX_TASK;
         break;
     case FE_COMPLETE_THREAD:
-        slot->ctx = CTX_THREAD;
+        slot->ctx = SYNCBLK_CTX_THREAD;
         break;
     default:
         break;
     }
     slot->dropped = d->drop || d->error == FE_ERR_TIMEOUT;
-    syncblk_set_result(slot, ST_ERROR,
+    syncblk_set_result(slot, SYNCBLK_ST_ERROR,
                        syncblk_fe_error_code(d->error));
-    slot->status = ST_BUSY;
+    slot->status = SYNCBLK_ST_BUSY;
     slot->error = 0;
     trace_syncblk_submit(slot->index, slot->cmd.opcode, slot->cmd.lba,
                          slot->cmd.num_sectors, slot->ctx);
-    if (slot->cmd.opcode == OP_READ) {
+    if (slot->cmd.opcode == SYNCBLK_OP_READ) {
         s->cnt_reads++;
-    } else if (slot->cmd.opcode == OP_WRITE) {
+    } else if (slot->cmd.opcode == SYNCBLK_OP_WRITE) {
         s->cnt_writes++;
     }
 
     if (d->error != FE_ERR_NONE && !slot->dropped &&
         d->when == FE_WHEN_BEFORE) {
-        syncblk_schedule_finish(slot);      /* no data moves */
+        syncblk_complete(slot, seq, 0);     /* no data moves */
         return;
     }
     if (data) {
         slot->bounce = g_try_malloc(slot->bytes);
         if (!slot->bounce) {
-            syncblk_set_result(slot, ST_ERROR, SB_EIO);
-            syncblk_schedule_finish(slot);
+            syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EIO);
+            syncblk_complete(slot, seq, 0);
             return;
         }
-        if (slot->cmd.opcode == OP_WRITE && !syncblk_dma_list(slot, true)) {
-            syncblk_set_result(slot, ST_ERROR, SB_EFAULT);
-            syncblk_schedule_finish(slot);
+        if (slot->cmd.opcode == SYNCBLK_OP_WRITE &&
+            !syncblk_dma_list(slot, seq, slot->bounce, true)) {
+            if (slot->seq == seq) {
+                syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EFAULT);
+            }
+            syncblk_complete(slot, seq, 0);
             return;
         }
     }
-    syncblk_do_io(s, slot);
+    syncblk_start_io(s, slot);
 }
 
-/* Cancel whatever the slot does; it ends up in @status (no interrupt). */
+/* End whatever the slot does; it ends up in @status (no interrupt). */
 static void syncblk_slot_cancel(SyncBlkSlot *slot, uint32_t status,
                                 uint32_t error)
 {
-    slot->aborting = true;
+    slot->seq++;                        /* the I/O's completion only frees */
     if (slot->aiocb) {
-        blk_aio_cancel(slot->aiocb);    /* waits for it; cb sees aborting */
+        blk_aio_cancel(slot->aiocb);    /* waits for syncblk_aio_cb() */
     }
-    slot->aiocb = NULL;
+    assert(!slot->aiocb);
     timer_del(&slot->timer);
-    syncblk_slot_release(slot);
     slot->deadline_ns = 0;
     slot->dropped = false;
     slot->status = status;
@@ -563,10 +577,10 @@ static void syncblk_slot_cancel(SyncBlkSlot *slot, uint32_t status,
 static void syncblk_abort(SyncBlkState *s, SyncBlkSlot *slot)
 {
     trace_syncblk_abort(slot->index, slot->status);
-    if (slot->status != ST_BUSY) {
+    if (slot->status != SYNCBLK_ST_BUSY) {
         return;
     }
-    syncblk_slot_cancel(slot, ST_TIMEOUT, SB_ETIMEDOUT);
+    syncblk_slot_cancel(slot, SYNCBLK_ST_TIMEOUT, SYNCBLK_ERR_ETIMEDOUT);
     s->cnt_errors++;
     s->cnt_timeouts++;
 }
@@ -575,31 +589,31 @@ static uint32_t syncblk_slot_read(SyncBlkState *s, SyncBlkSlot *slot,
                                   hwaddr reg)
 {
     switch (reg) {
-    case SLOT_OPCODE:
+    case SYNCBLK_SLOT_OPCODE:
         return slot->desc.opcode;
-    case SLOT_NUM_ENTRIES:
+    case SYNCBLK_SLOT_NUM_ENTRIES:
         return slot->desc.num_entries;
-    case SLOT_LBA_LO:
+    case SYNCBLK_SLOT_LBA_LO:
         return slot->desc.lba;
-    case SLOT_LBA_HI:
+    case SYNCBLK_SLOT_LBA_HI:
         return slot->desc.lba >> 32;
-    case SLOT_NUM_SECTORS:
+    case SYNCBLK_SLOT_NUM_SECTORS:
         return slot->desc.num_sectors;
-    case SLOT_LIST_LO:
+    case SYNCBLK_SLOT_LIST_LO:
         return slot->desc.list_addr;
-    case SLOT_LIST_HI:
+    case SYNCBLK_SLOT_LIST_HI:
         return slot->desc.list_addr >> 32;
-    case SLOT_STATUS:
+    case SYNCBLK_SLOT_STATUS:
         /* Task commands: the held result shows once its time has come. */
-        if (slot->status == ST_BUSY && slot->ctx == CTX_TASK &&
+        if (slot->status == SYNCBLK_ST_BUSY && slot->ctx == SYNCBLK_CTX_TASK &&
             slot->deadline_ns &&
             qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) >= slot->deadline_ns) {
-            syncblk_finish(slot);
+            syncblk_signal(slot);
         }
         return slot->status;
-    case SLOT_ERROR:
+    case SYNCBLK_SLOT_ERROR:
         return slot->error;
-    case SLOT_CTX:
+    case SYNCBLK_SLOT_CTX:
         return slot->ctx;
     default:
         return 0;
@@ -610,34 +624,34 @@ static void syncblk_slot_write(SyncBlkState *s, SyncBlkSlot *slot,
                                hwaddr reg, uint32_t val)
 {
     switch (reg) {
-    case SLOT_OPCODE:
+    case SYNCBLK_SLOT_OPCODE:
         slot->desc.opcode = val;
         break;
-    case SLOT_NUM_ENTRIES:
+    case SYNCBLK_SLOT_NUM_ENTRIES:
         slot->desc.num_entries = val;
         break;
-    case SLOT_LBA_LO:
+    case SYNCBLK_SLOT_LBA_LO:
         slot->desc.lba = deposit64(slot->desc.lba, 0, 32, val);
         break;
-    case SLOT_LBA_HI:
+    case SYNCBLK_SLOT_LBA_HI:
         slot->desc.lba = deposit64(slot->desc.lba, 32, 32, val);
         break;
-    case SLOT_NUM_SECTORS:
+    case SYNCBLK_SLOT_NUM_SECTORS:
         slot->desc.num_sectors = val;
         break;
-    case SLOT_LIST_LO:
+    case SYNCBLK_SLOT_LIST_LO:
         slot->desc.list_addr = deposit64(slot->desc.list_addr, 0, 32, val);
         break;
-    case SLOT_LIST_HI:
+    case SYNCBLK_SLOT_LIST_HI:
         slot->desc.list_addr = deposit64(slot->desc.list_addr, 32, 32, val);
         break;
-    case SLOT_DOORBELL:
-        if (val == DOORBELL_SUBMIT) {
+    case SYNCBLK_SLOT_DOORBELL:
+        if (val == SYNCBLK_DOORBELL_SUBMIT) {
             syncblk_submit(s, slot);
-        } else if (val == DOORBELL_ABORT) {
+        } else if (val == SYNCBLK_DOORBELL_ABORT) {
             syncblk_abort(s, slot);
         } else {
-            s->last_error = SB_EINVAL;
+            s->last_error = SYNCBLK_ERR_EINVAL;
         }
         break;
     default:
@@ -652,61 +666,63 @@ static uint64_t syncblk_mmio_read(void *opaque, hwaddr addr, unsigned size)
 {
     SyncBlkState *s = opaque;
 
-    if (addr >= REG_SLOT_BASE) {
-        hwaddr i = (addr - REG_SLOT_BASE) / REG_SLOT_STRIDE;
+    if (addr >= SYNCBLK_REG_SLOT_BASE) {
+        hwaddr off = addr - SYNCBLK_REG_SLOT_BASE;
+        hwaddr i = off / SYNCBLK_REG_SLOT_STRIDE;
 
         if (i >= SYNCBLK_NUM_SLOTS) {
             return 0;
         }
         return syncblk_slot_read(s, &s->slots[i],
-                                 (addr - REG_SLOT_BASE) % REG_SLOT_STRIDE);
+                                 off % SYNCBLK_REG_SLOT_STRIDE);
     }
     switch (addr) {
-    case REG_MAGIC:
+    case SYNCBLK_REG_MAGIC:
         return SYNCBLK_MAGIC;
-    case REG_VERSION:
+    case SYNCBLK_REG_VERSION:
         return SYNCBLK_VERSION;
-    case REG_CAPACITY_LO:
+    case SYNCBLK_REG_CAPACITY_LO:
         return (uint32_t)s->capacity;
-    case REG_CAPACITY_HI:
+    case SYNCBLK_REG_CAPACITY_HI:
         return s->capacity >> 32;
-    case REG_BLOCK_SIZE:
-        return SYNCBLK_SECTOR;
-    case REG_MODE:
+    case SYNCBLK_REG_BLOCK_SIZE:
+        return SYNCBLK_SECTOR_SIZE;
+    case SYNCBLK_REG_MODE:
         return s->mode;
-    case REG_FEATURES:
-        return FEATURE_FLUSH | FEATURE_DISCARD | FEATURE_MSIX | FEATURE_ABORT;
-    case REG_NUM_SLOTS:
+    case SYNCBLK_REG_FEATURES:
+        return SYNCBLK_FEATURE_FLUSH | SYNCBLK_FEATURE_DISCARD |
+               SYNCBLK_FEATURE_MSIX | SYNCBLK_FEATURE_ABORT;
+    case SYNCBLK_REG_NUM_SLOTS:
         return SYNCBLK_NUM_SLOTS;
-    case REG_MAX_SECTORS:
+    case SYNCBLK_REG_MAX_SECTORS:
         return SYNCBLK_MAX_SECTORS;
-    case REG_MAX_ENTRIES:
+    case SYNCBLK_REG_MAX_ENTRIES:
         return SYNCBLK_MAX_ENTRIES;
-    case REG_TIMEOUT_MS:
+    case SYNCBLK_REG_TIMEOUT_MS:
         return s->timeout_ms;
-    case REG_FAULT_STATE:
+    case SYNCBLK_REG_FAULT_STATE:
         return s->fi ? fault_injector_get_state(s->fi) : 0;
-    case REG_LAST_ERROR:
+    case SYNCBLK_REG_LAST_ERROR:
         return s->last_error;
-    case REG_CNT_CMDS:
+    case SYNCBLK_REG_CNT_CMDS:
         return s->cnt_cmds;
-    case REG_CNT_ERRORS:
+    case SYNCBLK_REG_CNT_ERRORS:
         return s->cnt_errors;
-    case REG_CNT_INJECTED:
+    case SYNCBLK_REG_CNT_INJECTED:
         return s->cnt_injected;
-    case REG_CNT_TIMEOUTS:
+    case SYNCBLK_REG_CNT_TIMEOUTS:
         return s->cnt_timeouts;
-    case REG_CNT_DONE_TASK:
-        return s->cnt_done[CTX_TASK];
-    case REG_CNT_DONE_IRQ:
-        return s->cnt_done[CTX_IRQ];
-    case REG_CNT_DONE_THREAD:
-        return s->cnt_done[CTX_THREAD];
-    case REG_CNT_BAD_CMDS:
+    case SYNCBLK_REG_CNT_DONE_TASK:
+        return s->cnt_done[SYNCBLK_CTX_TASK];
+    case SYNCBLK_REG_CNT_DONE_IRQ:
+        return s->cnt_done[SYNCBLK_CTX_IRQ];
+    case SYNCBLK_REG_CNT_DONE_THREAD:
+        return s->cnt_done[SYNCBLK_CTX_THREAD];
+    case SYNCBLK_REG_CNT_BAD_CMDS:
         return s->cnt_bad_cmds;
-    case REG_CNT_READS:
+    case SYNCBLK_REG_CNT_READS:
         return s->cnt_reads;
-    case REG_CNT_WRITES:
+    case SYNCBLK_REG_CNT_WRITES:
         return s->cnt_writes;
     default:
         return 0;
@@ -718,22 +734,23 @@ static void syncblk_mmio_write(void *opaque, hwaddr addr, uint64_t val,
 {
     SyncBlkState *s = opaque;
 
-    if (addr >= REG_SLOT_BASE) {
-        hwaddr i = (addr - REG_SLOT_BASE) / REG_SLOT_STRIDE;
+    if (addr >= SYNCBLK_REG_SLOT_BASE) {
+        hwaddr off = addr - SYNCBLK_REG_SLOT_BASE;
+        hwaddr i = off / SYNCBLK_REG_SLOT_STRIDE;
 
         if (i < SYNCBLK_NUM_SLOTS) {
             syncblk_slot_write(s, &s->slots[i],
-                               (addr - REG_SLOT_BASE) % REG_SLOT_STRIDE, val);
+                               off % SYNCBLK_REG_SLOT_STRIDE, val);
         }
         return;
     }
     switch (addr) {
-    case REG_FAULT_STATE:
+    case SYNCBLK_REG_FAULT_STATE:
         if (s->fi) {
             fault_injector_set_state(s->fi, val);
         }
         break;
-    case REG_LAST_ERROR:
+    case SYNCBLK_REG_LAST_ERROR:
         s->last_error = 0;
         break;
     default:
@@ -766,7 +783,7 @@ static void syncblk_reset(DeviceState *dev)
     for (unsigned i = 0; i < SYNCBLK_NUM_SLOTS; i++) {
         SyncBlkSlot *slot = &s->slots[i];
 
-        syncblk_slot_cancel(slot, ST_IDLE, 0);
+        syncblk_slot_cancel(slot, SYNCBLK_ST_IDLE, 0);
         memset(&slot->desc, 0, sizeof(slot->desc));
         memset(&slot->cmd, 0, sizeof(slot->cmd));
         slot->ctx = s->mode;
@@ -786,17 +803,7 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
         error_setg(errp, "syncblk-pci: drive property not set");
         return;
     }
-    if (!s->completion || !strcmp(s->completion, "task")) {
-        s->mode = CTX_TASK;
-    } else if (!strcmp(s->completion, "irq")) {
-        s->mode = CTX_IRQ;
-    } else if (!strcmp(s->completion, "thread")) {
-        s->mode = CTX_THREAD;
-    } else {
-        error_setg(errp, "syncblk-pci: completion '%s' is not task, irq or "
-                   "thread", s->completion);
-        return;
-    }
+    s->mode = s->completion;
     s->deterministic = s->fi && fault_injector_deterministic(s->fi);
     if (s->deterministic &&
         !fault_injector_check_deterministic(s->fi, "syncblk-pci", errp)) {
@@ -816,7 +823,7 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
         error_setg_errno(errp, -len, "syncblk-pci: cannot get drive size");
         return;
     }
-    s->capacity = len / SYNCBLK_SECTOR;
+    s->capacity = len / SYNCBLK_SECTOR_SIZE;
 
     for (unsigned i = 0; i < SYNCBLK_NUM_SLOTS; i++) {
         s->slots[i].s = s;
@@ -839,16 +846,27 @@ static void syncblk_exit(PCIDevice *pci)
     SyncBlkState *s = SYNCBLK_PCI(pci);
 
     for (unsigned i = 0; i < SYNCBLK_NUM_SLOTS; i++) {
-        syncblk_slot_cancel(&s->slots[i], ST_IDLE, 0);
+        syncblk_slot_cancel(&s->slots[i], SYNCBLK_ST_IDLE, 0);
     }
     msix_uninit_exclusive_bar(pci);
 }
+
+static const PropertyInfo syncblk_prop_completion = {
+    .type = "SyncblkCompletion",
+    .description = "where the guest sees a command complete: "
+                   "task/irq/thread",
+    .enum_table = &SyncblkCompletion_lookup,
+    .get = qdev_propinfo_get_enum,
+    .set = qdev_propinfo_set_enum,
+    .set_default_value = qdev_propinfo_set_default_value_enum,
+};
 
 static const Property syncblk_properties[] = {
     DEFINE_PROP_DRIVE("drive", SyncBlkState, blk),
     DEFINE_PROP_LINK("fault-injector", SyncBlkState, fi,
                      TYPE_FAULT_INJECTOR, FaultInjector *),
-    DEFINE_PROP_STRING("completion", SyncBlkState, completion),
+    DEFINE_PROP_SIGNED("completion", SyncBlkState, completion,
+                       SYNCBLK_COMPLETION_TASK, syncblk_prop_completion, int),
     DEFINE_PROP_UINT32("timeout-ms", SyncBlkState, timeout_ms, 1000),
 };
 

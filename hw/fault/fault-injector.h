@@ -60,8 +60,8 @@ bool fault_injector_deterministic(FaultInjector *fi);
 
 /*
  * For a device realizing with @fi (named @dev in the message): false with
- * @errp set when @fi is deterministic but the machine cannot be (no -icount
- * with a fixed shift).
+ * @errp set when @fi is deterministic but the machine cannot be (neither
+ * -icount with a fixed shift nor the qtest accelerator).
  */
 bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
                                         Error **errp);

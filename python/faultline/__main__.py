@@ -15,7 +15,7 @@
                    [--backend qemu|libvirt|lava [--run]]
   faultline lava SCENARIO ... [--kernel K [--modules M]] [--seed N | --seeds A..B]
                  [--out DIR] [--base-url URL]   LAVA jobs and their artefacts
-  faultline check [--suite unit,qtest,vm] [--junit FILE]
+  faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
@@ -262,7 +262,7 @@ def parser():
     cp.add_argument("--kcidb", metavar="FILE",
                     help="also write KCIDB v5 JSON (runs and metrics)")
     c = sub.add_parser("check", help="build everything and run the test suites")
-    c.add_argument("--suite", default="unit,qtest,vm")
+    c.add_argument("--suite", default="unit,qtest,asan,vm")
     c.add_argument("--junit", metavar="FILE", help="copy meson's JUnit XML here")
     kernel_opts(c)
     b = sub.add_parser("build", help="build QEMU and the guest image")

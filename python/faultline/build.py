@@ -97,8 +97,11 @@ def versions():
     return vals
 
 
-def qemu_dir():
-    return run_script("build-qemu", "--print-dir", capture=True)
+def qemu_dir(variant="default"):
+    """The cached QEMU install directory (built if needed); @variant "asan"
+    is the clang ASAN+UBSAN build (scripts/build-qemu --variant)."""
+    vargs = ["--variant", variant] if variant != "default" else []
+    return run_script("build-qemu", *vargs, "--print-dir", capture=True)
 
 
 def guest_dir(kernel=None, modules=None, tools=()):

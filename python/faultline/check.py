@@ -1,4 +1,5 @@
-"""`faultline check`: build everything, then the meson suites (unit, qtest, vm)."""
+"""`faultline check`: build everything, then the meson suites (unit, qtest,
+asan, vm)."""
 
 import json
 import os
