@@ -397,6 +397,12 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
         return NVME_SUCCESS;
     }
 
+    /*
+     * A held command stays on out_req_list, where the atomic write check
+     * reads req->ns: set it now, as nvme_io_cmd() would have, also when
+     * this or an upstream check (a fused command) fails it first.
+     */
+    req->ns = ns;
     fr->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     fr->d.drop |= fr->d.error == FE_ERR_TIMEOUT;
     fr->status = nvme_fault_status(fr->d.error);
@@ -421,12 +427,7 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
         return NVME_INTERNAL_DEV_ERROR;
     }
     if (fr->status && !fr->d.drop && fr->d.when == FE_WHEN_BEFORE) {
-        /*
-         * Fail without touching data; the completion hook still runs.  A
-         * held command stays on out_req_list, where the atomic write
-         * check reads req->ns, as for any command that got this far.
-         */
-        req->ns = ns;
+        /* Fail without touching data; the completion hook still runs. */
         return fr->status;
     }
     return NVME_SUCCESS;

@@ -969,22 +969,34 @@ static void test_det_atomic_held(gconstpointer opaque)
 }
 
 /*
- * A read failed before its transfer and held (delay): the atomic write
- * check of the next command walks it on out_req_list.
+ * Commands failed before their transfer and held (delay): a read failed
+ * by the fault layer, a fused write (unsupported) by upstream's check.
+ * The atomic write check of the next command walks them on out_req_list.
  */
 static void test_held_error_atomic(void)
 {
-    NvmeOpts o = { .rules = "re: read error=read-error delay=10ms\n",
+    NvmeOpts o = { .rules = "re:    read error=read-error delay=10ms\n"
+                            "fused: write lba=128-135 delay=10ms\n",
                    .dev_opts = ",atomic.dn=off,atomic.awun=15" };
     Nvme *n = nvme_start_opts(&o);
-    uint16_t rd;
+    uint16_t rd, fused;
+    NvmeCmd cmd;
 
     rd = io_submit(n, NVME_CMD_READ, 0, 8, n->buf);
+    cmd_init(n, &cmd, NVME_CMD_WRITE, IO_NSID);
+    cmd.flags = 1;      /* FUSE: first command of a fused operation */
+    cmd_prp(&cmd, n->buf, 0);
+    ((NvmeRwCmd *)&cmd)->slba = cpu_to_le64(128);
+    ((NvmeRwCmd *)&cmd)->nlb = cpu_to_le16(7);
+    submit(n, &n->sq, 1, &cmd);
+    fused = n->cid;
     assert_no_cqe(n, 20);
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 64).status, ==, NVME_SUCCESS);
     qtest_clock_step(n->qts, 10 * SCALE_MS);
     expect_cqe(n, rd, NVME_UNRECOVERED_READ);
+    expect_cqe(n, fused, NVME_INVALID_FIELD);
     g_assert_cmpuint(rule_hits(n, "re"), ==, 1);
+    g_assert_cmpuint(rule_hits(n, "fused"), ==, 1);
     nvme_stop(n);
 }
 
