@@ -423,7 +423,6 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
          * which reports fr->status (success unless an error was decided)
          * in place of this one.  Seen without the hook, it is an error.
          */
-        req->ns = ns;
         return NVME_INTERNAL_DEV_ERROR;
     }
     if (fr->status && !fr->d.drop && fr->d.when == FE_WHEN_BEFORE) {
