@@ -29,6 +29,7 @@
 #include "block/block_int.h"
 #include "qapi/error.h"
 #include "qemu/lockable.h"
+#include "qemu/memalign.h"
 #include "qemu/module.h"
 #include "qemu/option.h"
 #include "qemu/timer.h"
@@ -365,10 +366,29 @@ fault_inject_complete(BlockDriverState *bs, FaultInjectReq *r, int ret)
     return ret;
 }
 
-/* Does the child I/O run (when=after, or no error/drop at all)? */
+/*
+ * Does the child I/O run (when=after, or no error/drop at all)?  Never for
+ * a lie: the request completes as decided with nothing done.
+ */
 static bool fault_inject_do_io(const FaultInjectReq *r)
 {
-    return r->after || (!r->error && !r->drop);
+    return !r->d.lie && (r->after || (!r->error && !r->drop));
+}
+
+/*
+ * Flip the decision's corrupt bytes in @qiov, which holds the request's
+ * data from byte @offset on (the engine counts from its first sector).
+ */
+static void fault_inject_corrupt_qiov(const FaultInjectReq *r, int64_t offset,
+                                      QEMUIOVector *qiov)
+{
+    uint64_t pos = offset - (r->lba << BDRV_SECTOR_BITS);
+
+    for (int i = 0; i < qiov->niov; i++) {
+        fe_decision_corrupt(&r->d, pos, qiov->iov[i].iov_base,
+                            qiov->iov[i].iov_len);
+        pos += qiov->iov[i].iov_len;
+    }
 }
 
 static int coroutine_fn GRAPH_RDLOCK
@@ -383,6 +403,10 @@ fault_inject_co_preadv(BlockDriverState *bs, int64_t offset, int64_t bytes,
     }
     if (fault_inject_do_io(&r)) {
         ret = bdrv_co_preadv(bs->file, offset, bytes, qiov, flags);
+        if (ret >= 0 && r.d.ncorrupt) {
+            /* In the guest's buffer, after the read. */
+            fault_inject_corrupt_qiov(&r, offset, qiov);
+        }
     }
     return fault_inject_complete(bs, &r, ret);
 }
@@ -397,7 +421,20 @@ fault_inject_co_pwritev(BlockDriverState *bs, int64_t offset, int64_t bytes,
     if (!fault_inject_decide(bs, FE_OP_WRITE, offset, bytes, &r)) {
         return bdrv_co_pwritev(bs->file, offset, bytes, qiov, flags);
     }
-    if (fault_inject_do_io(&r)) {
+    if (fault_inject_do_io(&r) && r.d.ncorrupt) {
+        /* What is stored differs, the guest's buffer does not. */
+        void *buf = qemu_try_blockalign(bs->file->bs, bytes);
+        QEMUIOVector bounce;
+
+        if (!buf) {
+            return -ENOMEM;
+        }
+        qemu_iovec_to_buf(qiov, 0, buf, bytes);
+        qemu_iovec_init_buf(&bounce, buf, bytes);
+        fault_inject_corrupt_qiov(&r, offset, &bounce);
+        ret = bdrv_co_pwritev(bs->file, offset, bytes, &bounce, flags);
+        qemu_vfree(buf);
+    } else if (fault_inject_do_io(&r)) {
         ret = bdrv_co_pwritev(bs->file, offset, bytes, qiov, flags);
     }
     return fault_inject_complete(bs, &r, ret);

@@ -320,6 +320,10 @@ static void syncblk_complete(SyncBlkSlot *slot, uint32_t seq, int ret)
     if (slot->seq != seq) {
         return;
     }
+    if (read_data) {
+        /* corrupt=: the guest gets the read with the bytes flipped. */
+        fe_decision_corrupt(&slot->decision, 0, buf, slot->bytes);
+    }
     if (ret < 0) {
         syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EIO);
     } else if (read_data && !syncblk_dma_list(slot, seq, buf, false)) {
@@ -534,9 +538,10 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
         s->cnt_writes++;
     }
 
-    if (d->error != FE_ERR_NONE && !slot->dropped &&
-        d->when == FE_WHEN_BEFORE) {
-        syncblk_complete(slot, seq, 0);     /* no data moves */
+    if ((d->error != FE_ERR_NONE && !slot->dropped &&
+         d->when == FE_WHEN_BEFORE) || d->lie) {
+        /* No data moves; a lie completes as decided (success or error). */
+        syncblk_complete(slot, seq, 0);
         return;
     }
     if (data) {
@@ -553,6 +558,10 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
             }
             syncblk_complete(slot, seq, 0);
             return;
+        }
+        if (slot->cmd.opcode == SYNCBLK_OP_WRITE) {
+            /* corrupt=: stored with the bytes flipped, the guest's intact. */
+            fe_decision_corrupt(d, 0, slot->bounce, slot->bytes);
         }
     }
     syncblk_start_io(s, slot);

@@ -44,6 +44,8 @@ enum {
     FE_HAS_IRQ       = 1u << 12,
     FE_HAS_DNR       = 1u << 13,
     FE_HAS_DROP      = 1u << 14,
+    FE_HAS_LIE       = 1u << 15,
+    FE_HAS_CORRUPT   = 1u << 16,
 };
 
 /*
@@ -74,6 +76,7 @@ typedef struct FeRule {
     uint32_t set_state;
     bool dnr;
     bool drop;                  /* drop, or error=timeout */
+    uint32_t corrupt;           /* bytes to flip (FE_HAS_CORRUPT) */
 
     /* Identity. */
     uint64_t prob_mant;         /* prob = prob_mant / 10^prob_digits */

@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -852,6 +853,79 @@ static void act(char *buf, size_t len, size_t *pos, const char *fmt, ...)
     }
 }
 
+/*
+ * The @k (<= FE_CORRUPT_MAX) distinct byte offsets rule @r flips in an I/O
+ * of @bytes (> 0) at its ordinal @n, ascending: drawn from (seed, rule,
+ * ordinal) like prob=, so the same run flips the same bytes.  Returns k.
+ */
+static uint32_t corrupt_offsets(const FeRule *r, uint64_t n, uint64_t bytes,
+                                uint64_t *off)
+{
+    uint32_t k = r->corrupt < bytes ? r->corrupt : (uint32_t)bytes;
+
+    for (uint32_t i = 0; i < k; i++) {
+        uint64_t o = draw(r, n, 16 + i) % bytes;
+        uint32_t j = 0;
+
+        /*
+         * A byte drawn twice would flip back: take the next free one.
+         * off[0..i) is ascending, so one pass steps over a run of taken
+         * ones; wrapping to byte 0 starts the pass again.
+         */
+        while (j < i) {
+            if (off[j] == o) {
+                o = (o + 1) % bytes;
+                if (o == 0) {
+                    j = 0;
+                    continue;
+                }
+            }
+            j++;
+        }
+        /* Insertion keeps off[0..i] ascending. */
+        for (j = i; j > 0 && off[j - 1] > o; j--) {
+            off[j] = off[j - 1];
+        }
+        off[j] = o;
+    }
+    return k;
+}
+
+/* Union of @off[0..k) into the decision's corrupt set, while room is left. */
+static void corrupt_merge(FeDecision *out, const uint64_t *off, uint32_t k)
+{
+    for (uint32_t i = 0; i < k; i++) {
+        uint32_t j = 0;
+
+        while (j < out->ncorrupt && out->corrupt[j] < off[i]) {
+            j++;
+        }
+        if ((j < out->ncorrupt && out->corrupt[j] == off[i]) ||
+            out->ncorrupt == FE_CORRUPT_MAX) {
+            continue;
+        }
+        memmove(&out->corrupt[j + 1], &out->corrupt[j],
+                (out->ncorrupt - j) * sizeof(out->corrupt[0]));
+        out->corrupt[j] = off[i];
+        out->ncorrupt++;
+    }
+}
+
+uint32_t fe_decision_corrupt(const FeDecision *d, uint64_t off, void *buf,
+                             size_t len)
+{
+    unsigned char *p = buf;
+    uint32_t flipped = 0;
+
+    for (uint32_t i = 0; i < d->ncorrupt && i < FE_CORRUPT_MAX; i++) {
+        if (d->corrupt[i] >= off && d->corrupt[i] - off < len) {
+            p[d->corrupt[i] - off] ^= 0xff;
+            flipped++;
+        }
+    }
+    return flipped;
+}
+
 /* Apply rule @r, fired at its ordinal @n, to @out and log it: the rare path. */
 static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
                        uint64_t lba, uint32_t len, uint64_t now_ns,
@@ -888,6 +962,30 @@ static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
         act(a, sizeof(a), &pos, "drop");
     }
     out->drop |= r->drop;
+    if (r->flags & FE_HAS_LIE) {
+        out->lie = true;
+        act(a, sizeof(a), &pos, "lie");
+    }
+    if (r->flags & FE_HAS_CORRUPT) {
+        /* Only reads and writes carry data; len 0 is no data either. */
+        uint64_t bytes = (op == FE_OP_READ || op == FE_OP_WRITE) ?
+                         (uint64_t)len * 512 : 0;
+        uint64_t off[FE_CORRUPT_MAX];
+        uint32_t k = bytes ? corrupt_offsets(r, n, bytes, off) : 0;
+
+        char at[FE_CORRUPT_MAX * 21];
+        size_t apos = 0;
+
+        corrupt_merge(out, off, k);
+        at[0] = '\0';
+        for (uint32_t i = 0; i < k; i++) {
+            apos += (size_t)snprintf(at + apos, sizeof(at) - apos,
+                                     "%s%" PRIu64, i ? "," : "", off[i]);
+        }
+        /* The offsets are part of the action: logged and digested. */
+        act(a, sizeof(a), &pos, "corrupt=%" PRIu32 "%s%s", r->corrupt,
+            k ? " at=" : "", at);
+    }
     if (r->flags & FE_HAS_SET_STATE) {
         if (!*set || r->set_state > *new_state) {
             *new_state = r->set_state;
@@ -928,7 +1026,8 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     uint32_t nf = 0, state = fe->state, new_state = 0;
     bool set = false;
 
-    memset(out, 0, sizeof(*out));
+    /* corrupt[] is read only below ncorrupt: skip clearing it per I/O. */
+    memset(out, 0, offsetof(FeDecision, corrupt));
     fe->ordinal++;
     if ((unsigned)op >= FE_OP__MAX) {
         return false;
@@ -980,6 +1079,10 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     }
     if (out->irq != FE_IRQ_DELAY) {
         out->irq_delay_ns = 0;
+    }
+    if (out->lie) {
+        /* No data moves, so none is flipped. */
+        out->ncorrupt = 0;
     }
     out->fired = nf;
     if (set) {

@@ -58,11 +58,16 @@ typedef enum FeIrq {
     FE_IRQ_SUPPRESS,    /* never raise it for this completion */
 } FeIrq;
 
+/* Most bytes corrupt= flips in one I/O (one rule's N and the merged set). */
+#define FE_CORRUPT_MAX 16
+
 /*
  * What to do with one I/O.  All rules that fire for the I/O are merged; the
  * merge does not depend on rule order (see docs/rules.md):
  * delays add up, drop beats error, the most severe error wins (enum order),
- * flags are OR-ed, for enum-valued actions the largest value wins.
+ * flags are OR-ed, for enum-valued actions the largest value wins, the
+ * corrupt offsets are the union (at most FE_CORRUPT_MAX) and lie beats
+ * corrupt (nothing moves, so nothing is flipped).
  */
 typedef struct FeDecision {
     uint64_t delay_ns;      /* hold the completion this long (virtual clock) */
@@ -74,14 +79,23 @@ typedef struct FeDecision {
     FeIrq irq;
     uint64_t irq_delay_ns;
     uint32_t fired;         /* number of rules that fired */
+    bool lie;               /* report success without moving any data */
+    uint32_t ncorrupt;
+    /*
+     * Byte offsets into the I/O's data (0 = first byte of @lba), distinct
+     * and ascending, to flip (XOR 0xff) on the way: in the guest buffer
+     * after a read, in what is stored for a write.  Only [0, ncorrupt) is
+     * filled, so this stays the last member.
+     */
+    uint64_t corrupt[FE_CORRUPT_MAX];
 } FeDecision;
 
 #define FE_NAME_MAX 32
 #define FE_ERR_MSG_MAX 256
 /* Holds the longest canonical rule text (about 420 bytes) with room. */
 #define FE_TEXT_MAX 512
-/* Holds the longest action string (about 130 bytes). */
-#define FE_ACTION_MAX 160
+/* Holds the longest action string (about 360 bytes: 16 corrupt offsets). */
+#define FE_ACTION_MAX 384
 /*
  * Longest duration a rule may give (1000000s, about 11.6 days).  Drawn and
  * merged delays are capped here too, so a device's now + delay never wraps.
@@ -157,6 +171,14 @@ void fe_engine_reset_counters(FeEngine *fe);
  */
 bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
                       uint64_t now_ns, FeDecision *out);
+
+/*
+ * Flip the bytes of @d's corrupt set that fall in the piece [@off, @off +
+ * @len) of the I/O's data, held at @buf: devices call it once per
+ * scatter-gather piece.  Returns how many bytes it flipped.
+ */
+uint32_t fe_decision_corrupt(const FeDecision *d, uint64_t off, void *buf,
+                             size_t len);
 
 /* Fault log: a ring of the most recent entries plus a running digest. */
 uint64_t fe_engine_log_total(const FeEngine *fe);   /* entries ever logged */

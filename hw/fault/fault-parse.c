@@ -422,17 +422,18 @@ static int lookup(const char *const *names, int n, const char *s, size_t len)
 enum {
     K_LBA, K_LEN, K_STATE, K_NTH, K_AFTER, K_EVERY, K_COUNT, K_PROB,
     K_DELAY, K_ERROR, K_SET_STATE, K_COMPLETE, K_WHEN, K_IRQ, K_IRQ_DELAY,
-    K_DNR, K_DROP, K__MAX,
+    K_DNR, K_DROP, K_LIE, K_CORRUPT, K__MAX,
 };
 
 static const char *const key_names[K__MAX] = {
     "lba", "len", "state", "nth", "after", "every", "count", "prob",
     "delay", "error", "set-state", "complete", "when", "irq", "irq-delay",
-    "dnr", "drop",
+    "dnr", "drop", "lie", "corrupt",
 };
 
 #define KEYS_EXPECTED "lba, len, state, nth, after, every, count, prob, " \
-    "delay, error, set-state, complete, when, irq, irq-delay, dnr or drop"
+    "delay, error, set-state, complete, when, irq, irq-delay, dnr, drop, " \
+    "lie or corrupt"
 
 static int key_value(FeParser *p, const FeTok *t, int k, const char *v,
                      size_t vlen, FeRule *r)
@@ -538,6 +539,16 @@ static int key_value(FeParser *p, const FeTok *t, int k, const char *v,
         }
         r->flags |= FE_HAS_WHEN;
         return 0;
+    case K_CORRUPT:
+        if (number(p, t, v, vlen, UINT64_MAX, &lo) < 0) {
+            return -1;
+        }
+        if (lo < 1 || lo > FE_CORRUPT_MAX) {
+            return perr(p, t->col, "corrupt=%s out of range (expected 1 to "
+                        "%d bytes)", Q(v, vlen), FE_CORRUPT_MAX);
+        }
+        r->corrupt = (uint32_t)lo;
+        return 0;
     case K_IRQ:
         if (!(vlen == 8 && memcmp(v, "suppress", 8) == 0)) {
             return perr(p, t->col, "unknown irq '%s' (expected suppress)",
@@ -575,14 +586,29 @@ static int token(FeParser *p, const FeTok *t, FeRule *r, uint32_t *seen,
                     key_names[k], key_names[k == K_IRQ ? K_IRQ_DELAY : K_IRQ],
                     seen_col[k == K_IRQ ? K_IRQ_DELAY : K_IRQ]);
     }
+    /* A lie moves no data, so there is nothing it could corrupt. */
+    if ((k == K_LIE && (*seen & (1u << K_CORRUPT))) ||
+        (k == K_CORRUPT && (*seen & (1u << K_LIE)))) {
+        return perr(p, t->col, "'%s' conflicts with the '%s' at column %zu",
+                    key_names[k], key_names[k == K_LIE ? K_CORRUPT : K_LIE],
+                    seen_col[k == K_LIE ? K_CORRUPT : K_LIE]);
+    }
     *seen |= 1u << k;
     seen_col[k] = t->col;
-    if (k == K_DNR || k == K_DROP) {
+    if (k == K_DNR || k == K_DROP || k == K_LIE) {
         if (eq) {
             return perr(p, t->col, "'%s' takes no value", key_names[k]);
         }
-        r->flags |= k == K_DNR ? FE_HAS_DNR : FE_HAS_DROP;
+        r->flags |= k == K_DNR ? FE_HAS_DNR :
+                    k == K_DROP ? FE_HAS_DROP : FE_HAS_LIE;
         return 0;
+    }
+    if (k == K_CORRUPT) {
+        r->flags |= FE_HAS_CORRUPT;
+        r->corrupt = 1;
+        if (!eq) {
+            return 0;
+        }
     }
     if (!eq) {
         return perr(p, t->col, "'%s' needs a value ('%s=...')",
@@ -696,9 +722,16 @@ static int parse_line(FeParser *p, const char *line, const char *end,
     }
     if (!(seen & ((1u << K_DELAY) | (1u << K_ERROR) | (1u << K_SET_STATE) |
                   (1u << K_COMPLETE) | (1u << K_IRQ) | (1u << K_IRQ_DELAY) |
-                  (1u << K_DNR) | (1u << K_DROP)))) {
+                  (1u << K_DNR) | (1u << K_DROP) | (1u << K_LIE) |
+                  (1u << K_CORRUPT)))) {
         return perr(p, op.col, "rule has no action (expected delay=, error=, "
-                    "dnr, drop, set-state=, complete=, irq= or irq-delay=)");
+                    "dnr, drop, lie, corrupt, set-state=, complete=, irq= or "
+                    "irq-delay=)");
+    }
+    if ((r->flags & FE_HAS_CORRUPT) && r->op != FE_OP_READ &&
+        r->op != FE_OP_WRITE && r->op != FE_OP_ANY) {
+        return perr(p, seen_col[K_CORRUPT], "'corrupt' needs data to flip "
+                    "(op read, write or any, not %s)", fe_op_name(r->op));
     }
     if (r->error == FE_ERR_TIMEOUT) {
         /* A timeout is a completion that never comes. */
@@ -826,6 +859,14 @@ void fe_rule_render(FeRule *r)
     }
     if (r->flags & FE_HAS_DROP) {
         bput(&b, " drop");
+    }
+    if (r->flags & FE_HAS_LIE) {
+        bput(&b, " lie");
+    }
+    if ((r->flags & FE_HAS_CORRUPT) && r->corrupt == 1) {
+        bput(&b, " corrupt");
+    } else if (r->flags & FE_HAS_CORRUPT) {
+        bput(&b, " corrupt=%" PRIu32, r->corrupt);
     }
     if (r->flags & FE_HAS_SET_STATE) {
         bput(&b, " set-state=%" PRIu32, r->set_state);

@@ -187,5 +187,9 @@ XFaultDecision *qmp_x_fault_decide(const char *id, const char *op,
     res->complete = g_strdup(complete_names[d.complete & 3]);
     res->irq = g_strdup(irq_names[d.irq % 3]);
     res->irq_delay_ns = d.irq_delay_ns;
+    res->lie = d.lie;
+    for (uint32_t i = d.ncorrupt; i-- > 0;) {
+        QAPI_LIST_PREPEND(res->corrupt, d.corrupt[i]);
+    }
     return res;
 }

@@ -15,6 +15,7 @@
 #define HW_NVME_FAULT_H
 
 #include "qemu/timer.h"
+#include "qemu/iov.h"
 #include "block/nvme.h"
 #include "hw/fault/fault-injector.h"
 #include "fault-vendor.h"
@@ -29,6 +30,8 @@ typedef struct NvmeFaultReq {
     FeDecision d;
     uint64_t   slba;        /* for the Error Information log */
     int64_t    submit_ns;   /* QEMU_CLOCK_VIRTUAL at submission */
+    bool       corrupted;   /* d.corrupt applied (or found inapplicable) */
+    QEMUIOVector bounce;    /* write corrupt: the data stored again, flipped */
 } NvmeFaultReq;
 
 /* Per completion queue: what the CQEs posted in this round asked for. */

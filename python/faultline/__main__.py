@@ -4,7 +4,7 @@
                 [--seed N | --seeds A..B] [--repeat N] [--keep-going]
                 [--memory M] [--cpus N] [--timeout S] [--deterministic]
                 [--backend qemu|libvirt|lava] [--connect URI]
-                [--out DIR] [--junit FILE] [--quiet]
+                [--out DIR] [--junit FILE] [--quiet] [--mutate lie|corrupt]
   faultline list                      scenarios with one-line descriptions
   faultline show RUN_DIR              summary of a past run or sweep
   faultline repro RUN_DIR             rerun exactly, compare outcome and digest
@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 
-from . import guest, report, runner, scenario
+from . import guest, mutate, report, runner, scenario
 from .build import build_all, run_script, say
 from .errors import EXIT_SETUP, SetupError
 from .machine import BACKENDS, make_spec
@@ -50,7 +50,8 @@ def run_options(args):
                       deterministic=args.deterministic, accel=args.accel,
                       memory=args.memory, cpus=args.cpus, timeout=args.timeout,
                       quiet=getattr(args, "quiet", False),
-                      backend=backend, backend_options=backend_options)
+                      backend=backend, backend_options=backend_options,
+                      mutate=getattr(args, "mutate", None))
 
 
 def cmd_run(args):
@@ -136,6 +137,10 @@ def cmd_libvirt_xml(args):
 
 def cmd_compare(args):
     from . import compare
+    if args.mutate is not None:
+        raise SetupError("compare does not take --mutate: a mutated run fails its data check "
+                         "on every kernel, so there is nothing to compare (use "
+                         "`faultline run SCENARIO --mutate lie`)")
     return compare.compare(args)
 
 
@@ -187,6 +192,9 @@ def parser():
     r.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
     r.add_argument("--kcidb", metavar="FILE", help="also write KCIDB v5 JSON of all runs")
     r.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    r.add_argument("--mutate", choices=mutate.KINDS,
+                   help="self-test of the data check: add a rule that lies about "
+                        "(or corrupts) some swap writes; the run must FAIL on its data check")
     mx = sub.add_parser("matrix", help="scenarios x seeds x kernels, in parallel")
     mx.add_argument("--scenarios", required=True, metavar="A,B,...")
     mx.add_argument("--seeds", metavar="A..B", help="default: each scenario's own seed")
@@ -257,6 +265,8 @@ def parser():
     cp.add_argument("--cpus", type=int)
     cp.add_argument("--timeout")
     cp.add_argument("--quiet", action="store_true")
+    cp.add_argument("--mutate", metavar="KIND",
+                    help="refused: a mutated run fails on both kernels (use run --mutate)")
     cp.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
     cp.add_argument("--kcidb", metavar="FILE",
                     help="also write KCIDB v5 JSON (runs and metrics)")

@@ -4,6 +4,7 @@ status, reason, the scenario's expectations.  Backend-neutral."""
 import os
 
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, OUTCOMES
+from . import mutate
 from .ktap import parse_ktap
 from .report import Report
 
@@ -147,6 +148,10 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
         r.digest = f"{faults['digest']:016x}"
     if os.path.exists(os.path.join(rundir, "faults.jsonl")):
         r.fault_log = "faults.jsonl"
+    if sc.mutate:
+        # The run's own status stands (a caught mutation is a FAIL); the
+        # verdict says whether the data check is what failed.
+        r.mutation = mutate.verdict(sc.mutate, status, k["diag"], k["results"], faults)
     dump = w.task_dump
     if status != EXIT_PASS:
         r.console_tail = tail(console.encode()[:dump].decode(errors="replace")

@@ -33,9 +33,10 @@ class Report:
     console_tail: str | None = None
     task_dump: str | None = None
     plots: list | None = None
+    mutation: dict | None = None                  # --mutate: mutate.verdict()
     results: list = field(default_factory=list)   # per-KTAP-result, not in report.json
 
-    OPTIONAL = ("digest", "fault_log", "console_tail", "task_dump", "plots")
+    OPTIONAL = ("digest", "fault_log", "console_tail", "task_dump", "plots", "mutation")
 
     def to_json(self):
         out = {}
@@ -85,6 +86,8 @@ def print_report(r, rundir, out=None):
     if isinstance(faults, dict) and "rules" in faults:
         hits = ", ".join(f"{x['name']}={x['hits']}" for x in faults["rules"])
         lines.append(f"rule hits  {hits}  (digest {r.digest or '?'})")
+    if r.mutation:
+        lines.append(f"mutation   {r.mutation['rule']}: {r.mutation['verdict']}")
     lines += [f"elapsed    {r.elapsed_s}s",
               f"result     {status_word(r.status)} ({r.outcome}): {r.reason}",
               f"run dir    {rundir}"]

@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, guest, kcidb, report, rules, scenario
+from . import TOP, guest, kcidb, mutate, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -39,6 +39,7 @@ class RunOptions:
     quiet: bool = False
     backend: str = "qemu"
     backend_options: dict = field(default_factory=dict)
+    mutate: str | None = None       # lie or corrupt: mutation self-test
 
     def overrides(self):
         return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
@@ -73,6 +74,8 @@ def _load(name, opts):
     sc = scenario.apply_overrides(scenario.load(name), opts.memory, opts.cpus, opts.timeout)
     if opts.deterministic:
         scenario.check_deterministic(sc)
+    if opts.mutate:
+        mutate.apply(sc, opts.mutate)
     return sc
 
 
@@ -95,6 +98,8 @@ def run_command(sc_path, seed, opts):
     cmd = [FAULTLINE, "run", sc_path, "--seed", str(seed)]
     if opts.deterministic:
         cmd.append("--deterministic")
+    if opts.mutate:
+        cmd += ["--mutate", opts.mutate]
     if opts.backend != "qemu":
         cmd += ["--backend", opts.backend]
     if opts.backend_options.get("connect"):
@@ -135,7 +140,10 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time
         "run_command": run_command(sc.path, seed, opts),
         "repro": shlex.join([FAULTLINE, "repro", rundir]),
         "backend": opts.backend, "backend_options": opts.backend_options,
+        "mutate": opts.mutate,
     }
+    if opts.mutate:
+        meta["mutate_rule"] = mutate.rule(opts.mutate).split("  #")[0]
     if backend_info is not None:
         meta["backend_info"] = backend_info
     if start_time is not None:
@@ -270,7 +278,8 @@ def repro_options(meta, deterministic, quiet):
                       deterministic=deterministic, accel=meta.get("accel", "tcg"),
                       memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
                       quiet=quiet, backend=meta.get("backend", "qemu"),
-                      backend_options=meta.get("backend_options") or {})
+                      backend_options=meta.get("backend_options") or {},
+                      mutate=meta.get("mutate"))
 
 
 def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):

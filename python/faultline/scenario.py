@@ -96,6 +96,7 @@ class Scenario:
     expect: dict = field(default_factory=dict)
     compare: Compare = field(default_factory=Compare)
     kernel_mode: str = "auto"
+    mutate: str = ""        # --mutate KIND (mutate.py): its rule is in faults.rules
 
 
 def _check_keys(table, allowed, where):

@@ -361,6 +361,116 @@ static void test_when(void)
     unlink(img);
 }
 
+/* The offsets the log gives for rule @rule's first corrupt entry. */
+static int logged_offsets(const char *rule, uint64_t *off, int max)
+{
+    g_autofree char *path = tmp_path("faults.jsonl");
+    g_autofree char *text = NULL;
+    g_autofree char *key = g_strdup_printf("\"rule\":\"%s\",\"action\":"
+                                           "\"corrupt=", rule);
+    char *p, *end;
+    int n = 0;
+
+    g_assert(g_file_get_contents(path, &text, NULL, NULL));
+    p = strstr(text, key);
+    g_assert(p);
+    p = strstr(p, " at=");
+    g_assert(p);
+    for (p += 4; n < max; p = end + 1) {
+        off[n++] = g_ascii_strtoull(p, &end, 10);
+        if (*end != ',') {
+            break;
+        }
+    }
+    return n;
+}
+
+/* The bytes a "read -v" printed (qemu-io's hex dump), into @buf. */
+static int dumped_bytes(const char *out, unsigned char *buf, int max)
+{
+    int n = 0;
+
+    for (const char *l = out; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : l) {
+        unsigned int addr, b;
+        int pos;
+
+        if (sscanf(l, "%x:%n", &addr, &pos) != 1) {
+            continue;
+        }
+        l += pos;
+        for (int j = 0; j < 16 && n < max; j++) {
+            int k;
+            if (sscanf(l, " %2x%n", &b, &k) != 1) {
+                break;
+            }
+            buf[n++] = b;
+            l += k;
+        }
+    }
+    return n;
+}
+
+/*
+ * lie: the write reports success and the old data stays.  corrupt: what
+ * is stored differs by exactly N bytes at the logged offsets; after a
+ * read, the guest's buffer does.
+ */
+static void test_lie_corrupt(void)
+{
+    g_autofree char *img = make_image("lie.img");
+    g_autofree char *child = g_strdup_printf("file.driver=file,"
+                                             "file.filename=%s", img);
+    g_autofree char *data = NULL;
+    g_autofree char *out = NULL;
+    unsigned char got[4096];
+    QTestState *qts = start(5, child, NULL);
+    uint64_t off[16];
+    gsize size, from;
+    int n, diff = 0;
+
+    qemu_io(qts, "d0", "write -P 0x11 0 4096");
+    qemu_io(qts, "d0", "write -P 0x44 16384 4096");
+    add_rules(qts, "l: write lba=0-7 lie\n"
+              "c: write lba=16-23 corrupt=3\n"
+              "r: read lba=32-39 count=1 corrupt=2\n");
+    qemu_io(qts, "d0", "aio_write -P 0x22 0 4096");
+    qemu_io(qts, "d0", "aio_write -P 0x33 8192 4096");
+    qemu_io(qts, "d0", "aio_flush");
+    g_assert_cmpint(blockstat(qts, "failed_wr_operations"), ==, 0);
+    g_assert_cmpint(rule_hits(qts, "l"), ==, 1);
+    from = qemu_io_output_end();
+    qemu_io(qts, "d0", "read -v 16384 4096");
+    out = qemu_io_output(from);
+    g_assert_cmpint(dumped_bytes(out, got, sizeof(got)), ==, 4096);
+    n = logged_offsets("r", off, 16);
+    g_assert_cmpint(n, ==, 2);
+    for (int i = 0, k = 0; i < 4096; i++) {
+        bool flip = k < n && off[k] == (uint64_t)i;
+
+        g_assert_cmpint(got[i], ==, flip ? 0x44 ^ 0xff : 0x44);
+        k += flip;
+    }
+    qtest_quit(qts);
+
+    /* The lied write left the old data; the corrupt one 3 bytes off. */
+    g_assert(image_bytes_are(img, 0, 4096, 0x11));
+    g_assert(image_bytes_are(img, 16384, 4096, 0x44));
+    n = logged_offsets("c", off, 16);
+    g_assert_cmpint(n, ==, 3);
+    g_assert(g_file_get_contents(img, &data, &size, NULL));
+    for (int i = 0; i < 4096; i++) {
+        unsigned char b = data[8192 + i];
+
+        if (b != 0x33) {
+            g_assert_cmpint(b, ==, 0x33 ^ 0xff);
+            g_assert(i == off[0] || i == off[1] || i == off[2]);
+            diff++;
+        }
+    }
+    g_assert_cmpint(diff, ==, 3);
+    unlink(img);
+}
+
 /* Delays run on QEMU_CLOCK_VIRTUAL only, counted from submission. */
 static void test_delay(void)
 {
@@ -577,6 +687,7 @@ int main(int argc, char **argv)
     qtest_add_func("/fault-inject/triggers", test_triggers);
     qtest_add_func("/fault-inject/when", test_when);
     qtest_add_func("/fault-inject/delay", test_delay);
+    qtest_add_func("/fault-inject/lie-corrupt", test_lie_corrupt);
     qtest_add_func("/fault-inject/drop", test_drop);
     qtest_add_func("/fault-inject/ignored-actions", test_ignored_actions);
     qtest_add_func("/fault-inject/throttle-chain", test_throttle_chain);

@@ -7,10 +7,12 @@
 #include "libqtest.h"
 #include "qobject/qdict.h"
 #include "qobject/qlist.h"
+#include "qobject/qnum.h"
 
 static char *tmpdir;
 static const char *const rule_files[] = {
     "ok.rules", "bad.rules", "nul.rules", "reset.jsonl", "durable.jsonl",
+    "corrupt.jsonl",
 };
 
 static char *write_rules(const char *name, const char *text)
@@ -230,6 +232,48 @@ static void test_decide(void)
     e1 = qmp_error(qts, "{'execute': 'x-fault-decide', 'arguments':"
                    " {'id': 'fi0', 'op': 'any', 'lba': 0, 'len': 1}}");
     g_assert(strstr(e1, "unknown op 'any'"));
+    qtest_quit(qts);
+}
+
+/* lie and corrupt through QMP: the decision and the log agree on the bytes. */
+static void test_decide_lie_corrupt(void)
+{
+    g_autofree char *log = g_build_filename(tmpdir, "corrupt.jsonl", NULL);
+    QTestState *qts = qtest_initf("-machine none -object fault-injector,"
+                                  "id=fi0,log=%s", log);
+    g_autofree char *want = NULL;
+    QListEntry *e;
+    uint64_t off[2];
+    QDict *rsp;
+    int n = 0;
+
+    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules',"
+        " 'arguments': {'id': 'fi0', 'rules':"
+        " 'l: write lba=0-7 lie\\nc: read corrupt=2'}}");
+    rsp = qtest_qmp_assert_success_ref(qts,
+        "{'execute': 'x-fault-decide', 'arguments': {'id': 'fi0',"
+        " 'op': 'write', 'lba': 0, 'len': 8}}");
+    g_assert(qdict_get_bool(rsp, "lie"));
+    g_assert(qlist_empty(qdict_get_qlist(rsp, "corrupt")));
+    g_assert_cmpstr(qdict_get_str(rsp, "error"), ==, "none");
+    qobject_unref(rsp);
+    rsp = qtest_qmp_assert_success_ref(qts,
+        "{'execute': 'x-fault-decide', 'arguments': {'id': 'fi0',"
+        " 'op': 'read', 'lba': 64, 'len': 8}}");
+    g_assert(!qdict_get_bool(rsp, "lie"));
+    QLIST_FOREACH_ENTRY(qdict_get_qlist(rsp, "corrupt"), e) {
+        g_assert_cmpint(n, <, 2);
+        off[n++] = qnum_get_uint(qobject_to(QNum, qlist_entry_obj(e)));
+    }
+    qobject_unref(rsp);
+    g_assert_cmpint(n, ==, 2);
+    g_assert_cmpuint(off[0], <, off[1]);
+    g_assert_cmpuint(off[1], <, 8 * 512);
+    qobject_unref(query_stats(qts));
+    g_assert_cmpint(count_lines(log, "\"action\":\"lie\""), ==, 1);
+    want = g_strdup_printf("\"action\":\"corrupt=2 at=%" PRIu64 ",%" PRIu64
+                           "\"", off[0], off[1]);
+    g_assert_cmpint(count_lines(log, want), ==, 1);
     qtest_quit(qts);
 }
 
@@ -459,6 +503,8 @@ int main(int argc, char **argv)
     qtest_add_func("/fault-injector/bad-ids", test_bad_ids);
     qtest_add_func("/fault-injector/startup-errors", test_startup_errors);
     qtest_add_func("/fault-injector/decide", test_decide);
+    qtest_add_func("/fault-injector/decide-lie-corrupt",
+                   test_decide_lie_corrupt);
     qtest_add_func("/fault-injector/reset-log-cursor", test_reset_log_cursor);
     qtest_add_func("/fault-injector/log-durable", test_log_durable);
     qtest_add_func("/fault-injector/log-write-error", test_log_write_error);

@@ -502,6 +502,100 @@ static void test_errors(gconstpointer opaque)
     nvme_stop(n);
 }
 
+/* The offsets of the first x-fault-query-log entry of rule @rule. */
+static int logged_offsets(Nvme *n, const char *rule, uint64_t *off, int max)
+{
+    QDict *rsp = qtest_qmp_assert_success_ref(n->qts,
+        "{'execute': 'x-fault-query-log', 'arguments': {'id': 'fi0'}}");
+    QListEntry *e;
+    int cnt = 0;
+
+    QLIST_FOREACH_ENTRY(qdict_get_qlist(rsp, "entries"), e) {
+        QDict *ent = qobject_to(QDict, qlist_entry_obj(e));
+        const char *p = qdict_get_str(ent, "action");
+        char *end;
+
+        if (strcmp(qdict_get_str(ent, "rule"), rule) || cnt) {
+            continue;
+        }
+        p = strstr(p, " at=");
+        g_assert(p);
+        for (p += 4; cnt < max; p = end + 1) {
+            off[cnt++] = g_ascii_strtoull(p, &end, 10);
+            if (*end != ',') {
+                break;
+            }
+        }
+    }
+    qobject_unref(rsp);
+    return cnt;
+}
+
+/* n->buf's 4 KiB are @byte, but for the bytes at @off[0..cnt), flipped. */
+static void assert_buf(Nvme *n, uint8_t byte, const uint64_t *off, int cnt)
+{
+    uint8_t got[4096];
+
+    qtest_memread(n->qts, n->buf, got, sizeof(got));
+    for (int i = 0, k = 0; i < 4096; i++) {
+        bool flip = k < cnt && off[k] == (uint64_t)i;
+
+        g_assert_cmphex(got[i], ==, flip ? byte ^ 0xff : byte);
+        k += flip;
+    }
+}
+
+/*
+ * lie: a write reports success and the old data stays; a read reports
+ * success and the buffer keeps what it held.  corrupt: what a write
+ * stored, or what a read delivered, differs by exactly N bytes, at the
+ * logged offsets.  @opaque non-NULL: in deterministic mode.
+ */
+static void test_lie_corrupt(gconstpointer opaque)
+{
+    Nvme *n = nvme_start_full("l:  write lba=0-7 after=1 lie\n"
+                              "lr: read lba=64-71 count=1 lie\n"
+                              "c:  write lba=16-23 corrupt=3\n"
+                              "r:  read lba=32-39 count=1 corrupt=2\n",
+                              false, opaque != NULL);
+    uint64_t off[16];
+
+    fill(n, 0x11);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    fill(n, 0x22);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmpuint(rule_hits(n, "l"), ==, 1);
+    fill(n, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    assert_buf(n, 0x11, NULL, 0);
+
+    fill(n, 0x55);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 64).status, ==, 0);
+    fill(n, 0x99);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 64).status, ==, 0);
+    assert_buf(n, 0x99, NULL, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 64).status, ==, 0);
+    assert_buf(n, 0x55, NULL, 0);
+
+    fill(n, 0x33);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
+    assert_buf(n, 0x33, NULL, 0);       /* the guest's copy is intact */
+    fill(n, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 16).status, ==, 0);
+    g_assert_cmpint(logged_offsets(n, "c", off, 16), ==, 3);
+    assert_buf(n, 0x33, off, 3);
+
+    fill(n, 0x44);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 32).status, ==, 0);
+    fill(n, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 32).status, ==, 0);
+    g_assert_cmpint(logged_offsets(n, "r", off, 16), ==, 2);
+    assert_buf(n, 0x44, off, 2);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 32).status, ==, 0);
+    assert_buf(n, 0x44, NULL, 0);       /* the disk's copy is intact */
+    nvme_stop(n);
+}
+
 static void test_delay(void)
 {
     Nvme *n = nvme_start("slow: write nth=2 delay=5ms\n");
@@ -1040,6 +1134,9 @@ int main(int argc, char **argv)
     tmpdir = g_dir_make_tmp("nvme-fault-test-XXXXXX", NULL);
     g_assert(tmpdir);
     qtest_add_data_func("/nvme-fault/errors", NULL, test_errors);
+    qtest_add_data_func("/nvme-fault/lie-corrupt", NULL, test_lie_corrupt);
+    qtest_add_data_func("/nvme-fault/deterministic/lie-corrupt", "det",
+                        test_lie_corrupt);
     qtest_add_func("/nvme-fault/delay", test_delay);
     qtest_add_func("/nvme-fault/drop-abort", test_drop_abort);
     qtest_add_data_func("/nvme-fault/drop-sq-delete-reset", NULL,

@@ -34,7 +34,11 @@ static const char *rules_text =
     "tmo:    write lba=700 error=timeout\n"
     "after:  write lba=800 error=write-fault when=after\n"
     "toirq:  write lba=900 complete=irq\n"
-    "slow:   write lba=1000 delay=5ms\n";
+    "slow:   write lba=1000 delay=5ms\n"
+    "lie:    write lba=2000 after=1 lie\n"
+    "lier:   read  lba=2100 count=1 lie\n"
+    "cw:     write lba=2200 corrupt=3\n"
+    "cr:     read  lba=2300 count=1 corrupt=2\n";
 
 typedef struct SB {
     QTestState *qts;
@@ -464,6 +468,112 @@ static void test_errors(gconstpointer opaque)
     g_assert(task || sb_msi_seen(&sb));
     g_assert_cmpuint(rd(&sb, SYNCBLK_REG_CNT_INJECTED), ==, 6);
     g_assert_cmpuint(rd(&sb, SYNCBLK_REG_CNT_ERRORS), ==, 6);
+    sb_stop(&sb);
+}
+
+/* The offsets of rule @rule's first x-fault-query-log entry (corrupt=). */
+static int logged_offsets(SB *sb, const char *rule, uint64_t *off, int max)
+{
+    QDict *rsp = qtest_qmp_assert_success_ref(sb->qts,
+        "{'execute': 'x-fault-query-log', 'arguments': {'id': 'fi0'}}");
+    QListEntry *e;
+    int cnt = 0;
+
+    QLIST_FOREACH_ENTRY(qdict_get_qlist(rsp, "entries"), e) {
+        QDict *ent = qobject_to(QDict, qlist_entry_obj(e));
+        const char *p = strstr(qdict_get_str(ent, "action"), " at=");
+        char *end;
+
+        if (strcmp(qdict_get_str(ent, "rule"), rule) || cnt) {
+            continue;
+        }
+        g_assert(p);
+        for (p += 4; cnt < max; p = end + 1) {
+            off[cnt++] = g_ascii_strtoull(p, &end, 10);
+            if (*end != ',') {
+                break;
+            }
+        }
+    }
+    qobject_unref(rsp);
+    return cnt;
+}
+
+/* @buf's 4 KiB are @byte, but for the bytes at @off[0..cnt), flipped. */
+static void assert_buf(SB *sb, uint64_t buf, uint8_t byte, const uint64_t *off,
+                       int cnt)
+{
+    uint8_t got[4096];
+
+    qtest_memread(sb->qts, buf, got, sizeof(got));
+    for (int i = 0, k = 0; i < 4096; i++) {
+        bool flip = k < cnt && off[k] == (uint64_t)i;
+
+        g_assert_cmphex(got[i], ==, flip ? byte ^ 0xff : byte);
+        k += flip;
+    }
+}
+
+/*
+ * lie: a write reports DONE and the old data stays; a read reports DONE
+ * and the buffer keeps what it held.  corrupt: what a write stored, or
+ * what a read delivered, differs by exactly N bytes at the logged offsets.
+ */
+static void test_lie_corrupt(gconstpointer opaque)
+{
+    const char *mode = opaque;
+    uint64_t buf, off[16];
+    uint32_t err;
+    SB sb;
+
+    sb_start(&sb, mode, true);
+    if (strcmp(mode, "task")) {
+        sb_msix_to_ram(&sb);
+    }
+    buf = guest_alloc(&sb.alloc, 4096);
+    qtest_memset(sb.qts, buf, 0x11, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_WRITE, 2000, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    qtest_memset(sb.qts, buf, 0x22, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_WRITE, 2000, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    assert_hits(&sb, "lie", 1);
+    qtest_memset(sb.qts, buf, 0, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_READ, 2000, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    assert_buf(&sb, buf, 0x11, NULL, 0);
+
+    qtest_memset(sb.qts, buf, 0x55, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_WRITE, 2100, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    qtest_memset(sb.qts, buf, 0x99, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_READ, 2100, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    assert_buf(&sb, buf, 0x99, NULL, 0);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_READ, 2100, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    assert_buf(&sb, buf, 0x55, NULL, 0);
+
+    qtest_memset(sb.qts, buf, 0x33, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_WRITE, 2200, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    assert_buf(&sb, buf, 0x33, NULL, 0);    /* the guest's copy is intact */
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_READ, 2200, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    g_assert_cmpint(logged_offsets(&sb, "cw", off, 16), ==, 3);
+    assert_buf(&sb, buf, 0x33, off, 3);
+
+    qtest_memset(sb.qts, buf, 0x44, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_WRITE, 2300, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    qtest_memset(sb.qts, buf, 0, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_READ, 2300, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    g_assert_cmpint(logged_offsets(&sb, "cr", off, 16), ==, 2);
+    assert_buf(&sb, buf, 0x44, off, 2);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_READ, 2300, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    assert_buf(&sb, buf, 0x44, NULL, 0);    /* the disk's copy is intact */
     sb_stop(&sb);
 }
 
@@ -1024,12 +1134,15 @@ int main(int argc, char **argv)
         g_autofree char *b = g_strdup_printf("/syncblk/%s/bad-commands",
                                              modes[i]);
         g_autofree char *r = g_strdup_printf("/syncblk/%s/reset", modes[i]);
+        g_autofree char *lc = g_strdup_printf("/syncblk/%s/lie-corrupt",
+                                              modes[i]);
 
         qtest_add_data_func(e, modes[i], test_errors);
         qtest_add_data_func(d, modes[i], test_drop);
         qtest_add_data_func(l, modes[i], test_latency);
         qtest_add_data_func(b, modes[i], test_bad_commands);
         qtest_add_data_func(r, modes[i], test_reset);
+        qtest_add_data_func(lc, modes[i], test_lie_corrupt);
     }
     for (int i = 0; i < ARRAY_SIZE(modes); i++) {
         g_autofree char *t = g_strdup_printf("/syncblk/%s/deterministic",

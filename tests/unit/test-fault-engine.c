@@ -203,6 +203,16 @@ static void test_canonical(void)
     canon("write drop dnr error=eio nth=2 lba=1-2 state=3",
           "write lba=1-2 state=3 nth=2 error=eio dnr drop");
     canon("a:write drop", "write drop");
+    canon("write lie", "write lie");
+    canon("read lie", "read lie");
+    canon("flush lie", "flush lie");
+    canon("write corrupt", "write corrupt");
+    canon("read corrupt=1", "read corrupt");
+    canon("any corrupt=0x10", "any corrupt=16");
+    canon("write corrupt=3 drop lba=5 after=2",
+          "write lba=5 after=2 drop corrupt=3");
+    canon("write lie error=eio count=1 after=10",
+          "write after=10 count=1 error=eio lie");
     canon("write drop # trailing comment", "write drop");
     canon("write drop#no space", "write drop");
     canon("\t write\tdrop \r", "write drop");
@@ -281,10 +291,10 @@ static void test_errors(void)
            "1:17: duplicate key 'delay' (already given at column 7)");
     err_is("write lba=1",
            "1:1: rule has no action (expected delay=, error=, dnr, drop, "
-           "set-state=, complete=, irq= or irq-delay=)");
+           "lie, corrupt, set-state=, complete=, irq= or irq-delay=)");
     err_is("x: write lba=1 when=after",
            "1:4: rule has no action (expected delay=, error=, dnr, drop, "
-           "set-state=, complete=, irq= or irq-delay=)");
+           "lie, corrupt, set-state=, complete=, irq= or irq-delay=)");
     err_is("write delay=uniform(2ms,50us)",
            "1:7: empty range in 'uniform(2ms,50us)' (min > max)");
     err_is("write delay=uniform(1ms)",
@@ -335,6 +345,29 @@ static void test_errors(void)
     err_is("write irq=suppress irq-delay=1us",
            "1:20: 'irq-delay' conflicts with the 'irq' at column 7");
     err_is("write dnr=1", "1:7: 'dnr' takes no value");
+    err_is("write lie=1", "1:7: 'lie' takes no value");
+    err_is("write lie lie",
+           "1:11: duplicate key 'lie' (already given at column 7)");
+    err_is("write corrupt=0",
+           "1:7: corrupt=0 out of range (expected 1 to 16 bytes)");
+    err_is("write corrupt=17",
+           "1:7: corrupt=17 out of range (expected 1 to 16 bytes)");
+    err_is("write corrupt=99999999999999999999",
+           "1:7: number '99999999999999999999' out of range (max "
+           "18446744073709551615)");
+    err_is("write corrupt=x",
+           "1:7: bad number 'x' (expected a decimal or 0x hex integer)");
+    err_is("write corrupt=", "1:7: missing value after 'corrupt='");
+    err_is("write lie corrupt",
+           "1:11: 'corrupt' conflicts with the 'lie' at column 7");
+    err_is("write corrupt=2 lie",
+           "1:17: 'lie' conflicts with the 'corrupt' at column 7");
+    err_is("flush corrupt", "1:7: 'corrupt' needs data to flip (op read, "
+           "write or any, not flush)");
+    err_is("x: discard delay=1us corrupt=2", "1:22: 'corrupt' needs data to "
+           "flip (op read, write or any, not discard)");
+    err_is("write-zeroes corrupt", "1:14: 'corrupt' needs data to flip (op "
+           "read, write or any, not write-zeroes)");
     err_is("write drop=yes", "1:7: 'drop' takes no value");
     err_is("write delay", "1:7: 'delay' needs a value ('delay=...')");
     err_is("write lba= drop", "1:7: missing value after 'lba='");
@@ -691,6 +724,235 @@ static void test_merge(void)
     }
 }
 
+/* Offsets of @d are distinct, ascending and below @bytes. */
+static bool offsets_sane(const FeDecision *d, uint64_t bytes)
+{
+    for (uint32_t i = 0; i < d->ncorrupt; i++) {
+        if (d->corrupt[i] >= bytes ||
+            (i && d->corrupt[i - 1] >= d->corrupt[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* "at=a,b,c" of @d, as the log writes it. */
+static const char *at_list(const FeDecision *d)
+{
+    static char buf[FE_CORRUPT_MAX * 21 + 4];
+    size_t pos = (size_t)snprintf(buf, sizeof(buf), "at=");
+
+    for (uint32_t i = 0; i < d->ncorrupt; i++) {
+        pos += (size_t)snprintf(buf + pos, sizeof(buf) - pos, "%s%" PRIu64,
+                                i ? "," : "", d->corrupt[i]);
+    }
+    return buf;
+}
+
+static bool same_offsets(const FeDecision *a, const FeDecision *b)
+{
+    return a->ncorrupt == b->ncorrupt &&
+           !memcmp(a->corrupt, b->corrupt, a->ncorrupt * sizeof(a->corrupt[0]));
+}
+
+static void test_lie(void)
+{
+    FeEngine *fe = engine("l: write after=2 count=2 lie");
+    FeDecision d;
+    FeLogEntry e;
+
+    for (int i = 1; i <= 5; i++) {
+        bool f = wr(fe, 0, 8, &d);
+        OK(f == (i == 3 || i == 4) && d.lie == f && d.error == FE_ERR_NONE &&
+           !d.drop && d.ncorrupt == 0, "lie after=2 count=2: write %d %s", i,
+           f ? "lies" : "passes");
+    }
+    fe_engine_log_get(fe, 0, &e);
+    OK(e.ordinal == 3 && !strcmp(e.action, "lie"), "lie is logged as 'lie'");
+    fe_engine_free(fe);
+
+    fe = engine("l: read lie");
+    OK(fe_engine_decide(fe, FE_OP_READ, 0, 8, 0, &d) && d.lie,
+       "read lie decided");
+    OK(!fe_engine_decide(fe, FE_OP_WRITE, 0, 8, 0, &d) && !d.lie,
+       "read lie leaves writes alone");
+    fe_engine_free(fe);
+
+    fe = engine("a: write corrupt=4\nb: write lie");
+    wr(fe, 0, 8, &d);
+    OK(d.lie && d.ncorrupt == 0 && d.fired == 2,
+       "lie beats corrupt: no bytes to flip");
+    fe_engine_free(fe);
+    fe = engine("a: write lie\nb: write error=eio when=after");
+    wr(fe, 0, 8, &d);
+    OK(d.lie && d.error == FE_ERR_EIO && d.when == FE_WHEN_AFTER,
+       "lie with an error: both reach the device (no transfer, error status)");
+    fe_engine_free(fe);
+}
+
+static void test_corrupt(void)
+{
+    FeEngine *fe, *fe2;
+    FeDecision d, d2;
+    FeLogEntry e;
+    char want[FE_ACTION_MAX];
+    bool sane = true, full = true, same = true, varied = false;
+    uint64_t first = 0;
+
+    /* N distinct offsets inside the I/O, logged as they are. */
+    fe = engine("c: write corrupt=3");
+    wr(fe, 100, 8, &d);
+    EQ_U64(d.ncorrupt, 3, "corrupt=3: three offsets");
+    OK(offsets_sane(&d, 8 * 512), "offsets distinct, ascending, in the I/O");
+    fe_engine_log_get(fe, 0, &e);
+    snprintf(want, sizeof(want), "corrupt=3 %s", at_list(&d));
+    EQ_STR(e.action, want, "log names the corrupt offsets");
+    fe_engine_free(fe);
+
+    fe = engine("c: read corrupt");
+    fe_engine_decide(fe, FE_OP_READ, 0, 1, 0, &d);
+    EQ_U64(d.ncorrupt, 1, "corrupt: default 1 byte");
+    fe_engine_free(fe);
+
+    /* 16 bytes of a 512-byte I/O, 2000 times: draws collide, never twice. */
+    fe = engine("c: write corrupt=16");
+    for (int i = 0; i < 2000; i++) {
+        wr(fe, 0, 1, &d);
+        sane &= offsets_sane(&d, 512);
+        full &= d.ncorrupt == 16;
+        if (i == 0) {
+            first = d.corrupt[0];
+        }
+        varied |= d.corrupt[0] != first;
+    }
+    OK(sane && full, "corrupt=16 in 512 bytes: always 16 distinct offsets");
+    OK(varied, "offsets vary with the ordinal");
+    fe_engine_free(fe);
+
+    /* Seeded: same seed same bytes, other seed other bytes. */
+    fe = engine("c: write corrupt=4");
+    fe2 = engine("c: write corrupt=4");
+    for (int i = 0; i < 100; i++) {
+        wr(fe, 0, 64, &d);
+        wr(fe2, 0, 64, &d2);
+        same &= d.ncorrupt == 4 && same_offsets(&d, &d2);
+    }
+    OK(same && fe_engine_digest(fe) == fe_engine_digest(fe2),
+       "same seed: same offsets and digest");
+    fe_engine_free(fe2);
+    fe2 = fe_engine_new(43);
+    fe_engine_add_rules(fe2, "c: write corrupt=4", NULL, 0);
+    fe_engine_reset(fe);
+    same = true;
+    for (int i = 0; i < 100; i++) {
+        wr(fe, 0, 64, &d);
+        wr(fe2, 0, 64, &d2);
+        same &= same_offsets(&d, &d2);
+    }
+    OK(!same && fe_engine_digest(fe) != fe_engine_digest(fe2),
+       "other seed: other offsets and digest");
+    fe_engine_free(fe);
+    fe_engine_free(fe2);
+
+    /* The offsets are in the digest, not only the action's name. */
+    fe = engine("c: write corrupt=2");
+    fe2 = engine("c: write corrupt=2");
+    wr(fe, 0, 8, &d);
+    wr(fe2, 0, 16, &d2);
+    OK(!same_offsets(&d, &d2) && fe_engine_digest(fe) != fe_engine_digest(fe2),
+       "other I/O length: other offsets, other digest");
+    fe_engine_free(fe);
+    fe_engine_free(fe2);
+
+    /* corrupt under 'any': only reads and writes have data. */
+    fe = engine("c: any corrupt=2");
+    fe_engine_decide(fe, FE_OP_FLUSH, 0, 0, 0, &d);
+    fe_engine_decide(fe, FE_OP_DISCARD, 0, 8, 0, &d2);
+    OK(d.fired == 1 && d.ncorrupt == 0 && d2.ncorrupt == 0,
+       "any corrupt: nothing to flip in a flush or discard");
+    fe_engine_log_get(fe, 0, &e);
+    EQ_STR(e.action, "corrupt=2", "no data: logged without offsets");
+    fe_engine_decide(fe, FE_OP_READ, 0, 1, 0, &d);
+    EQ_U64(d.ncorrupt, 2, "any corrupt: a read gets its bytes");
+    fe_engine_decide(fe, FE_OP_WRITE, 0, 0, 0, &d);
+    EQ_U64(d.ncorrupt, 0, "zero-length write: nothing to flip");
+    fe_engine_free(fe);
+}
+
+static void test_corrupt_merge_apply(void)
+{
+    unsigned char buf[4096], orig[4096];
+    FeEngine *fe = engine("a: write corrupt=5\nb: write corrupt=7");
+    FeEngine *fa = engine("a: write corrupt=5");
+    FeEngine *fb = engine("b: write corrupt=7");
+    FeDecision d, da, db;
+    uint32_t flipped = 0, diff = 0;
+    bool all = true, at = true, same = true;
+
+    /* Union of the rules' offsets, capped. */
+    wr(fe, 0, 8, &d);
+    wr(fa, 0, 8, &da);
+    wr(fb, 0, 8, &db);
+    for (uint32_t i = 0; i < da.ncorrupt; i++) {
+        all &= fe_decision_corrupt(&d, da.corrupt[i], buf, 1) == 1;
+    }
+    for (uint32_t i = 0; i < db.ncorrupt; i++) {
+        all &= fe_decision_corrupt(&d, db.corrupt[i], buf, 1) == 1;
+    }
+    OK(all && d.ncorrupt <= 12 && d.ncorrupt >= 7 && offsets_sane(&d, 4096),
+       "two corrupt rules: the union of their offsets (%" PRIu32 ")",
+       d.ncorrupt);
+    fe_engine_free(fe);
+    fe_engine_free(fa);
+    fe_engine_free(fb);
+    fe = engine("a: write corrupt=16\nb: write corrupt=16\n");
+    wr(fe, 0, 8, &d);
+    OK(d.ncorrupt == FE_CORRUPT_MAX && offsets_sane(&d, 4096),
+       "union capped at %d bytes", FE_CORRUPT_MAX);
+    fe_engine_free(fe);
+
+    /* Applying: each byte flipped once, whatever the pieces. */
+    fe = engine("c: read corrupt=16");
+    fe_engine_decide(fe, FE_OP_READ, 0, 8, 0, &d);
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        buf[i] = orig[i] = (unsigned char)(i * 7);
+    }
+    /* Pieces of 1000, 1000, 96, 2000 bytes, like an iovec. */
+    flipped += fe_decision_corrupt(&d, 0, buf, 1000);
+    flipped += fe_decision_corrupt(&d, 1000, buf + 1000, 1000);
+    flipped += fe_decision_corrupt(&d, 2000, buf + 2000, 96);
+    flipped += fe_decision_corrupt(&d, 2096, buf + 2096, 2000);
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        diff += buf[i] != orig[i];
+    }
+    for (uint32_t i = 0; i < d.ncorrupt; i++) {
+        at &= buf[d.corrupt[i]] == (orig[d.corrupt[i]] ^ 0xff);
+    }
+    OK(flipped == 16 && diff == 16 && at,
+       "16 bytes flipped across 4 pieces, at the offsets (%" PRIu32 " %"
+       PRIu32 ")", flipped, diff);
+    OK(fe_decision_corrupt(&d, 4096, buf, 512) == 0,
+       "a piece past the offsets flips nothing");
+    fe_engine_free(fe);
+
+    /* Rule order does not matter, lie and corrupt included. */
+    fe = engine("a: write prob=0.3 corrupt=3\nb: write prob=0.2 lie\n"
+                "c: read every=3 corrupt=2\n");
+    fa = engine("c: read every=3 corrupt=2\nb: write prob=0.2 lie\n"
+                "a: write prob=0.3 corrupt=3\n");
+    for (int i = 0; i < 3000; i++) {
+        FeOp op = i % 2 ? FE_OP_READ : FE_OP_WRITE;
+        fe_engine_decide(fe, op, (uint64_t)i, 8, 0, &d);
+        fe_engine_decide(fa, op, (uint64_t)i, 8, 0, &da);
+        same &= d.lie == da.lie && same_offsets(&d, &da);
+    }
+    OK(same && fe_engine_digest(fe) == fe_engine_digest(fa) &&
+       fe_engine_log_total(fe) > 1000,
+       "lie/corrupt: rule order changes neither decisions nor digest");
+    fe_engine_free(fe);
+    fe_engine_free(fa);
+}
+
 static void test_delete_clear_reset(void)
 {
     FeEngine *fe = engine("a: write drop\nb: read drop\nc: write lba=5 "
@@ -973,6 +1235,18 @@ static void test_determinism(void)
     fe_engine_free(c);
     fe_engine_free(ua);
     fe_engine_free(ub);
+
+    /*
+     * Pinned before lie and corrupt existed: rules without them keep their
+     * decisions and their run's digest (repro of an older run.json).
+     */
+    a = fe_engine_new(7);
+    fe_engine_add_rules(a, fwd, NULL, 0);
+    stream(a, 100000);
+    EQ_U64(fe_engine_digest(a), 0x9373f9f65b987e93ULL,
+           "digest of the pinned run is unchanged");
+    EQ_U64(fe_engine_log_total(a), 32896, "log length of the pinned run");
+    fe_engine_free(a);
 }
 
 static void test_many_rules(void)
@@ -1098,6 +1372,42 @@ static void test_no_truncation(void)
        "digest covers the action past byte 96");
     fe_engine_free(fe);
     fe_engine_free(fe2);
+
+    /* The longest rule and action with corrupt: 16 offsets of 13 digits. */
+    {
+        static const char longest_c[] =
+            "write lba=18446744073709551614-18446744073709551615 "
+            "len=4294967294-4294967295 state=4294967295 "
+            "nth=18446744073709551615 after=18446744073709551614 "
+            "every=18446744073709551615 count=18446744073709551615 "
+            "prob=0.123456789012345678 "
+            "delay=uniform(999999999999999ns,999999999999999ns) "
+            "error=write-fault when=before dnr drop corrupt=16 "
+            "set-state=4294967295 complete=thread "
+            "irq-delay=uniform(999999999999999ns,999999999999999ns)";
+        static const char tail[] = " irq-delay=1000000000000000ns";
+        size_t digits = 0;
+
+        fe = engine(longest_c);
+        fe_engine_rule_stats(fe, 0, &st);
+        EQ_STR(st.text, longest_c, "longest corrupt rule held whole");
+        fe_engine_free(fe);
+        fe = engine("a: write delay=1000000s error=write-fault when=before "
+                    "dnr drop corrupt=16 set-state=4294967295 "
+                    "complete=thread irq-delay=1000000s");
+        /* Offsets below 2^41 with at least 12 digits: almost all of them. */
+        wr(fe, 0, 4294967295u, &d);
+        fe_engine_log_get(fe, 0, &e);
+        for (const char *c = strstr(e.action, "at="); c && *c != ' '; c++) {
+            digits += *c >= '0' && *c <= '9';
+        }
+        OK(d.ncorrupt == 16 && digits >= 16 * 12 &&
+           strlen(e.action) + 1 < FE_ACTION_MAX &&
+           !strcmp(e.action + strlen(e.action) - strlen(tail), tail),
+           "log holds the whole action with 16 offsets (%zu bytes)",
+           strlen(e.action));
+        fe_engine_free(fe);
+    }
 
     /* A NUL byte is an error where it is, not the end of the text. */
     {
@@ -1233,6 +1543,9 @@ int main(void)
     test_triggers();
     test_state();
     test_merge();
+    test_lie();
+    test_corrupt();
+    test_corrupt_merge_apply();
     test_delete_clear_reset();
     test_log();
     test_determinism();

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import compare, guest, judge, machine, report, rules, runner  # noqa: E402
+from faultline import compare, guest, judge, machine, mutate, report, rules, runner  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
 from faultline.build import Builds  # noqa: E402
 from faultline.errors import SetupError  # noqa: E402
@@ -649,6 +649,83 @@ class PlantedJudgeTest(unittest.TestCase):
         with open(os.path.join(d, "ktap.log"), "w") as f:
             f.write("# test: echo c > /proc/sysrq-trigger\n")
         self.assertEqual(vm_test.check_expected(d, 3, 3, texts, ktap), [])
+
+
+class MutateTest(unittest.TestCase):
+    """--mutate: the rule it adds, and the verdict of a mutated run."""
+
+    def test_rule_added_and_checked_by_the_engine(self):
+        sc = scenario('[faults]\nrules = "a: write nth=1 error=eio"\n' + MINIMAL)
+        mutate.apply(sc, "lie")
+        self.assertEqual(sc.faults.rules.splitlines(),
+                         ["a: write nth=1 error=eio",
+                          "mutate: write after=16 count=256 lie  # --mutate lie"])
+        rules.check_scenarios([sc])   # the engine's own parser accepts it
+        sc = mutate.apply(scenario(MINIMAL), "corrupt")
+        self.assertEqual((sc.mutate, sc.faults.rules),
+                         ("corrupt", "mutate: write after=16 count=256 corrupt"
+                                     "  # --mutate corrupt\n"))
+        rules.check_scenarios([sc])
+
+    def test_options_reach_run_json_and_repro(self):
+        opts = runner.RunOptions(mutate="lie")
+        self.assertIn("--mutate lie", runner.run_command("/s.toml", 1, opts))
+        back = runner.repro_options({"deterministic": False, "mutate": "lie"}, False, True)
+        self.assertEqual(back.mutate, "lie")
+        self.assertIsNone(runner.repro_options({"deterministic": False}, False, True).mutate)
+
+    def verdict(self, status, diag, failed, hits=5):
+        results = [{"name": "filled 10 pages", "kind": "ok"}] + [
+            {"name": n, "kind": "fail"} for n in failed]
+        return mutate.verdict("lie", status, diag, results,
+                              {"rules": [{"name": "mutate", "hits": hits}]})
+
+    def test_verdicts(self):
+        v = self.verdict(1, {"data_errors": 7}, ["round 1: 10 pages verified, 7 bad"])
+        self.assertTrue(v["caught"])
+        self.assertEqual(v["data_checks_failed"], ["round 1: 10 pages verified, 7 bad"])
+        self.assertIn("caught by its data check", v["verdict"])
+        blind = self.verdict(0, {"data_errors": 0}, [])
+        self.assertFalse(blind["caught"])
+        self.assertIn("blind checker", blind["verdict"])
+        other = self.verdict(1, {"data_errors": 0}, ["driver mode is task (expected irq)"])
+        self.assertFalse(other["caught"])
+        self.assertIn("NOT caught by a data check", other["verdict"])
+        # A data check that fails with no bad page counted is not enough.
+        self.assertFalse(self.verdict(1, {}, ["final verify of 9 pages: 0 bad, 0 SIGBUS"])
+                         ["caught"])
+        idle = self.verdict(1, {"data_errors": 3}, ["race: 2 threads: 3 bad pages"], hits=0)
+        self.assertFalse(idle["caught"])
+        self.assertIn("never fired", idle["verdict"])
+
+    def test_judge_records_the_mutation(self):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "ktap.log"), "w") as f:
+            f.write("ok 1 filled 10 pages\nnot ok 2 round 1: 10 pages verified, 3 bad\n"
+                    "# data_errors 3\n")
+        with open(os.path.join(d, "console.log"), "w") as f:
+            f.write("faultline-init\n")
+        sc = mutate.apply(scenario(MINIMAL), "lie")
+        w = machine.WatchResult(hang=False, guest_exit=1, backend="qemu",
+                                faults={"rules": [{"name": "mutate", "hits": 256}]})
+        r = judge.judge(sc, d, 1, False, w)
+        self.assertEqual(r.status, 1)
+        self.assertTrue(r.mutation["caught"])
+        self.assertEqual(Report.from_json(r.to_json()).mutation, r.mutation)
+
+    def test_compare_refuses_mutate(self):
+        res = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "compare", "smoke",
+                              "--baseline", "/nonexistent", "--series", "/nonexistent",
+                              "--mutate", "lie"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 2)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        self.assertIn("compare does not take --mutate", res.stderr)
+
+    def test_run_rejects_unknown_mutation(self):
+        res = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "run", "smoke",
+                              "--mutate", "drop"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("invalid choice: 'drop'", res.stderr)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ package and check what a user would check.
                                            backend's run (and LAVA's own results
                                            agree with its KTAP)
   vm_test.py --matrix A,B --sweep 1..2     `faultline matrix`: table, JUnit, KCIDB
+  vm_test.py SCENARIO --mutate lie|corrupt the mutation self-test: the run FAILS
+                                           (exit 1) on a data-verification KTAP
+                                           test, with data_errors > 0 and the
+                                           mutation rule's hits > 0
   vm_test.py SCENARIO [--backend B] --expect-status N --expect-report TEXT ...
                                            the launcher's own verdicts
                                            (crash, hang)
@@ -33,7 +37,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import runner  # noqa: E402
+from faultline import mutate, runner  # noqa: E402
 from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
 from faultline.scenario import ScenarioError  # noqa: E402
 
@@ -96,6 +100,28 @@ def case_verdicts(results):
     """[(suite, kind)] of a run's KTAP results, in order (names carry counts
     that differ from run to run)."""
     return [(r["suite"], r["kind"]) for r in results]
+
+
+def check_mutation(kind, status, r):
+    """A mutated run must fail, and fail on its data check."""
+    problems = []
+    if status != EXIT_FAIL:
+        problems.append(f"exit status {status}, expected {EXIT_FAIL} (FAIL)")
+    failed = [x["name"] for x in r.results if x["kind"] == "fail"]
+    data = [n for n in failed if mutate.DATA_CHECK.search(n)]
+    if not data:
+        problems.append(f"no data-verification test failed (failed: {failed})")
+    if r.diag.get("data_errors", 0) <= 0:
+        problems.append(f"data_errors {r.diag.get('data_errors')}")
+    m = r.mutation or {}
+    if m.get("action") != kind or not m.get("hits"):
+        problems.append(f"mutation rule did not fire: {m}")
+    if not m.get("caught"):
+        problems.append(f"report: {m.get('verdict')}")
+    if not problems:
+        print(f"mutation {kind}: caught by {data[0]!r}, data_errors "
+              f"{r.diag['data_errors']}, {m['hits']} writes mutated")
+    return problems
 
 
 def check_lava(rundir, status, qemu_results, lava_results):
@@ -168,6 +194,8 @@ def main():
                    help="then repro the run: outcome, digest and KTAP must match")
     p.add_argument("--sweep", metavar="A..B", help="seed sweep: one dir per seed + summary")
     p.add_argument("--backend", default="qemu", help="machine backend (default qemu)")
+    p.add_argument("--mutate", choices=mutate.KINDS,
+                   help="mutation self-test: the run must fail on its data check")
     p.add_argument("--expect-status", type=int)
     p.add_argument("--expect-report", action="append", default=[],
                    help="text report.json must contain")
@@ -191,13 +219,17 @@ def main():
     opts = runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
                              modules=os.environ.get("FAULTLINE_MODULES"),
                              deterministic=args.deterministic, cpus=args.cpus,
-                             backend=args.backend)
+                             backend=args.backend, mutate=args.mutate)
     status, results = runner.run_plan([args.scenario], opts, seeds=args.sweep,
                                       keep_going=True, out=OUT)
     rundir = results[0][1]
     if args.sweep:
         problems = check_sweep(runner.parse_seeds(args.sweep), status, results)
         print(f"sweep self-test: {'; '.join(problems) or 'ok'}")
+        return EXIT_FAIL if problems else EXIT_PASS
+    if args.mutate:
+        problems = check_mutation(args.mutate, status, results[0][0])
+        print(f"mutation self-test: {'; '.join(problems) or 'ok'}")
         return EXIT_FAIL if problems else EXIT_PASS
     if args.expect_status is not None:
         problems = check_expected(rundir, status, args.expect_status, args.expect_report,
