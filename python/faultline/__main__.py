@@ -3,10 +3,14 @@
   faultline run [SCENARIO ...] [--kernel BZIMAGE --modules DIR]
                 [--seed N | --seeds A..B] [--repeat N] [--keep-going]
                 [--memory M] [--cpus N] [--timeout S] [--deterministic]
-                [--backend qemu|libvirt|lava] [--out DIR] [--junit FILE] [--quiet]
+                [--rules FILE] [--backend qemu|libvirt|lava] [--out DIR]
+                [--junit FILE] [--quiet]
   faultline list                      scenarios with one-line descriptions
   faultline show RUN_DIR              summary of a past run or sweep
   faultline repro RUN_DIR             rerun exactly, compare outcome and digest
+  faultline minimize RUN_DIR [--budget N] [--jobs J]
+                                      shrink a failing --deterministic run to
+                                      the few faults that make it fail
   faultline cmdline SCENARIO          print the QEMU command line
   faultline compare SCENARIO --baseline BZIMAGE --series BZIMAGE [--runs N]
   faultline check [--suite unit,qtest,vm] [--junit FILE]
@@ -35,7 +39,8 @@ def run_options(args):
                       deterministic=args.deterministic, accel=args.accel,
                       memory=args.memory, cpus=args.cpus, timeout=args.timeout,
                       quiet=getattr(args, "quiet", False),
-                      backend=getattr(args, "backend", "qemu"))
+                      backend=getattr(args, "backend", "qemu"),
+                      rules=getattr(args, "rules", None))
 
 
 def cmd_run(args):
@@ -48,6 +53,11 @@ def cmd_run(args):
 def cmd_repro(args):
     status, _ = runner.repro(args.rundir, args.out, args.deterministic, args.quiet)
     return status
+
+
+def cmd_minimize(args):
+    from . import minimize
+    return minimize.minimize(args.rundir, args.budget, args.jobs, args.quiet)
 
 
 def cmd_list(args):
@@ -114,6 +124,9 @@ def parser():
     r.add_argument("--repeat", type=int, default=1, help="run each seed N times")
     r.add_argument("--keep-going", action="store_true",
                    help="in a sweep, record failures and go on (default: stop)")
+    r.add_argument("--rules", metavar="FILE",
+                   help="fault rules from FILE instead of the scenario's "
+                        "(e.g. minimize/minimal.rules)")
     r.add_argument("--backend", default="qemu", choices=BACKENDS,
                    help="how to run the machine (default: qemu, started here)")
     r.add_argument("--out", default=DEFAULT_OUT, help="run directories go here")
@@ -129,6 +142,14 @@ def parser():
                     help="default: as the original run")
     rp.add_argument("--out", default=DEFAULT_OUT)
     rp.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    mn = sub.add_parser("minimize", help="shrink a failing --deterministic run to the "
+                        "faults that make it fail (delta debugging)")
+    mn.add_argument("rundir")
+    mn.add_argument("--budget", type=int, default=200,
+                    help="at most N runs, the schedule check included (default 200)")
+    mn.add_argument("--jobs", type=int, default=1,
+                    help="runs at a time (default 1; each run is one VM)")
+    mn.add_argument("--quiet", action="store_true", help="only the summary")
     cl = sub.add_parser("cmdline", help="print the QEMU command line of a scenario")
     cl.add_argument("scenario")
     kernel_opts(cl)
@@ -163,6 +184,7 @@ def parser():
 
 
 COMMANDS = {"run": cmd_run, "check": cmd_check, "repro": cmd_repro, "list": cmd_list,
+            "minimize": cmd_minimize,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
             "setup": lambda a: run_script("setup") or 0}

@@ -39,6 +39,7 @@ class RunOptions:
     quiet: bool = False
     backend: str = "qemu"
     backend_options: dict = field(default_factory=dict)
+    rules: str | None = None    # a rules file replacing the scenario's rules
 
     def overrides(self):
         return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
@@ -71,6 +72,8 @@ def new_dir(base, name):
 
 def _load(name, opts):
     sc = scenario.apply_overrides(scenario.load(name), opts.memory, opts.cpus, opts.timeout)
+    if opts.rules:
+        scenario.replace_rules(sc, opts.rules)
     if opts.deterministic:
         scenario.check_deterministic(sc)
     return sc
@@ -97,6 +100,8 @@ def run_command(sc_path, seed, opts):
         cmd.append("--deterministic")
     if opts.backend != "qemu":
         cmd += ["--backend", opts.backend]
+    if opts.rules:
+        cmd += ["--rules", os.path.abspath(opts.rules)]
     if opts.kernel:
         cmd += ["--kernel", os.path.abspath(opts.kernel)]
     if opts.modules:
@@ -114,6 +119,12 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None):
         dst = os.path.join(rundir, sc.faults.rules_file)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy(os.path.join(os.path.dirname(sc.path), sc.faults.rules_file), dst)
+    rules_copy = None
+    if opts.rules:
+        # --rules: the rules this run used, for repro (rules.txt is the same text).
+        rules_copy = os.path.join(rundir, "rules-option.rules")
+        if os.path.abspath(opts.rules) != rules_copy:
+            shutil.copy(opts.rules, rules_copy)
     if os.path.exists(VERSIONS):
         shutil.copy(VERSIONS, os.path.join(rundir, "versions.env"))
     meta = {
@@ -132,6 +143,7 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None):
         "run_command": run_command(sc.path, seed, opts),
         "repro": shlex.join([FAULTLINE, "repro", rundir]),
         "backend": opts.backend, "backend_options": opts.backend_options,
+        "rules": rules_copy,
     }
     if backend_info is not None:
         meta["backend_info"] = backend_info
@@ -255,7 +267,8 @@ def repro_options(meta, deterministic, quiet):
                       deterministic=deterministic, accel=meta.get("accel", "tcg"),
                       memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
                       quiet=quiet, backend=meta.get("backend", "qemu"),
-                      backend_options=meta.get("backend_options") or {})
+                      backend_options=meta.get("backend_options") or {},
+                      rules=meta.get("rules"))
 
 
 def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
@@ -267,6 +280,9 @@ def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
         say("note: the original run was not deterministic (--deterministic); "
             "its digest and KTAP need not match")
     opts = repro_options(meta, deterministic, quiet)
+    if opts.rules:
+        # The run's copy of its --rules file, wherever the directory is now.
+        opts.rules = os.path.join(rundir, os.path.basename(opts.rules))
     sc = load_scenarios([os.path.join(rundir, "scenario.toml")], opts)[0]
     if opts.kernel and not os.path.exists(opts.kernel):
         raise SetupError(f"the run's kernel {opts.kernel} is gone")

@@ -83,6 +83,9 @@ class Scenario:
     tests: list
     expect: dict = field(default_factory=dict)
     compare: Compare = field(default_factory=Compare)
+    # Why the scenario cannot be reproduced by --deterministic ("" = it can).
+    nondeterministic: str = ""
+    rules_override: str = ""    # --rules FILE: its path (the rules are its text)
 
 
 def _check_keys(table, allowed, where):
@@ -114,7 +117,11 @@ def load(name):
         raise ScenarioError(f"{path}: {e}") from None
     w = os.path.basename(path)
     _check_keys(d, {"description", "timeout", "vm", "device", "faults", "swap", "test",
-                    "expect", "compare"}, w)
+                    "expect", "compare", "nondeterministic"}, w)
+    nondet = d.get("nondeterministic", "")
+    if not isinstance(nondet, str) or ("nondeterministic" in d and not nondet.strip()):
+        raise ScenarioError(f"{w}: nondeterministic must say why, e.g. "
+                            "nondeterministic = \"the workload reads host time\"")
     vm = Vm(**_table(d, "vm", Vm, w))
     parse_size(vm.memory, f"{w}: vm.memory")
     dev = Device(**_table(d, "device", Device, w, skip={"size_bytes"}))
@@ -164,7 +171,7 @@ def load(name):
                     description=d.get("description", ""),
                     timeout_s=parse_duration(d.get("timeout", "300s"), f"{w}: timeout"),
                     vm=vm, device=dev, faults=faults, swap=swap, tests=tests, expect=expect,
-                    compare=compare)
+                    compare=compare, nondeterministic=nondet.strip())
 
 
 def _compare(d, where):
@@ -213,11 +220,28 @@ def _table(d, key, cls, where, skip=()):
     return t
 
 
+def replace_rules(sc, path):
+    """--rules FILE: its rules instead of the scenario's.  The scenario's
+    rule_hits_min names the scenario's rules, so it no longer applies."""
+    try:
+        with open(path) as f:
+            sc.faults.rules = f.read()
+    except OSError as e:
+        raise ScenarioError(f"--rules: {e.strerror}: {path}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"--rules: {path} is not a text file") from None
+    sc.rules_override = path
+    sc.expect = {k: v for k, v in sc.expect.items() if k != "rule_hits_min"}
+
+
 def check_deterministic(sc):
     """Only I/O done inside the MMIO handler is reproducible under icount.
 
     The fault-injector's deterministic=on (always set by --deterministic)
-    gives that to NVMe and to every syncblk completion mode."""
+    gives that to NVMe and to every syncblk completion mode.  A scenario
+    that still cannot be reproduced says why (nondeterministic = "...")."""
+    if sc.nondeterministic:
+        raise ScenarioError(f"{sc.name} cannot run --deterministic: {sc.nondeterministic}")
     if sc.device.kind not in ("nvme", "syncblk"):
         raise ScenarioError(f"{sc.name}: --deterministic supports nvme and syncblk devices, "
                             f"not {sc.device.kind}")
