@@ -53,6 +53,13 @@ def twice(name, opts):
     return not diffs, "; ".join(diffs), time.monotonic() - t0, a.outcome
 
 
+def write_table(rows):
+    # After every scenario: a long suite that is stopped keeps its table.
+    os.makedirs(os.path.join(TOP, "build"), exist_ok=True)
+    with open(os.path.join(TOP, "build", "reproducible.md"), "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
 def main():
     names = sys.argv[1:] or [n for n, _ in scenario.list_all()]
     opts = runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
@@ -76,9 +83,8 @@ def main():
                     f"{outcome} | {wall:.0f} s |")
         print(f"{'OK  ' if same else 'FAIL'} {name}: {diff or 'identical'} ({wall:.0f} s)",
               flush=True)
-    os.makedirs(os.path.join(TOP, "build"), exist_ok=True)
-    with open(os.path.join(TOP, "build", "reproducible.md"), "w") as f:
-        f.write("\n".join(rows) + "\n")
+        write_table(rows)
+    write_table(rows)
     print("\n".join(rows))
     print(f"{len(names) - bad} reproducible (or skipped), {bad} not")
     return EXIT_FAIL if bad else EXIT_PASS
