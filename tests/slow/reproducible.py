@@ -46,8 +46,12 @@ def twice(name, opts):
         diffs.append("no fault digest")
     if a.digest != b.digest:
         diffs.append(f"digest {a.digest} vs {b.digest}")
-    if read(da, "ktap.log") != read(db, "ktap.log"):
-        diffs.append("KTAP differs")
+    ka, kb = read(da, "ktap.log") or b"", read(db, "ktap.log") or b""
+    if ka != kb:
+        la, lb = ka.decode(errors="replace").splitlines(), kb.decode(errors="replace").splitlines()
+        i = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), min(len(la), len(lb)))
+        diffs.append(f"KTAP line {i + 1}: {(la[i:] or ['(end)'])[0]!r} vs "
+                     f"{(lb[i:] or ['(end)'])[0]!r}")
     if a.outcome != b.outcome:
         diffs.append(f"outcome {a.outcome} vs {b.outcome}")
     return not diffs, "; ".join(diffs), time.monotonic() - t0, a.outcome
