@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int gl_write_file(const char *path, const char *val)
@@ -72,6 +73,21 @@ uint64_t gl_parse_size(const char *s)
     return *end ? 0 : v;
 }
 
+double gl_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void gl_sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+    nanosleep(&ts, NULL);
+}
+
 static const char *const vmstat_names[VM__COUNT] = {
     [VM_PSWPIN] = "pswpin",
     [VM_PSWPOUT] = "pswpout",
@@ -114,13 +130,20 @@ void gl_vmstat_read(struct gl_vmstat *s)
     fclose(f);
 }
 
-void gl_vmstat_report(const struct gl_vmstat *before, const struct gl_vmstat *after)
+long long gl_vmstat_delta(const struct gl_vmstat *before, const struct gl_vmstat *after,
+                          int id)
+{
+    return after->v[id] - before->v[id];
+}
+
+void gl_vmstat_report(const char *prefix, const struct gl_vmstat *before,
+                      const struct gl_vmstat *after)
 {
     for (int i = 0; i < VM__COUNT; i++) {
         if (after->v[i] < 0) {
-            ktap_diag("vmstat %s n/a", vmstat_names[i]);
+            ktap_diag("%s %s n/a", prefix, vmstat_names[i]);
         } else {
-            ktap_diag("vmstat %s %lld", vmstat_names[i], after->v[i] - before->v[i]);
+            ktap_diag("%s %s %lld", prefix, vmstat_names[i], after->v[i] - before->v[i]);
         }
     }
 }
@@ -144,6 +167,47 @@ long long gl_memcg_read(const char *name, const char *file)
 
     memcg_path(path, sizeof(path), name, file);
     return gl_read_u64(path);
+}
+
+void gl_memcg_set(const char *name, const char *file, const char *val)
+{
+    int err = gl_memcg_write(name, file, val);
+
+    if (err) {
+        ktap_diag("write %s=%s: %s", file, val, strerror(-err));
+    }
+}
+
+void gl_memcg_reclaim_all(const char *name)
+{
+    char val[32];
+
+    for (int i = 0; i < 3; i++) {
+        long long cur = gl_memcg_read(name, "memory.current");
+
+        if (cur < (long long)(1 << 20)) {
+            break;
+        }
+        snprintf(val, sizeof(val), "%lld", cur);
+        if (gl_memcg_write(name, "memory.reclaim", val) == 0) {
+            break;
+        }
+    }
+}
+
+void gl_memcg_report(const char *name, const char *prefix, const char *const *keys,
+                     size_t nkeys)
+{
+    for (size_t i = 0; i < nkeys; i++) {
+        long long v = gl_memcg_stat(name, keys[i]);
+
+        if (v >= 0) {
+            ktap_diag("%s %s %lld", prefix, keys[i], v);
+        }
+    }
+    ktap_diag("%s memory.current %lld", prefix, gl_memcg_read(name, "memory.current"));
+    ktap_diag("%s memory.zswap.current %lld", prefix,
+              gl_memcg_read(name, "memory.zswap.current"));
 }
 
 int gl_memcg_enter(const char *name, uint64_t max)
@@ -251,4 +315,71 @@ long long gl_memcg_stat(const char *name, const char *key)
     }
     fclose(f);
     return ret;
+}
+
+int gl_kmsg_open(void)
+{
+    int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+
+    if (fd >= 0) {
+        lseek(fd, 0, SEEK_END);
+    }
+    return fd;
+}
+
+static const char *const splat_markers[] = {
+    "BUG:", "kernel BUG", "WARNING:", "Oops", "lockdep", "general protection fault",
+    "sleeping function called from invalid context", "possible circular locking",
+    "INFO: task", "Call Trace",
+};
+
+void gl_kmsg_scan(int fd, struct gl_kmsg_counts *k)
+{
+    char rec[8192];
+    ssize_t n;
+    int shown = 0;
+
+    memset(k, 0, sizeof(*k));
+    if (fd < 0) {
+        ktap_diag("kmsg unavailable");
+        return;
+    }
+    for (;;) {
+        char *msg, *nl;
+
+        n = read(fd, rec, sizeof(rec) - 1);
+        if (n < 0 && errno == EPIPE) {
+            continue;   /* overwritten records: keep reading */
+        }
+        if (n <= 0) {
+            break;
+        }
+        rec[n] = '\0';
+        msg = strchr(rec, ';');
+        msg = msg ? msg + 1 : rec;
+        nl = strchr(msg, '\n');
+        if (nl) {
+            *nl = '\0';
+        }
+        k->lines++;
+        if (strstr(msg, "Write-error on swap-device")) {
+            k->write_errors++;
+        }
+        if (strstr(msg, "Read-error on swap-device")) {
+            k->read_errors++;
+        }
+        if (strstr(msg, "I/O error") || strstr(msg, "critical medium error")) {
+            k->io_errors++;
+        }
+        for (size_t i = 0; i < sizeof(splat_markers) / sizeof(splat_markers[0]); i++) {
+            if (strstr(msg, splat_markers[i])) {
+                k->splats++;
+                if (shown++ < 10) {
+                    ktap_diag("kmsg splat: %.200s", msg);
+                }
+                break;
+            }
+        }
+    }
+    close(fd);
 }

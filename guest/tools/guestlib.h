@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Helpers shared by faultline guest tools: sysfs/procfs files, /proc/vmstat
- * snapshots, cgroup v2 memcgs and the seeded per-page memory pattern.
+ * snapshots, cgroup v2 memcgs, the seeded per-page memory pattern, the kernel
+ * log (guestlib.c), kprobes and hist triggers (guestlib-trace.c).  The NVMe
+ * vendor interface is in guestlib-nvme.h.
  */
 #ifndef FAULTLINE_GUESTLIB_H
 #define FAULTLINE_GUESTLIB_H
@@ -22,6 +24,10 @@ long long gl_read_u64(const char *path);
 /* Parse a size such as 384M, 2G, 4096, 16K. Returns 0 on bad input. */
 uint64_t gl_parse_size(const char *s);
 
+/* CLOCK_MONOTONIC in seconds. */
+double gl_now_s(void);
+void gl_sleep_ms(int ms);
+
 /* The /proc/vmstat counters the selftests report. */
 enum gl_vmstat_id {
     VM_PSWPIN, VM_PSWPOUT, VM_ZSWPIN, VM_ZSWPOUT, VM_ZSWPWB, VM_PGROTATED,
@@ -35,8 +41,11 @@ struct gl_vmstat {
 
 void gl_vmstat_read(struct gl_vmstat *s);
 const char *gl_vmstat_name(int id);
-/* Print "# vmstat NAME DELTA" KTAP diagnostics for every counter. */
-void gl_vmstat_report(const struct gl_vmstat *before, const struct gl_vmstat *after);
+long long gl_vmstat_delta(const struct gl_vmstat *before, const struct gl_vmstat *after,
+                          int id);
+/* Print "# PREFIX NAME DELTA" KTAP diagnostics for every counter. */
+void gl_vmstat_report(const char *prefix, const struct gl_vmstat *before,
+                      const struct gl_vmstat *after);
 
 /* Create /sys/fs/cgroup/@name (memory.max = @max, swap unlimited), join it. */
 int gl_memcg_enter(const char *name, uint64_t max);
@@ -45,6 +54,14 @@ int gl_memcg_write(const char *name, const char *file, const char *val);
 long long gl_memcg_read(const char *name, const char *file);
 /* Move back to the root cgroup and rmdir @name. */
 int gl_memcg_leave(const char *name);
+/* gl_memcg_write, with a KTAP diagnostic when it fails. */
+void gl_memcg_set(const char *name, const char *file, const char *val);
+/* memory.reclaim everything charged to the memcg (a few tries: EAGAIN). */
+void gl_memcg_reclaim_all(const char *name);
+/* "# PREFIX KEY VALUE" for the memory.stat @keys, memory.current and
+ * memory.zswap.current. */
+void gl_memcg_report(const char *name, const char *prefix, const char *const *keys,
+                     size_t nkeys);
 
 /* Seeded page pattern: half of the pages compress well (zswap stores them). */
 void gl_pattern_fill(uint8_t *base, size_t pages, uint64_t seed);
@@ -56,5 +73,64 @@ size_t gl_pattern_verify(const uint8_t *base, size_t pages, uint64_t seed,
 
 /* One value from the cgroup's memory.stat (e.g. "zswpwb"); -1 when absent. */
 long long gl_memcg_stat(const char *name, const char *key);
+
+/* ---- kernel log (/dev/kmsg) */
+
+/* What a test's slice of the kernel log said. */
+struct gl_kmsg_counts {
+    int splats;         /* BUG/WARNING/Oops/lockdep/... lines */
+    int write_errors;   /* "Write-error on swap-device" */
+    int read_errors;    /* "Read-error on swap-device" */
+    int io_errors;      /* block layer "I/O error", "critical medium error" */
+    int lines;
+};
+
+/* Open /dev/kmsg positioned at its end: later scans see only new records. */
+int gl_kmsg_open(void);
+/* Read and close @fd; the first splat lines are printed as KTAP diagnostics. */
+void gl_kmsg_scan(int fd, struct gl_kmsg_counts *k);
+
+/* ---- tracefs: kprobes and hist triggers keyed on the context flags */
+
+#define GL_TRACEFS "/sys/kernel/tracing"
+
+/*
+ * trace_entry.flags bits (kernel/trace/trace.h, enum trace_flag_type), the
+ * "common_flags" field of every event.
+ */
+#define GL_TRACE_FLAG_HARDIRQ 0x08
+#define GL_TRACE_FLAG_SOFTIRQ 0x10
+
+/* A hist trigger keyed on the context flags (printed in hex, without 0x). */
+#define GL_HIST_CTX_TRIGGER "hist:keys=common_flags.hex"
+
+enum gl_ctx { GL_CTX_HARDIRQ, GL_CTX_SOFTIRQ, GL_CTX_TASK, GL_CTX__N };
+extern const char *const gl_ctx_names[GL_CTX__N];
+
+/* A GL_HIST_CTX_TRIGGER hist file: event counts by context. */
+struct gl_hist {
+    long long ctx[GL_CTX__N];
+    long long sum;      /* of ctx[] */
+    long long hits;     /* the "Hits:" total line; -1 if absent */
+};
+
+/* Parse hist file @path; -errno if it cannot be read. */
+int gl_hist_read(const char *path, struct gl_hist *h);
+/* @buf = GL_TRACEFS/events/GROUP/EVENT/FILE. */
+void gl_trace_event_path(char *buf, size_t len, const char *group, const char *event,
+                         const char *file);
+/* Add kprobe GROUP/EVENT on @sym with a GL_HIST_CTX_TRIGGER; 0 or -errno. */
+int gl_kprobe_hist_add(const char *group, const char *event, const char *sym);
+/* Remove the trigger and the kprobe (no error if absent). */
+void gl_kprobe_hist_remove(const char *group, const char *event);
+/* Hist trigger on an existing event (e.g. block/block_rq_error): add or remove. */
+int gl_hist_trigger(const char *group, const char *event, bool on);
+
+/*
+ * One pass over /proc/kallsyms resolving every symbol in @want: the exact
+ * name, or else a compiler clone ("name.isra.0", "name.constprop.0"), into
+ * @got ("" when absent).
+ */
+void gl_kallsyms_resolve(const char *const *want, char (*got)[96], size_t n);
 
 #endif /* FAULTLINE_GUESTLIB_H */

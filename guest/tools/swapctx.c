@@ -30,21 +30,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define TRACING "/sys/kernel/tracing"
+#define KPROBE_GROUP "kprobes"
 
 static const char *const probes[] = {
     "swap_writepage_bdev_sync", "end_swap_bio_write",
 };
 enum { PROBE_SYNC, PROBE_ASYNC_END, PROBE_NR };
-
-/* trace_entry.flags bits (kernel/trace/trace.h) */
-#define TRACE_FLAG_HARDIRQ  0x08
-#define TRACE_FLAG_SOFTIRQ  0x10
-
-/* Hits of one probe, in total and by context. */
-struct hits {
-    long long total, hardirq, softirq, task;
-};
 
 static const char *const counters[] = {
     "complete_submitter", "complete_hardirq", "complete_softirq",
@@ -63,60 +54,19 @@ static void usage(void)
 }
 
 /* Event name for probe @i: "fl_" + a short name. */
-static void event_name(int i, char *buf, size_t len)
+static const char *event_name(int i)
 {
-    snprintf(buf, len, "fl_%s", i == PROBE_SYNC ? "swpw_sync" : "swpw_endio");
+    return i == PROBE_SYNC ? "fl_swpw_sync" : "fl_swpw_endio";
 }
 
-static int probe_setup(int i)
+/* Hits of probe @i from its hist file; hits is -1 if it cannot be read. */
+static struct gl_hist probe_hits(int i)
 {
-    char ev[32], line[128], path[256];
-    int err;
+    char path[256];
+    struct gl_hist h;
 
-    event_name(i, ev, sizeof(ev));
-    snprintf(line, sizeof(line), "p:%s %s\n", ev, probes[i]);
-    err = gl_write_file(TRACING "/kprobe_events", line);
-    if (err) {
-        return err;
-    }
-    snprintf(path, sizeof(path), TRACING "/events/kprobes/%s/trigger", ev);
-    return gl_write_file(path, "hist:keys=common_flags.hex\n");
-}
-
-/*
- * Hits of probe @i from its hist file: lines such as
- * "{ common_flags: 0x9 } hitcount: 12", then "Hits: N".  total is -1 if
- * the file cannot be read.
- */
-static struct hits probe_hits(int i)
-{
-    struct hits h = { .total = -1 };
-    char ev[32], path[256], line[256];
-    unsigned int flags;
-    long long n;
-    FILE *f;
-
-    event_name(i, ev, sizeof(ev));
-    snprintf(path, sizeof(path), TRACING "/events/kprobes/%s/hist", ev);
-    f = fopen(path, "r");
-    if (!f) {
-        return h;
-    }
-    while (fgets(line, sizeof(line), f)) {
-        if (sscanf(line, "{ common_flags: %x } hitcount: %lld",
-                   &flags, &n) == 2) {
-            if (flags & TRACE_FLAG_HARDIRQ) {
-                h.hardirq += n;
-            } else if (flags & TRACE_FLAG_SOFTIRQ) {
-                h.softirq += n;
-            } else {
-                h.task += n;
-            }
-        } else if (sscanf(line, " Hits: %lld", &n) == 1) {
-            h.total = n;
-        }
-    }
-    fclose(f);
+    gl_trace_event_path(path, sizeof(path), KPROBE_GROUP, event_name(i), "hist");
+    gl_hist_read(path, &h);
     return h;
 }
 
@@ -141,7 +91,7 @@ int main(int argc, char **argv)
     };
     const char *expect = NULL, *disk = "syncblk0";
     long long before[C_NR], after[C_NR], d[C_NR];
-    struct hits hits[PROBE_NR];
+    struct gl_hist hits[PROBE_NR];
     long long errors_min = 0;
     char mode[32], path[256];
     int c, status, want;
@@ -173,7 +123,7 @@ int main(int argc, char **argv)
         ktap_bail("cannot read %s", path);
     }
     for (int i = 0; i < PROBE_NR; i++) {
-        int err = probe_setup(i);
+        int err = gl_kprobe_hist_add(KPROBE_GROUP, event_name(i), probes[i]);
 
         if (err) {
             ktap_bail("kprobe on %s: error %d", probes[i], err);
@@ -213,37 +163,37 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < PROBE_NR; i++) {
         hits[i] = probe_hits(i);
-        ktap_diag("kprobe %s %lld", probes[i], hits[i].total);
-        ktap_diag("kprobe %s hardirq %lld", probes[i], hits[i].hardirq);
-        ktap_diag("kprobe %s softirq %lld", probes[i], hits[i].softirq);
-        ktap_diag("kprobe %s task %lld", probes[i], hits[i].task);
+        ktap_diag("kprobe %s %lld", probes[i], hits[i].hits);
+        for (int c = 0; c < GL_CTX__N; c++) {
+            ktap_diag("kprobe %s %s %lld", probes[i], gl_ctx_names[c], hits[i].ctx[c]);
+        }
     }
 
     ktap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
             "workload %s passed", argv[optind]);
     if (want == C_SUBMITTER) {
-        ktap_ok(hits[PROBE_SYNC].total > 0 &&
-                hits[PROBE_ASYNC_END].total == 0,
+        ktap_ok(hits[PROBE_SYNC].hits > 0 &&
+                hits[PROBE_ASYNC_END].hits == 0,
                 "swap writes took the synchronous path only "
-                "(bdev_sync %lld, async end_io %lld)", hits[PROBE_SYNC].total,
-                hits[PROBE_ASYNC_END].total);
+                "(bdev_sync %lld, async end_io %lld)", hits[PROBE_SYNC].hits,
+                hits[PROBE_ASYNC_END].hits);
     } else {
-        ktap_ok(hits[PROBE_ASYNC_END].total > 0 &&
-                hits[PROBE_SYNC].total == 0,
+        ktap_ok(hits[PROBE_ASYNC_END].hits > 0 &&
+                hits[PROBE_SYNC].hits == 0,
                 "swap writes took the asynchronous path only "
-                "(bdev_sync %lld, async end_io %lld)", hits[PROBE_SYNC].total,
-                hits[PROBE_ASYNC_END].total);
+                "(bdev_sync %lld, async end_io %lld)", hits[PROBE_SYNC].hits,
+                hits[PROBE_ASYNC_END].hits);
     }
     {
-        const struct hits *e = &hits[PROBE_ASYNC_END];
-        long long in_ctx = want == C_HARDIRQ ? e->hardirq :
-                           want == C_OTHER ? e->task : 0;
+        const struct gl_hist *e = &hits[PROBE_ASYNC_END];
+        long long in_ctx = want == C_HARDIRQ ? e->ctx[GL_CTX_HARDIRQ] :
+                           want == C_OTHER ? e->ctx[GL_CTX_TASK] : 0;
 
         /* The kernel's own view of the end_io context (none for task). */
-        ktap_ok(in_ctx == e->total, "end_swap_bio_write ran in %s context "
+        ktap_ok(in_ctx == e->hits, "end_swap_bio_write ran in %s context "
                 "%lld of %lld times (hardirq %lld, softirq %lld, task %lld)",
-                want == C_HARDIRQ ? "hardirq" : "task", in_ctx, e->total,
-                e->hardirq, e->softirq, e->task);
+                want == C_HARDIRQ ? "hardirq" : "task", in_ctx, e->hits,
+                e->ctx[GL_CTX_HARDIRQ], e->ctx[GL_CTX_SOFTIRQ], e->ctx[GL_CTX_TASK]);
     }
     ktap_ok(d[C_WRITES] > 0 && d[want] == d[C_IOS] && d[C_TIMEOUTS] == 0,
             "all %lld completions (%lld writes) in %s context", d[C_IOS],

@@ -63,21 +63,13 @@ static void parse_args(int argc, char **argv, struct options *o)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
     struct options o;
     struct gl_vmstat before, after;
     size_t pages, bad, first_bad = 0;
     uint8_t *mem;
-    double t0 = now_s();
+    double t0 = gl_now_s();
     int err;
 
     parse_args(argc, argv, &o);
@@ -116,12 +108,12 @@ int main(int argc, char **argv)
     }
 
     gl_vmstat_read(&after);
-    gl_vmstat_report(&before, &after);
+    gl_vmstat_report("vmstat", &before, &after);
     ktap_ok(after.v[VM_PSWPOUT] > before.v[VM_PSWPOUT],
             "pattern was swapped out to the device (pswpout +%lld)",
             after.v[VM_PSWPOUT] - before.v[VM_PSWPOUT]);
     ktap_diag("pages_verified %zu", pages * o.rounds);
-    ktap_diag("elapsed %.1fs", now_s() - t0);
+    ktap_diag("elapsed %.1fs", gl_now_s() - t0);
     munmap(mem, o.mem);
     gl_memcg_leave(o.cgroup);
     return ktap_finish();

@@ -3,8 +3,8 @@
   faultline run [SCENARIO ...] [--kernel BZIMAGE --modules DIR]
                 [--seed N | --seeds A..B] [--repeat N] [--keep-going]
                 [--memory M] [--cpus N] [--timeout S] [--deterministic]
-                [--rules FILE] [--backend qemu|libvirt|lava] [--out DIR]
-                [--junit FILE] [--quiet]
+                [--rules FILE] [--backend qemu|libvirt|lava] [--connect URI]
+                [--out DIR] [--junit FILE] [--quiet]
   faultline list                      scenarios with one-line descriptions
   faultline show RUN_DIR              summary of a past run or sweep
   faultline repro RUN_DIR             rerun exactly, compare outcome and digest
@@ -12,12 +12,19 @@
                                       shrink a failing --deterministic run to
                                       the few faults that make it fail
   faultline cmdline SCENARIO          print the QEMU command line
+  faultline libvirt-xml SCENARIO      write a domain XML for `virsh create`
   faultline compare SCENARIO --baseline BZIMAGE --series BZIMAGE [--runs N]
+  faultline matrix --scenarios A,B --seeds A..B [--kernel K ...] [--jobs N]
+                   [--backend qemu|libvirt|lava [--run]]
+  faultline lava SCENARIO ... [--kernel K [--modules M]] [--seed N | --seeds A..B]
+                 [--out DIR] [--base-url URL]   LAVA jobs and their artefacts
   faultline check [--suite unit,qtest,vm] [--junit FILE]
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
 3 kernel crash or hang (report.json says which: outcome "crash" / "hang").
+matrix: 0 all pass, 1 any failure, 3 any crash or hang.  git bisect run:
+docs/ci.md maps these (a setup error is "skip", not "bad").
 """
 
 import argparse
@@ -35,19 +42,55 @@ from .runner import DEFAULT_OUT, RunOptions
 
 
 def run_options(args):
+    backend = getattr(args, "backend", "qemu")
+    backend_options = {}
+    if getattr(args, "connect", None):
+        if backend != "libvirt":
+            raise SetupError("--connect is an option of --backend libvirt")
+        backend_options["connect"] = args.connect
     return RunOptions(kernel=args.kernel, modules=args.modules,
                       deterministic=args.deterministic, accel=args.accel,
                       memory=args.memory, cpus=args.cpus, timeout=args.timeout,
                       quiet=getattr(args, "quiet", False),
-                      backend=getattr(args, "backend", "qemu"),
+                      backend=backend, backend_options=backend_options,
                       rules=getattr(args, "rules", None))
 
 
 def cmd_run(args):
     status, _ = runner.run_plan(args.scenarios, run_options(args), seed=args.seed,
                                 seeds=args.seeds, repeat=args.repeat,
-                                keep_going=args.keep_going, out=args.out, junit=args.junit)
+                                keep_going=args.keep_going, out=args.out, junit=args.junit,
+                                kcidb_path=args.kcidb)
     return status
+
+
+def cmd_matrix(args):
+    from . import matrix
+    return matrix.run_matrix(args)
+
+
+def cmd_lava(args):
+    from . import lava
+    if args.seed is not None and args.seeds:
+        raise SetupError("--seed and --seeds exclude each other")
+    if args.modules and len(args.modules) != len(args.kernel or []):
+        raise SetupError("--modules: give one per --kernel, in the same order")
+    kernels = list(zip(args.kernel, args.modules or [None] * len(args.kernel))) \
+        if args.kernel else [(None, None)]
+    for k, _ in kernels:
+        if k and not os.path.isfile(k):
+            raise SetupError(f"no kernel image {k}")
+    seeds = runner.parse_seeds(args.seeds) if args.seeds else (
+        [args.seed] if args.seed is not None else None)
+    opts = RunOptions(deterministic=args.deterministic)
+    scs = [runner.load_scenario(name, opts) for name in args.scenarios]
+    out = args.out or runner.new_dir(DEFAULT_OUT, "lava-jobs")
+    jobs = lava.write_jobs(scs, kernels, seeds, os.path.abspath(out), args.base_url,
+                           args.deterministic)
+    for j in jobs:
+        print(j)
+    say(f"{len(jobs)} LAVA job(s); submit with: lavacli jobs submit FILE (docs/ci.md)")
+    return 0
 
 
 def cmd_repro(args):
@@ -72,7 +115,8 @@ def cmd_cmdline(args):
     opts = run_options(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
-    builds = build_all(args.kernel, args.modules, quiet=True)
+    builds = build_all(args.kernel, args.modules, quiet=True).for_scenario(sc, args.kernel,
+                                                                           args.modules)
     outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "cmdline-" + sc.name))
     os.makedirs(outdir, exist_ok=True)
     initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
@@ -81,6 +125,20 @@ def cmd_cmdline(args):
     say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); console.log and "
         "ktap.log are written there; QMP on qmp.sock")
     print(shlex.join(spec.qemu_argv(os.path.join(outdir, "qmp.sock"))))
+    return 0
+
+
+def cmd_libvirt_xml(args):
+    from . import libvirt
+    opts = run_options(args)
+    sc = runner.load_scenario(args.scenario, opts)
+    seed = args.seed if args.seed is not None else sc.faults.seed
+    builds = build_all(args.kernel, args.modules, quiet=True)
+    outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "libvirt-xml-" + sc.name))
+    path = libvirt.write_inputs(sc, builds, outdir, seed, opts.deterministic, opts.accel)
+    say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); the guest writes "
+        "console.log and ktap.log there; run it with")
+    print(f"virsh -c qemu:///system create {shlex.quote(path)}")
     return 0
 
 
@@ -129,9 +187,40 @@ def parser():
                         "(e.g. minimize/minimal.rules)")
     r.add_argument("--backend", default="qemu", choices=BACKENDS,
                    help="how to run the machine (default: qemu, started here)")
+    r.add_argument("--connect", metavar="URI",
+                   help="libvirt URI for --backend libvirt (default: qemu:///system)")
     r.add_argument("--out", default=DEFAULT_OUT, help="run directories go here")
     r.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
+    r.add_argument("--kcidb", metavar="FILE", help="also write KCIDB v5 JSON of all runs")
     r.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    mx = sub.add_parser("matrix", help="scenarios x seeds x kernels, in parallel")
+    mx.add_argument("--scenarios", required=True, metavar="A,B,...")
+    mx.add_argument("--seeds", metavar="A..B", help="default: each scenario's own seed")
+    mx.add_argument("--kernel", action="append", metavar="BZIMAGE",
+                    help="a kernel (repeat for more; default: Debian's 6.12)")
+    mx.add_argument("--modules", action="append", metavar="DIR",
+                    help="modules of each --kernel, in the same order")
+    mx.add_argument("--jobs", type=int, help="VMs at a time (default: what the cores allow)")
+    mx.add_argument("--backend", default="qemu", choices=BACKENDS)
+    mx.add_argument("--run", action="store_true",
+                    help="with --backend lava: run the jobs here with lava-run")
+    mx.add_argument("--base-url", help="with --backend lava: artefact URL prefix")
+    mx.add_argument("--out-jobs", metavar="DIR", help="with --backend lava: job directory")
+    mx.add_argument("--deterministic", action="store_true")
+    mx.add_argument("--out", default=DEFAULT_OUT)
+    mx.add_argument("--junit", metavar="FILE", help="also copy the JUnit XML here")
+    mx.add_argument("--kcidb", metavar="FILE", help="also copy the KCIDB JSON here")
+    lv = sub.add_parser("lava", help="write LAVA jobs (device_type qemu) and artefacts")
+    lv.add_argument("scenarios", nargs="+", help="scenario name or .toml path")
+    lv.add_argument("--kernel", action="append", metavar="BZIMAGE",
+                    help="a kernel (repeat for more; default: Debian's 6.12)")
+    lv.add_argument("--modules", action="append", metavar="DIR")
+    lv.add_argument("--seed", type=int)
+    lv.add_argument("--seeds", metavar="A..B")
+    lv.add_argument("--deterministic", action="store_true")
+    lv.add_argument("--out", help="directory for jobs/ and artefacts")
+    lv.add_argument("--base-url", help="URL the out directory is served at "
+                    "(default: file:// URLs)")
     sub.add_parser("list", help="scenarios and what they test").add_argument(
         "--long", action="store_true", help="do not cut descriptions to the terminal")
     sh = sub.add_parser("show", help="summary of a past run or sweep directory")
@@ -155,6 +244,12 @@ def parser():
     kernel_opts(cl)
     vm_opts(cl)
     cl.add_argument("--out", help="directory for its disk image and initramfs")
+    lx = sub.add_parser("libvirt-xml",
+                        help="write a scenario's inputs and domain XML for `virsh create`")
+    lx.add_argument("scenario")
+    kernel_opts(lx)
+    vm_opts(lx)
+    lx.add_argument("--out", help="directory for the inputs and domain.xml")
     cp = sub.add_parser("compare", help="A/B: one scenario on two kernels, statistics")
     cp.add_argument("scenario")
     cp.add_argument("--baseline", required=True, metavar="BZIMAGE")
@@ -173,6 +268,9 @@ def parser():
     cp.add_argument("--cpus", type=int)
     cp.add_argument("--timeout")
     cp.add_argument("--quiet", action="store_true")
+    cp.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
+    cp.add_argument("--kcidb", metavar="FILE",
+                    help="also write KCIDB v5 JSON (runs and metrics)")
     c = sub.add_parser("check", help="build everything and run the test suites")
     c.add_argument("--suite", default="unit,qtest,vm")
     c.add_argument("--junit", metavar="FILE", help="copy meson's JUnit XML here")
@@ -183,9 +281,10 @@ def parser():
     return p
 
 
-COMMANDS = {"run": cmd_run, "check": cmd_check, "repro": cmd_repro, "list": cmd_list,
+COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check, "repro": cmd_repro, "list": cmd_list,
             "minimize": cmd_minimize,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
+            "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
             "setup": lambda a: run_script("setup") or 0}
 
@@ -193,7 +292,7 @@ COMMANDS = {"run": cmd_run, "check": cmd_check, "repro": cmd_repro, "list": cmd_
 def main(argv=None):
     p = parser()
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.cmd in ("run", "check", "build", "cmdline") and args.modules and not args.kernel:
+    if args.cmd in ("run", "check", "build", "cmdline", "libvirt-xml") and args.modules and not args.kernel:
         p.error("--modules needs --kernel")
     try:
         return COMMANDS[args.cmd](args)

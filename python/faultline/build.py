@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import TOP
 from .errors import SetupError
@@ -15,8 +15,9 @@ from .errors import SetupError
 CACHE = os.environ.get("FAULTLINE_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "faultline")
 VERSIONS = os.path.join(CACHE, "versions.env")
-# -L directories after QEMU's own share/: Debian's firmware packages.
-FIRMWARE_DIRS = ["/usr/share/seabios", "/usr/lib/ipxe/qemu", "/usr/share/qemu"]
+# -L directories after our own share/ (option ROMs built with QEMU):
+# SeaBIOS and iPXE from Debian.  Nothing comes from /usr/share/qemu.
+FIRMWARE_DIRS = ["/usr/share/seabios", "/usr/lib/ipxe/qemu"]
 
 
 def say(msg):
@@ -45,6 +46,12 @@ class Builds:
     def initramfs(self):
         return os.path.join(self.guest_dir, "initramfs.cpio.gz")
 
+    def for_scenario(self, sc, kernel=None, modules=None):
+        """The guest image with the scenario's optional tools ([vm] tools)."""
+        if not sc.vm.tools:
+            return self
+        return replace(self, guest_dir=guest_dir(kernel, modules, sc.vm.tools))
+
 
 def run_script(name, *args, capture=False):
     """Run scripts/NAME; its errors are already one-line messages."""
@@ -55,14 +62,24 @@ def run_script(name, *args, capture=False):
     return res.stdout.strip().splitlines()[-1] if capture else None
 
 
+def setup_hash():
+    """Hash of scripts/setup: a machine set up by another version of it
+    (say, before lava-dispatcher was added) is set up again."""
+    return sha256(os.path.join(TOP, "scripts", "setup"))[:16]
+
+
 def ensure_setup():
-    """Bootstrap: run scripts/setup when its recorded versions or tools are missing."""
-    missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source")
+    """Bootstrap: run scripts/setup when its recorded versions or tools are
+    missing, or when scripts/setup changed since it ran."""
+    missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source",
+                           "fio", "nvme", "virsh", "libvirtd", "lava-run")
                if not shutil.which(t)]
-    if os.path.exists(VERSIONS) and not missing:
+    stale = versions().get("SETUP_HASH") != setup_hash()
+    if os.path.exists(VERSIONS) and not missing and not stale:
         return
     say("setting up this machine (scripts/setup)" +
-        (f": missing {', '.join(missing)}" if missing else ""))
+        (f": missing {', '.join(missing)}" if missing else
+         ": scripts/setup changed" if stale and os.path.exists(VERSIONS) else ""))
     run_script("setup")
 
 
@@ -84,22 +101,29 @@ def qemu_dir():
     return run_script("build-qemu", "--print-dir", capture=True)
 
 
+def guest_dir(kernel=None, modules=None, tools=()):
+    """The guest image for @kernel and @modules (or Debian's), with @tools."""
+    gargs = ["--print-dir"]
+    if kernel:
+        gargs += ["--kernel", kernel]
+        if modules:
+            gargs += ["--modules", modules]
+    if tools:
+        gargs += ["--tools", ",".join(tools)]
+    return run_script("build-guest", *gargs, capture=True)
+
+
 def build_all(kernel=None, modules=None, quiet=False):
     """QEMU and the guest image (for @kernel and @modules, or Debian's)."""
     ensure_setup()
     t0 = time.monotonic()
     qemu = qemu_dir()
     t1 = time.monotonic()
-    gargs = ["--print-dir"]
-    if kernel:
-        gargs += ["--kernel", kernel]
-        if modules:
-            gargs += ["--modules", modules]
-    guest_dir = run_script("build-guest", *gargs, capture=True)
+    guest = guest_dir(kernel, modules)
     t2 = time.monotonic()
     if not quiet:
         say(f"build: qemu {t1 - t0:.1f}s, guest {t2 - t1:.1f}s")
-    return Builds(qemu, guest_dir)
+    return Builds(qemu, guest)
 
 
 def sha256(path):

@@ -7,8 +7,21 @@ import subprocess
 import time
 
 from . import TOP
-from .build import build_all, ensure_setup
+from .build import build_all, ensure_setup, say
 from .errors import SetupError
+
+
+def start_libvirt():
+    """The libvirt vm tests need virtlogd and libvirtd; on a fresh machine
+    (no systemd) nothing runs them yet.  A failure is the tests' to report."""
+    from . import libvirt
+    try:
+        started = libvirt.ensure_daemons(libvirt.DEFAULT_URI)
+    except SetupError as e:
+        say(f"warning: {e}")
+        return
+    if started:
+        say(f"started {' and '.join(started)} for the libvirt tests")
 
 
 def check(suites, junit=None, kernel=None, modules=None):
@@ -23,6 +36,8 @@ def check(suites, junit=None, kernel=None, modules=None):
         if modules:
             os.environ["FAULTLINE_MODULES"] = os.path.realpath(modules)
     build_all(kernel, modules)
+    if "vm" in suites.split(","):
+        start_libvirt()
     t2 = time.monotonic()
     build = os.path.join(TOP, "build")
     if not os.path.exists(os.path.join(build, "build.ninja")):

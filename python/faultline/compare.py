@@ -8,7 +8,8 @@ import os
 import shlex
 import sys
 
-from . import plot, runner, table
+from . import kcidb, plot, runner, table
+from .report import write_junit
 from .build import build_all
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .stats import all_zero
@@ -95,7 +96,7 @@ def compare(args):
     builds = {side: build_all(k, m, args.quiet) for side, (k, m) in kernels.items()}
     group = runner.new_dir(args.out, sc.name + "-compare")
     runs = {"baseline": [], "series": []}
-    table_runs, worst = [], EXIT_PASS
+    table_runs, worst, all_runs = [], EXIT_PASS, []
     for i, seed in enumerate(seeds, 1):
         for side in ("baseline", "series"):       # interleaved: A B A B
             kernel, modules = kernels[side]
@@ -103,6 +104,7 @@ def compare(args):
             rundir = os.path.join(group, f"{side}-{i}")
             os.makedirs(rundir)
             r, meta = runner.one_run(sc, seed, opts, builds[side], rundir)
+            all_runs.append((r, rundir))
             table_runs.append({"side": side, "run": i, "seed": seed, "rundir": rundir,
                                "status": r.status, "outcome": r.outcome,
                                "kernel": r.kernel, "repro": meta["repro"],
@@ -117,6 +119,7 @@ def compare(args):
     failed = table.failed_expectations(table.compare_rows(rows, args.level))
     failed += [f"{m} (baseline not zero)" for m in zero_on_both(rows)]
     report = _write(group, args, sc, rows, labels, table_runs, missing, failed)
+    _write_ci(group, args, all_runs)
     print(f"\n{sc.name}: {labels[0]} vs {labels[1]}, {len(seeds)} run(s) each, "
           f"level {args.level}\n")
     print(text, end="")
@@ -137,6 +140,18 @@ def compare(args):
         print("no metric had values on both kernels", file=sys.stderr)
         worst = max(worst, EXIT_FAIL)
     return worst
+
+
+def _write_ci(group, args, all_runs):
+    """junit.xml and kcidb.json of every run; the metrics as numeric KCIDB tests."""
+    with open(os.path.join(group, "compare.json")) as f:
+        data = json.load(f)
+    write_junit(os.path.join(group, "junit.xml"), all_runs)
+    kcidb.write(os.path.join(group, "kcidb.json"), all_runs, compare=data)
+    if getattr(args, "junit", None):
+        write_junit(args.junit, all_runs)
+    if getattr(args, "kcidb", None):
+        kcidb.write(args.kcidb, all_runs, compare=data)
 
 
 def _labels(runs, kernels):

@@ -370,9 +370,7 @@ class Minimizer:
         with open(rules_path, "w") as f:
             f.write(rules_text_of(self.kept, [self.faults[i] for i in subset]))
         sc, opts = self.scenario_with(rules_path)
-        r, _ = runner.boot_and_judge(sc, self.meta["seed"], opts, self.builds, d)
-        runner.write_run_meta(d, sc, opts, self.meta["seed"], self.builds)
-        r.save(d)
+        r, _ = runner.one_run(sc, self.meta["seed"], opts, self.builds, d, verbose=False)
         sig = signature(d, r)
         same = sig == self.sig
         rec = {"step": n, "what": tag, "faults": len(subset),

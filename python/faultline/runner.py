@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, guest, report, rules, scenario
+from . import TOP, guest, kcidb, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -100,6 +100,8 @@ def run_command(sc_path, seed, opts):
         cmd.append("--deterministic")
     if opts.backend != "qemu":
         cmd += ["--backend", opts.backend]
+    if opts.backend_options.get("connect"):
+        cmd += ["--connect", opts.backend_options["connect"]]
     if opts.rules:
         cmd += ["--rules", os.path.abspath(opts.rules)]
     if opts.kernel:
@@ -112,7 +114,7 @@ def run_command(sc_path, seed, opts):
     return shlex.join(cmd)
 
 
-def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None):
+def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time=None):
     shutil.copy(sc.path, os.path.join(rundir, "scenario.toml"))
     if sc.faults.rules_file:
         # repro reads the copy; keep the rules file beside it under its name.
@@ -147,6 +149,8 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None):
     }
     if backend_info is not None:
         meta["backend_info"] = backend_info
+    if start_time is not None:
+        meta["start_time"] = start_time
     with open(os.path.join(rundir, "run.json"), "w") as f:
         json.dump(meta, f, indent=1)
     return meta
@@ -176,20 +180,26 @@ def boot_and_judge(sc, seed, opts, builds, rundir):
     return judge(sc, rundir, seed, opts.deterministic, watch, time.monotonic() - t0), watch
 
 
-def one_run(sc, seed, opts, builds, rundir):
+def one_run(sc, seed, opts, builds, rundir, verbose=True):
     """One run into @rundir: run.json, the machine's files, report.json,
-    stats.json, plots, junit.xml; prints the summary.  (Report, run.json)"""
-    meta = write_run_meta(rundir, sc, opts, seed, builds)
+    stats.json, plots, junit.xml, kcidb.json; prints the summary unless
+    not @verbose (matrix).  (Report, run.json)"""
+    builds = builds.for_scenario(sc, opts.kernel, opts.modules)
+    start = time.time()
+    meta = write_run_meta(rundir, sc, opts, seed, builds, start_time=start)
     if not opts.quiet:
         say(f"running {sc.name} seed {seed}: {sc.description}")
     r, watch = boot_and_judge(sc, seed, opts, builds, rundir)
-    meta = write_run_meta(rundir, sc, opts, seed, builds, watch.backend_info)
+    meta = write_run_meta(rundir, sc, opts, seed, builds, watch.backend_info, start)
     if isinstance(r.faults, dict) and "rules" in r.faults:
         with open(os.path.join(rundir, "stats.json"), "w") as f:
             json.dump(r.faults, f, indent=1)
     r.plots = report.write_plots(rundir, r)
     r.save(rundir)
     report.write_junit(os.path.join(rundir, "junit.xml"), [(r, rundir)])
+    kcidb.write(os.path.join(rundir, "kcidb.json"), [(r, rundir)])
+    if not verbose:
+        return r, meta
     report.print_report(r, rundir)
     if r.status != EXIT_PASS:
         print(f"repro      {meta['repro']}\n           {meta['run_command']}", flush=True)
@@ -197,7 +207,7 @@ def one_run(sc, seed, opts, builds, rundir):
 
 
 def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
-             out=DEFAULT_OUT, junit=None, name=None):
+             out=DEFAULT_OUT, junit=None, name=None, kcidb_path=None):
     """Every (scenario, seed, repeat); (worst status, [(Report, rundir)]).
 
     @name renames the scenario in run directories and reports (repro)."""
@@ -233,7 +243,11 @@ def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
             break
     if junit:
         report.write_junit(junit, results)
+    if kcidb_path:
+        kcidb.write(kcidb_path, results)
     if group:
+        report.write_junit(os.path.join(group, "junit.xml"), results)
+        kcidb.write(os.path.join(group, "kcidb.json"), results)
         report.write_summary(os.path.join(group, "summary"), results, repro_cmds)
         print("\nsummary (" + os.path.join(group, "summary.txt") + "):")
         print("\n".join("  " + x for x in report.summary_lines(results)))
@@ -286,7 +300,8 @@ def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
     sc = load_scenarios([os.path.join(rundir, "scenario.toml")], opts)[0]
     if opts.kernel and not os.path.exists(opts.kernel):
         raise SetupError(f"the run's kernel {opts.kernel} is gone")
-    builds = build_all(opts.kernel, opts.modules, quiet)
+    builds = build_all(opts.kernel, opts.modules, quiet).for_scenario(sc, opts.kernel,
+                                                                      opts.modules)
     differs = []
     if os.path.basename(builds.qemu_dir) != meta.get("qemu_build"):
         differs.append(f"QEMU build {os.path.basename(builds.qemu_dir)} "

@@ -8,7 +8,7 @@ import os
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 
 from . import TOP
 
@@ -37,12 +37,17 @@ def parse_duration(v, where):
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60}[m.group(2)]
 
 
+# Optional guest tools (scripts/build-guest --tools): opt-in, fio is ~80 MB.
+GUEST_TOOLS = ("fio", "nvme-cli")
+
+
 @dataclass
 class Vm:
     memory: str = "512M"
     cpus: int = 2
     cmdline: str = "transparent_hugepage=never"
     panic_on_oops: bool = True
+    tools: list = field(default_factory=list)
 
 
 @dataclass
@@ -132,6 +137,9 @@ def load(name):
                             "(expected task, irq or thread)")
     if not 1 <= vm.cpus <= 64:
         raise ScenarioError(f"{w}: vm.cpus {vm.cpus} (expected 1-64)")
+    if not all(t in GUEST_TOOLS for t in vm.tools):
+        raise ScenarioError(f"{w}: vm.tools {vm.tools!r} (expected a list of: "
+                            f"{', '.join(GUEST_TOOLS)})")
     dev.size_bytes = parse_size(dev.size, f"{w}: device.size")
     if dev.size_bytes < (16 << 20):
         raise ScenarioError(f"{w}: device.size {dev.size} is below 16M")
@@ -214,7 +222,8 @@ def _table(d, key, cls, where, skip=()):
     allowed = set(cls.__dataclass_fields__) - set(skip)
     _check_keys(t, allowed, f"{where}: [{key}]")
     for k, v in t.items():
-        want = type(cls.__dataclass_fields__[k].default)
+        f = cls.__dataclass_fields__[k]
+        want = type(f.default if f.default_factory is MISSING else f.default_factory())
         if not isinstance(v, want):
             raise ScenarioError(f"{where}: {key}.{k} must be a {want.__name__}")
     return t

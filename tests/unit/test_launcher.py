@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 import xml.etree.ElementTree as ET
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -73,6 +74,8 @@ class ScenarioTest(unittest.TestCase):
             ("[device]\ncompletion = 'soon'\n" + MINIMAL, "device.completion 'soon'"),
             ("timeout = 'forever'\n" + MINIMAL, "bad duration 'forever'"),
             ("[vm]\ncpus = '2'\n" + MINIMAL, "vm.cpus must be a int"),
+            ("[vm]\ntools = ['vim']\n" + MINIMAL, "vm.tools ['vim'] (expected a list of: fio"),
+            ("[vm]\ntools = 'fio'\n" + MINIMAL, "vm.tools must be a list"),
             ("description = 'x'\n", "no [[test]]"),
             ("[[test]]\nrun = ''\n", "needs run"),
             ("[expect]\nrule_hit_min = {}\n" + MINIMAL, "unknown key 'rule_hit_min'"),
@@ -82,6 +85,15 @@ class ScenarioTest(unittest.TestCase):
             with self.assertRaises(flscenario.ScenarioError) as cm:
                 scenario(text)
             self.assertIn(msg, str(cm.exception), text)
+
+    def test_tools_select_the_guest_image(self):
+        plain = Builds("/q", "/g")
+        self.assertIs(plain.for_scenario(scenario(MINIMAL)), plain)
+        sc = scenario("[vm]\ntools = ['nvme-cli', 'fio']\n" + MINIMAL)
+        self.assertEqual(sc.vm.tools, ["nvme-cli", "fio"])
+        with mock.patch("faultline.build.guest_dir", return_value="/g-tools") as gd:
+            self.assertEqual(plain.for_scenario(sc, "/k", None).guest_dir, "/g-tools")
+        gd.assert_called_once_with("/k", None, ["nvme-cli", "fio"])
 
     def test_unknown_scenario_lists_known(self):
         with self.assertRaises(flscenario.ScenarioError) as cm:
@@ -251,6 +263,13 @@ class CliTest(unittest.TestCase):
         for cmd in ("run", "check", "repro", "compare", "show", "cmdline", "list"):
             self.assertIn(cmd, shim.stdout)
         self.assertNotIn("vm-test", shim.stdout)
+
+    def test_unknown_guest_tool_is_one_line(self):
+        res = subprocess.run([os.path.join(TOP, "scripts", "build-guest"), "--tools", "fio,vim"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertEqual(res.stderr.strip().splitlines(),
+                         ["faultline: error: --tools: unknown tool 'vim' (known: fio,nvme-cli)"])
 
     def test_seeds(self):
         self.assertEqual(runner.parse_seeds("3..5"), [3, 4, 5])

@@ -9,7 +9,12 @@ package and check what a user would check.
                                            byte-identical console and fault log
   vm_test.py SCENARIO --sweep A..B         one directory per seed, a summary,
                                            a distinct digest per seed
-  vm_test.py SCENARIO --expect-status N --expect-report TEXT ...
+  vm_test.py SCENARIO --backend lava      the run passes through lava-run, with
+                                           the same per-case verdicts as the qemu
+                                           backend's run (and LAVA's own results
+                                           agree with its KTAP)
+  vm_test.py --matrix A,B --sweep 1..2     `faultline matrix`: table, JUnit, KCIDB
+  vm_test.py SCENARIO [--backend B] --expect-status N --expect-report TEXT ...
                                            the launcher's own verdicts
                                            (crash, hang)
 
@@ -20,7 +25,10 @@ select the kernel.  Exit 0 pass, 1 fail, 2 setup error.
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
@@ -81,21 +89,105 @@ def check_expected(rundir, status, want_status, want_texts):
     return problems
 
 
+def case_verdicts(results):
+    """[(suite, kind)] of a run's KTAP results, in order (names carry counts
+    that differ from run to run)."""
+    return [(r["suite"], r["kind"]) for r in results]
+
+
+def check_lava(rundir, status, qemu_results, lava_results):
+    problems = []
+    if status != EXIT_PASS:
+        problems.append(f"lava run status {status}")
+    if case_verdicts(qemu_results) != case_verdicts(lava_results):
+        problems.append(f"per-case verdicts differ: qemu {case_verdicts(qemu_results)}, "
+                        f"lava {case_verdicts(lava_results)}")
+    with open(os.path.join(rundir, "lava-results.json")) as f:
+        doc = json.load(f)
+    if doc["job"]["result"] != "pass":
+        problems.append(f"LAVA job result {doc['job']}")
+    problems += doc["mismatches"]
+    exit_case = [c for c in doc["cases"] if c["name"] == "FAULTLINE-EXIT"]
+    if [c["result"] for c in exit_case] != ["pass"]:
+        problems.append(f"FAULTLINE-EXIT case {exit_case}")
+    if len(doc["cases"]) != len(lava_results) + 1:
+        problems.append(f"LAVA has {len(doc['cases'])} cases for {len(lava_results)} KTAP "
+                        "results + FAULTLINE-EXIT")
+    return problems
+
+
+def check_matrix(scenarios, seeds):
+    """`faultline matrix` end to end: exit 0, one run per cell, the table,
+    JUnit and KCIDB for all of them."""
+    cmd = [os.path.join(TOP, "scripts", "faultline"), "matrix",
+           "--scenarios", scenarios, "--seeds", seeds, "--out", OUT]
+    env = dict(os.environ)
+    kernel = env.get("FAULTLINE_KERNEL")
+    if kernel:
+        cmd += ["--kernel", kernel]
+        if env.get("FAULTLINE_MODULES"):
+            cmd += ["--modules", env["FAULTLINE_MODULES"]]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    print(res.stdout, end="")
+    problems = [] if res.returncode == 0 else [f"matrix exit {res.returncode}"]
+    group = next((ln.split()[1] for ln in res.stdout.splitlines()
+                  if ln.startswith("results ")), None)
+    if not group:
+        return problems + ["no results line"]
+    names, nseeds = scenarios.split(","), len(runner.parse_seeds(seeds))
+    progress = [ln for ln in res.stdout.splitlines() if re.match(r"\[\d+/\d+\] ", ln)]
+    if len(progress) != len(names) * nseeds:
+        problems.append(f"{len(progress)} progress lines")
+    with open(os.path.join(group, "matrix.json")) as f:
+        rows = json.load(f)["rows"]
+    if sorted(r["scenario"] for r in rows) != sorted(names) or \
+            any(r["passed"] != nseeds for r in rows):
+        problems.append(f"matrix rows {rows}")
+    suites = ET.parse(os.path.join(group, "junit.xml")).getroot().findall("testsuite")
+    if len(suites) != len(names) * nseeds:
+        problems.append(f"{len(suites)} JUnit suites")
+    with open(os.path.join(group, "kcidb.json")) as f:
+        doc = json.load(f)
+    run_tests = [t for t in doc["tests"] if t["path"].count(".") == 1]
+    if doc["version"]["major"] != 5 or len(run_tests) != len(names) * nseeds or \
+            any(t["status"] != "PASS" for t in run_tests):
+        problems.append(f"kcidb run tests {[(t['path'], t['status']) for t in run_tests]}")
+    return problems
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("scenario")
+    p.add_argument("scenario", nargs="?")
+    p.add_argument("--backend", default="qemu")
+    p.add_argument("--matrix", metavar="A,B", help="run `faultline matrix` over these")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--cpus", type=int)
     p.add_argument("--repro", action="store_true",
                    help="then repro the run: outcome, digest and KTAP must match")
     p.add_argument("--sweep", metavar="A..B", help="seed sweep: one dir per seed + summary")
+    p.add_argument("--backend", default="qemu", help="machine backend (default qemu)")
     p.add_argument("--expect-status", type=int)
     p.add_argument("--expect-report", action="append", default=[],
                    help="text report.json must contain")
     args = p.parse_args()
+    if args.matrix:
+        problems = check_matrix(args.matrix, args.sweep or "1..2")
+        print(f"matrix self-test: {'; '.join(problems) or 'ok'}")
+        return EXIT_FAIL if problems else EXIT_PASS
+    if args.backend == "lava":
+        kopts = dict(kernel=os.environ.get("FAULTLINE_KERNEL"),
+                     modules=os.environ.get("FAULTLINE_MODULES"))
+        _, qres = runner.run_plan([args.scenario], runner.RunOptions(**kopts), out=OUT)
+        status, lres = runner.run_plan([args.scenario],
+                                       runner.RunOptions(backend="lava", **kopts), out=OUT)
+        problems = [] if qres[0][0].status == EXIT_PASS else ["qemu run did not pass"]
+        problems += check_lava(lres[0][1], status, qres[0][0].results, lres[0][0].results)
+        print(f"lava backend self-test: {'; '.join(problems) or 'ok'}")
+        return EXIT_FAIL if problems else EXIT_PASS
     opts = runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
                              modules=os.environ.get("FAULTLINE_MODULES"),
-                             deterministic=args.deterministic, cpus=args.cpus)
+                             deterministic=args.deterministic, cpus=args.cpus,
+                             backend=args.backend)
     status, results = runner.run_plan([args.scenario], opts, seeds=args.sweep,
                                       keep_going=True, out=OUT)
     rundir = results[0][1]

@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * swaptest's checks, run after a mode (as the kernel's test_zswap.c runs its
+ * table of tests): each is a small function returning PASS, FAIL, SKIP or
+ * XFAIL; each mode lists the checks it asserts, in the order they report.
+ * Also the named metrics `faultline compare` reads.
+ */
+#define _GNU_SOURCE
+#include "swaptest.h"
+#include "ktap.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static long long delta(const struct gl_vmstat *a, const struct gl_vmstat *b, int id)
+{
+    return gl_vmstat_delta(a, b, id);
+}
+
+static void describe(struct check_out *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void describe(struct check_out *out, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(out->desc, sizeof(out->desc), fmt, ap);
+    va_end(ap);
+}
+
+static enum check_result pass_if(int cond)
+{
+    return cond ? CHECK_PASS : CHECK_FAIL;
+}
+
+/*
+ * A patch-specific expectation: asserted on a patched kernel; on a stock one
+ * SKIP when it holds anyway, else XFAIL with the measured values.
+ */
+static enum check_result patch_expect(int cond, struct check_out *out, const char *what,
+                                      const char *measured)
+{
+    if (patched) {
+        describe(out, "%s (measured %s)", what, measured);
+        return pass_if(cond);
+    }
+    if (cond) {
+        describe(out, "%s (measured %s)", what, measured);
+        snprintf(out->reason, sizeof(out->reason), "stock kernel: holds anyway");
+        return CHECK_SKIP;
+    }
+    describe(out, "%s", what);
+    snprintf(out->reason, sizeof(out->reason), "stock kernel: measured %s", measured);
+    return CHECK_XFAIL;
+}
+
+void run_check(const struct check *c, const struct run *R)
+{
+    struct check_out out = { "", "" };
+    char directive[sizeof(out.reason) + 8];
+    enum check_result res;
+
+    if (c->wanted && !c->wanted()) {
+        return;
+    }
+    if (c->report) {
+        c->report(R);
+    }
+    if (!c->fn) {
+        return;
+    }
+    res = c->fn(R, &out);
+    switch (res) {
+    case CHECK_PASS:
+    case CHECK_FAIL:
+        ktap_result(res == CHECK_PASS, NULL, "%s", out.desc);
+        break;
+    case CHECK_SKIP:
+    case CHECK_XFAIL:
+        snprintf(directive, sizeof(directive), "%s %s", res == CHECK_SKIP ? "SKIP" : "XFAIL",
+                 out.reason);
+        ktap_result(res == CHECK_SKIP, directive, "%s", out.desc);
+        break;
+    }
+}
+
+void run_checks(const struct check *const *checks, const struct run *R)
+{
+    for (; *checks; checks++) {
+        run_check(*checks, R);
+    }
+}
+
+/* ------------------------------------------------------------ every mode */
+
+static enum check_result swapped_out(const struct run *R, struct check_out *out)
+{
+    long long pswpout = delta(&R->v0, &R->v_end, VM_PSWPOUT);
+
+    describe(out, "pattern was swapped out to the device (pswpout +%lld)", pswpout);
+    return pass_if(pswpout > 0);
+}
+
+static void pages_report(const struct run *R)
+{
+    ktap_diag("pages_verified %zu", R->verified);
+    ktap_diag("pages_bad %zu", R->bad);
+}
+
+static enum check_result no_splat(const struct run *R, struct check_out *out)
+{
+    describe(out, "no BUG/WARNING/Oops/lockdep splat in the kernel log (%d splat lines)",
+             R->kmsg.splats);
+    return pass_if(R->kmsg.splats == 0);
+}
+
+static const struct check check_swapped_out = { .fn = swapped_out };
+static const struct check check_pages = { .report = pages_report };
+const struct check check_no_splat = { .fn = no_splat };
+
+/* ------------------------------------------------------------ asked for by options */
+
+static int ctx_matches(const struct probe *p, const char *want)
+{
+    const long long *ctx = p->hist.ctx, total = p->hist.sum;
+
+    if (!total) {
+        return 0;
+    }
+    if (!strcmp(want, "hardirq")) {
+        return ctx[GL_CTX_HARDIRQ] * 2 > total;
+    }
+    if (!strcmp(want, "softirq")) {
+        return ctx[GL_CTX_SOFTIRQ] * 2 > total;
+    }
+    if (!strcmp(want, "irq")) {
+        return (ctx[GL_CTX_HARDIRQ] + ctx[GL_CTX_SOFTIRQ]) * 2 > total;
+    }
+    return ctx[GL_CTX_TASK] * 2 > total;
+}
+
+static int ctx_wanted(void)
+{
+    return o.expect_ctx != NULL;
+}
+
+/* --expect-ctx: the context the swap write completions ran in. */
+static enum check_result completion_ctx(const struct run *R, struct check_out *out)
+{
+    const struct probe *p = probes[P_EBW].hist.sum ? &probes[P_EBW] : &probes[P_FEW];
+
+    describe(out, "swap write completions mostly in %s context (%s hardirq %lld softirq %lld "
+             "task %lld)", o.expect_ctx, p->sym, p->hist.ctx[GL_CTX_HARDIRQ],
+             p->hist.ctx[GL_CTX_SOFTIRQ], p->hist.ctx[GL_CTX_TASK]);
+    return pass_if(ctx_matches(p, o.expect_ctx));
+}
+
+static int path_wanted(void)
+{
+    return o.expect_sync >= 0;
+}
+
+/*
+ * --expect-sync / --expect-async: the swap write path.  swap_writepage_bdev_async
+ * is often inlined; its bio callback end_swap_bio_write is what only the
+ * async path calls.
+ */
+static enum check_result write_path(const struct run *R, struct check_out *out)
+{
+    const struct probe *s = &probes[P_SYNC];
+    const struct probe *a = probes[P_ASYNC].ok ? &probes[P_ASYNC] : &probes[P_EBW];
+
+    if (!s->ok || !a->ok) {
+        describe(out, "swap write path is %s", o.expect_sync ? "sync" : "async");
+        snprintf(out->reason, sizeof(out->reason),
+                 "swap_writepage_bdev_sync or end_swap_bio_write not probeable");
+        return CHECK_SKIP;
+    }
+    describe(out, "swap write path is %s (swap_writepage_bdev_sync %lld, %s %lld)",
+             o.expect_sync ? "synchronous" : "asynchronous", s->hist.sum, a->sym,
+             a->hist.sum);
+    return pass_if(o.expect_sync ? s->hist.sum > 0 && a->hist.sum == 0 :
+                   a->hist.sum > 0 && s->hist.sum == 0);
+}
+
+static int errors_wanted(void)
+{
+    return o.expect_errors;
+}
+
+/* --expect-errors: the injected errors reached the kernel. */
+static enum check_result injected_errors(const struct run *R, struct check_out *out)
+{
+    const struct gl_kmsg_counts *k = &R->kmsg;
+
+    ktap_diag("kmsg write_error_lines %d read_error_lines %d io_error_lines %d",
+              k->write_errors, k->read_errors, k->io_errors);
+    describe(out, "the device reported I/O errors (block_rq_error %lld, Write-error lines %d)",
+             blk_errors, k->write_errors);
+    return pass_if(blk_errors > 0 || k->write_errors > 0 || k->read_errors > 0);
+}
+
+static const struct check check_completion_ctx = { .wanted = ctx_wanted, .fn = completion_ctx };
+static const struct check check_write_path = { .wanted = path_wanted, .fn = write_path };
+static const struct check check_injected_errors = {
+    .wanted = errors_wanted, .fn = injected_errors,
+};
+
+/* ------------------------------------------------------------ mode-specific */
+
+static enum check_result zswap_wrote_back(const struct run *R, struct check_out *out)
+{
+    long long zswpwb = delta(&R->v0, &R->v_end, VM_ZSWPWB);
+
+    describe(out, "zswap wrote back to the device (zswpwb +%lld)", zswpwb);
+    return pass_if(zswpwb > 0);
+}
+
+/* heal: once disarmed, the pages that failed to write are written again. */
+static enum check_result rewritten_after_disarm(const struct run *R, struct check_out *out)
+{
+    describe(out, "after disarm the pattern was written again (pswpout +%lld after the "
+             "writeback phase)", R->heal_pswpout);
+    return pass_if(R->heal_pswpout > 0);
+}
+
+/* Writeback-phase counters of the dropbehind checks. */
+struct wb_phase {
+    long long zswpwb, pswpout, rotated;
+};
+
+static struct wb_phase wb_phase(const struct run *R)
+{
+    return (struct wb_phase){
+        .zswpwb = delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB),
+        .pswpout = delta(&R->v_wb0, &R->v_wb1, VM_PSWPOUT),
+        .rotated = delta(&R->v_wb0, &R->v_wb1, VM_PGROTATED),
+    };
+}
+
+static void dropbehind_report(const struct run *R)
+{
+    struct wb_phase w = wb_phase(R);
+
+    ktap_diag("dropbehind wb_phase zswpwb %lld pswpout %lld pgrotated %lld",
+              w.zswpwb, w.pswpout, w.rotated);
+    ktap_diag("dropbehind rotated_excess %lld", w.rotated - (w.pswpout - w.zswpwb));
+    ktap_diag("dropbehind total pgrotated %lld zswpwb %lld",
+              delta(&R->v0, &R->v_end, VM_PGROTATED), delta(&R->v0, &R->v_end, VM_ZSWPWB));
+}
+
+/* Rotations beyond what ordinary pageout explains (pswpout - zswpwb). */
+static enum check_result not_rotated(const struct run *R, struct check_out *out)
+{
+    struct wb_phase w = wb_phase(R);
+    long long excess = w.rotated - (w.pswpout - w.zswpwb);
+    char m[256];
+
+    snprintf(m, sizeof(m), "pgrotated %lld, zswpwb %lld, direct pageouts %lld, excess %lld",
+             w.rotated, w.zswpwb, w.pswpout - w.zswpwb, excess);
+    return patch_expect(w.zswpwb > 0 && excess * 10 <= w.zswpwb, out,
+                        "zswap writeback folios are not rotated on writeback completion", m);
+}
+
+static enum check_result dropped_on_completion(const struct run *R, struct check_out *out)
+{
+    long long zswpwb = delta(&R->v0, &R->v_end, VM_ZSWPWB);
+    long long db = probes[P_DROPBEHIND].ok ? probes[P_DROPBEHIND].hist.sum : -1;
+    char m[256];
+
+    snprintf(m, sizeof(m), "swap_writeback_dropbehind_folio %lld, zswpwb %lld", db, zswpwb);
+    return patch_expect(db >= 0 && zswpwb > 0 && db * 2 >= zswpwb, out,
+                        "zswap writeback folios are dropped on completion (dropbehind)", m);
+}
+
+/*
+ * Swap-cache residency right after the writeback phase (memcg swapcached,
+ * after --settle-ms): on stock the folios the last memory.reclaim call wrote
+ * back stay in swap cache until a later reclaim; dropbehind frees them on
+ * writeback completion.
+ */
+static enum check_result no_linger(const struct run *R, struct check_out *out)
+{
+    char m[256];
+
+    ktap_diag("dropbehind last_reclaim zswpwb %lld", R->last_call_zswpwb);
+    snprintf(m, sizeof(m), "swap cache after the writeback phase %lld pages, last "
+             "reclaim call zswpwb %lld", R->swapcached_wb, R->last_call_zswpwb);
+    return patch_expect(R->last_call_zswpwb > 0 && R->swapcached_wb * 4 <= R->last_call_zswpwb,
+                        out, "written-back folios do not linger in swap cache", m);
+}
+
+/* refault: workingset shadows survive writeback. */
+static enum check_result shadows_survive(const struct run *R, struct check_out *out)
+{
+    long long refault = delta(&R->v_wb1, &R->v_end, VM_WS_REFAULT_ANON);
+    long long swapins = delta(&R->v_wb1, &R->v_end, VM_PSWPIN) +
+                        delta(&R->v_wb1, &R->v_end, VM_ZSWPIN);
+
+    ktap_diag("refault after_wb workingset_refault_anon %lld swapins %lld", refault, swapins);
+    describe(out, "refaults after writeback find workingset shadows "
+             "(workingset_refault_anon %lld for %lld swap-ins)", refault, swapins);
+    return pass_if(refault > 0);
+}
+
+static void refault_wb_report(const struct run *R)
+{
+    ktap_diag("refault wb_phase workingset_refault_anon %lld zswpwb %lld",
+              delta(&R->v_wb0, &R->v_wb1, VM_WS_REFAULT_ANON),
+              delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB));
+}
+
+static const struct check check_zswap_wrote_back = { .fn = zswap_wrote_back };
+static const struct check check_rewritten = { .fn = rewritten_after_disarm };
+static const struct check check_not_rotated = { .report = dropbehind_report, .fn = not_rotated };
+static const struct check check_dropped = { .fn = dropped_on_completion };
+static const struct check check_no_linger = { .fn = no_linger };
+static const struct check check_shadows = { .fn = shadows_survive };
+static const struct check check_refault_wb = { .report = refault_wb_report };
+
+/* ------------------------------------------------------------ the modes' lists */
+
+#define REQUESTED &check_completion_ctx, &check_write_path, &check_injected_errors
+
+const struct check *const writeback_checks[] = {
+    &check_swapped_out, &check_zswap_wrote_back, &check_pages, REQUESTED,
+    &check_not_rotated, &check_dropped, &check_no_linger, NULL,
+};
+const struct check *const completion_checks[] = {
+    &check_swapped_out, &check_zswap_wrote_back, &check_pages, REQUESTED, NULL,
+};
+const struct check *const write_error_checks[] = {
+    &check_swapped_out, &check_pages, REQUESTED, NULL,
+};
+const struct check *const heal_checks[] = {
+    &check_swapped_out, &check_pages, REQUESTED, &check_rewritten, NULL,
+};
+const struct check *const read_error_checks[] = {
+    &check_swapped_out, &check_pages, REQUESTED, NULL,
+};
+const struct check *const refault_checks[] = {
+    &check_swapped_out, &check_zswap_wrote_back, &check_pages, REQUESTED,
+    &check_shadows, &check_refault_wb, NULL,
+};
+const struct check *const race_checks[] = {
+    &check_swapped_out, &check_pages, REQUESTED, NULL,
+};
+
+/*
+ * The named metrics of a run, for `faultline compare`: one `# NAME VALUE` line
+ * each, printed once (docs/scenarios.md, "Metrics"). vmstat/memcg counters are
+ * writeback-phase deltas (v_wb0..v_wb1: the forced writeback plus the settle
+ * time; race mode: the race); data_errors and workload_ms cover the whole run.
+ */
+void report_metrics(const struct run *R)
+{
+    ktap_diag("metrics: writeback phase deltas unless noted");
+    ktap_diag("pgrotated %lld", delta(&R->v_wb0, &R->v_wb1, VM_PGROTATED));
+    ktap_diag("zswpwb %lld", delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB));
+    ktap_diag("pswpout %lld", delta(&R->v_wb0, &R->v_wb1, VM_PSWPOUT));
+    ktap_diag("pgscan %lld", R->pgscan_wb);
+    ktap_diag("pgsteal %lld", R->pgsteal_wb);
+    ktap_diag("nr_swapcached_after_writeback %lld", R->swapcached_wb);
+    ktap_diag("fill_zswpwb %lld", delta(&R->v0, &R->v_fill, VM_ZSWPWB));
+    ktap_diag("wb_reclaim_calls %d", R->wb_calls);
+    ktap_diag("data_errors %zu", R->bad + R->sigbus_verify + R->sigbus_unexpected);
+    ktap_diag("workload_ms %lld", (long long)((R->t1 - R->t0) * 1000 + 0.5));
+}

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * swaptest's swap pipeline (every mode but race): fill the seeded pattern,
+ * reclaim it, force zswap writeback (optionally with the fault armed),
+ * refault and verify every page, SIGBUS-safe.
+ */
+#define _GNU_SOURCE
+#include "swaptest.h"
+#include "ktap.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ pattern */
+
+/*
+ * guestlib's pattern: even pages compress well, odd pages do not. With
+ * --pattern compressible page i gets the (compressible) even page 2i, so
+ * every page is stored in zswap and every swap write is a zswap writeback.
+ */
+void pattern_page(uint64_t *w, size_t idx, uint64_t seed)
+{
+    gl_pattern_page(w, o.compressible ? 2 * idx : idx, seed);
+}
+
+static void pattern_fill(uint8_t *base, size_t pages, uint64_t seed)
+{
+    for (size_t p = 0; p < pages; p++) {
+        pattern_page((uint64_t *)(base + p * GL_PAGE_SIZE), p, seed);
+    }
+}
+
+/* ------------------------------------------------------------ SIGBUS-safe access */
+
+static __thread sigjmp_buf bus_env;
+static __thread volatile int bus_armed;
+
+static void sigbus_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    if (bus_armed) {
+        bus_armed = 0;
+        siglongjmp(bus_env, 1);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void sigbus_install(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = sigbus_handler;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGBUS, &sa, NULL);
+}
+
+/* Compare one page; returns 0 same, 1 different, 2 zero (and allowed), -1 SIGBUS. */
+static __attribute__((noinline)) int check_page(const uint8_t *page, const uint64_t *want,
+                                                int allow_zero)
+{
+    static const uint64_t zero[GL_PAGE_SIZE / sizeof(uint64_t)];
+    volatile int ret = 0;
+
+    if (sigsetjmp(bus_env, 0)) {
+        return -1;
+    }
+    bus_armed = 1;
+    if (memcmp(want, page, GL_PAGE_SIZE)) {
+        ret = allow_zero && !memcmp(zero, page, GL_PAGE_SIZE) ? 2 : 1;
+    }
+    bus_armed = 0;
+    return ret;
+}
+
+/*
+ * Compare pages [first, first+n) of @base with the pattern (page index idx0+i,
+ * @seed); a SIGBUS while reading a page is counted and the page skipped.
+ * @busmap (optional, one byte per page) marks pages that raised SIGBUS;
+ * @skip (optional) pages not to touch at all. @allow_zero: a zero page is ok.
+ */
+void verify_pages(uint8_t *base, size_t first, size_t n, size_t idx0, uint64_t seed,
+                  uint8_t *busmap, const uint8_t *skip, int allow_zero,
+                  struct verify_result *r)
+{
+    uint64_t want[GL_PAGE_SIZE / sizeof(uint64_t)];
+
+    for (size_t i = 0; i < n; i++) {
+        size_t p = first + i;
+
+        if (skip && skip[p]) {
+            continue;
+        }
+        pattern_page(want, idx0 + i, seed);
+        switch (check_page(base + p * GL_PAGE_SIZE, want, allow_zero)) {
+        case -1:
+            r->sigbus++;
+            if (busmap) {
+                busmap[p] = 1;
+            }
+            break;
+        case 1:
+            if (!r->bad) {
+                r->first_bad = p;
+            }
+            r->bad++;
+            break;
+        case 2:
+            r->zero++;
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ forced zswap writeback */
+
+void zswap_max_restore(void)
+{
+    gl_memcg_set(o.cgroup, "memory.zswap.max", o.zswap_max);
+}
+
+/*
+ * Force zswap writeback. shrinker (default): with the pattern stored in zswap,
+ * repeated memory.reclaim finds no LRU pages left and runs the memcg-aware
+ * zswap shrinker (shrinker_enabled), which writes entries back (zswpwb); then
+ * fault everything back in and store it again for the next round.
+ * limit (test_zswap.c's recipe): lower memory.zswap.max to half of
+ * memory.zswap.current, fault everything in and reclaim again. On 6.12 a
+ * store over the memcg limit is rejected and goes to the device directly
+ * (pswpout without zswpwb), so this mostly measures direct pageout.
+ *
+ * --fill-writeback off (writeback mode): nothing is written back before this
+ * phase (zswap_quiet() during the fill and the refills between rounds), and
+ * each round drains zswap: shrinker on, memory.zswap.max 0, memory.reclaim
+ * until memory.stat zswapped is 0 or --wb-reclaims calls were made. Without
+ * this, a kernel that frees written-back folios at once (dropbehind) lets the
+ * fill's own reclaim write everything back and the writeback phase sees
+ * nothing.
+ */
+/* No zswap writeback: shrinker off, memory.zswap.max unlimited. memory.zswap.
+ * writeback stays as configured: 6.12+ keeps pages zswap rejects in memory
+ * when it is 0, and 7.2 stores incompressible pages as-is only when it is 1. */
+static void zswap_quiet(void)
+{
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
+    gl_memcg_set(o.cgroup, "memory.zswap.max", "max");
+}
+
+static void zswap_drain_start(void)
+{
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
+    gl_memcg_set(o.cgroup, "memory.zswap.max", "0");
+}
+
+static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct verify_result *vr)
+{
+    char val[32];
+
+    gl_vmstat_read(&R->v_last0);
+    for (int r = 0; r < o.wb_rounds; r++) {
+        if (o.wb_limit) {
+            long long zc = gl_memcg_read(o.cgroup, "memory.zswap.current");
+
+            snprintf(val, sizeof(val), "%lld", zc > 8192 ? zc / 2 : 4096);
+            gl_memcg_set(o.cgroup, "memory.zswap.max", val);
+        } else {
+            if (!o.fill_writeback) {
+                zswap_drain_start();
+            }
+            for (int i = 0; i < o.wb_reclaims; i++) {
+                long long cur = gl_memcg_read(o.cgroup, "memory.current");
+                struct gl_vmstat a, b;
+
+                if (!o.fill_writeback && gl_memcg_stat(o.cgroup, "zswapped") == 0) {
+                    break;  /* drained */
+                }
+                snprintf(val, sizeof(val), "%lld", cur > 4096 ? cur : 4096);
+                gl_vmstat_read(&a);
+                gl_memcg_write(o.cgroup, "memory.reclaim", val);
+                gl_vmstat_read(&b);
+                R->wb_calls++;
+                if (r + 1 == o.wb_rounds) {
+                    R->v_last0 = a;
+                    R->last_call_zswpwb = gl_vmstat_delta(&a, &b, VM_ZSWPWB);
+                }
+                ktap_diag("wb round %d call %d zswpwb %lld", r + 1, i + 1,
+                          gl_vmstat_delta(&a, &b, VM_ZSWPWB));
+            }
+        }
+        if (r + 1 < o.wb_rounds || o.wb_limit) {
+            verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, vr);
+            if (!o.fill_writeback) {
+                zswap_quiet();
+            }
+            gl_memcg_reclaim_all(o.cgroup);
+        }
+    }
+    zswap_max_restore();
+}
+
+uint8_t *map_pattern(size_t len)
+{
+    uint8_t *mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (mem == MAP_FAILED) {
+        ktap_bail("mmap %zu bytes failed", len);
+    }
+    madvise(mem, len, MADV_NOHUGEPAGE);
+    return mem;
+}
+
+/* ------------------------------------------------------------ the swap pipeline */
+
+long long swapcached_pages(const struct gl_vmstat *now)
+{
+    long long sc = gl_memcg_stat(o.cgroup, "swapcached");
+
+    return sc >= 0 ? sc / (long long)GL_PAGE_SIZE : now->v[VM_NR_SWAPCACHED];
+}
+
+/* read-error: a child touches every page while the fault is armed. */
+static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
+{
+    uint8_t *busmap = mmap(NULL, pages, PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct verify_result vc = { 0 }, vp = { 0 };
+    pid_t pid;
+    int st = 0;
+
+    if (busmap == MAP_FAILED) {
+        ktap_bail("mmap busmap failed");
+    }
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        verify_pages(mem, 0, pages, 0, o.seed, busmap, NULL, 0, &vc);
+        /* exit code: 0 all fine, 1 data mismatch (never acceptable) */
+        _exit(vc.bad ? 1 : 0);
+    }
+    waitpid(pid, &st, 0);
+    for (size_t p = 0; p < pages; p++) {
+        R->sigbus_child += busmap[p];
+    }
+    ktap_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+            "child refaulted %zu pages with the fault armed: %zu SIGBUS, no bad data%s",
+            pages, R->sigbus_child, WIFSIGNALED(st) ? " (child killed by a signal)" : "");
+    ktap_diag("sigbus_pages_child %zu", R->sigbus_child);
+    disarm("after the child's refault");
+    /* The parent verifies what the child could read; pages that failed in the
+     * child may fail again (not uptodate in swap cache) but nothing else may. */
+    uint8_t *pbus = calloc(pages, 1);
+
+    verify_pages(mem, 0, pages, 0, o.seed, pbus, NULL, 0, &vp);
+    for (size_t p = 0; p < pages; p++) {
+        if (pbus[p] && !busmap[p]) {
+            R->sigbus_unexpected++;
+        }
+    }
+    R->sigbus_parent = vp.sigbus;
+    R->bad += vp.bad;
+    R->verified += pages - vp.sigbus;
+    ktap_diag("sigbus_pages_parent %zu", vp.sigbus);
+    ktap_ok(!vp.bad && !R->sigbus_unexpected,
+            "parent verified %zu pages: %zu bad, %zu SIGBUS (%zu not seen by the child)",
+            pages - vp.sigbus, vp.bad, vp.sigbus, R->sigbus_unexpected);
+    if (o.expect_sigbus) {
+        ktap_ok(R->sigbus_child > 0, "the read error reached the task as SIGBUS");
+    }
+    free(pbus);
+    munmap(busmap, pages);
+}
+
+void pipeline(struct run *R)
+{
+    size_t pages = o.mem / GL_PAGE_SIZE;
+    uint8_t *mem = map_pattern(o.mem);
+    struct verify_result vr;
+    long long ps0, pt0;
+    int zswap_on;
+    char buf[8];
+
+    zswap_on = gl_read_file(ZSWAP_PARAM "enabled", buf, sizeof(buf)) == 0 && buf[0] == 'Y';
+    if (zswap_on && !o.fill_writeback) {
+        zswap_quiet();
+        ktap_diag("phase fill: zswap shrinker off, memory.zswap.max max (no writeback before "
+                  "the writeback phase)");
+    }
+    R->t0 = gl_now_s();
+    gl_vmstat_read(&R->v0);
+    pattern_fill(mem, pages, o.seed);
+    ktap_diag("phase fill memory.current %lld", gl_memcg_read(o.cgroup, "memory.current"));
+    gl_memcg_reclaim_all(o.cgroup);
+    gl_vmstat_read(&R->v_fill);
+    ktap_ok(1, "filled %zu pages and reclaimed (memory.current %lld)", pages,
+            gl_memcg_read(o.cgroup, "memory.current"));
+    ktap_diag("phase reclaimed memory.zswap.current %lld",
+              gl_memcg_read(o.cgroup, "memory.zswap.current"));
+
+    if (o.arm_at == ARM_WRITEBACK) {
+        arm("before forcing writeback");
+    }
+    gl_vmstat_read(&R->v_wb0);
+    ps0 = gl_memcg_stat(o.cgroup, "pgscan");
+    pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
+    memset(&R->vr_wb, 0, sizeof(R->vr_wb));
+    if (zswap_on && o.wb_rounds > 0) {
+        force_writeback(R, mem, pages, &R->vr_wb);
+    } else {
+        /* No zswap: fault everything in and reclaim again: a second swap-out. */
+        for (int r = 0; r < (o.wb_rounds > 0 ? o.wb_rounds : 1); r++) {
+            verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, &R->vr_wb);
+            gl_memcg_reclaim_all(o.cgroup);
+        }
+    }
+    if (o.arm_at == ARM_WRITEBACK) {
+        disarm("after forced writeback");
+    }
+    gl_sleep_ms(o.settle_ms);
+    gl_vmstat_read(&R->v_wb1);
+    R->swapcached_wb = swapcached_pages(&R->v_wb1);
+    R->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
+    R->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
+    R->sigbus_verify += R->vr_wb.sigbus;
+    ktap_ok(!R->vr_wb.bad && !R->vr_wb.sigbus,
+            "writeback phase: pattern intact while refaulting (%zu bad, %zu SIGBUS)",
+            R->vr_wb.bad, R->vr_wb.sigbus);
+    R->bad += R->vr_wb.bad;
+    gl_vmstat_report("phase wb vmstat", &R->v_wb0, &R->v_wb1);
+    report_memstat("phase wb memstat");
+    ktap_diag("phase wb nr_swapcached_now %lld", R->v_wb1.v[VM_NR_SWAPCACHED]);
+
+    if (o.arm_at == ARM_REFAULT) {
+        arm("before the refault");
+        refault_in_child(mem, pages, R);
+    }
+    for (int r = 1; r <= o.rounds; r++) {
+        struct gl_vmstat a, b;
+
+        if (o.arm_at == ARM_REFAULT && r == 1) {
+            continue;   /* round 1 was the child's */
+        }
+        gl_vmstat_read(&a);
+        memset(&vr, 0, sizeof(vr));
+        verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, &vr);
+        R->bad += vr.bad;
+        R->sigbus_verify += vr.sigbus;
+        R->verified += pages;
+        ktap_ok(!vr.bad && !vr.sigbus, "round %d: %zu pages verified, %zu bad, %zu SIGBUS%s",
+                r, pages, vr.bad, vr.sigbus, vr.bad ? " (data lost)" : "");
+        if (vr.bad) {
+            ktap_diag("first bad page %zu", vr.first_bad);
+        }
+        gl_memcg_reclaim_all(o.cgroup);
+        gl_vmstat_read(&b);
+        ktap_diag("round %d vmstat pswpout %lld", r, gl_vmstat_delta(&a, &b, VM_PSWPOUT));
+        ktap_diag("round %d vmstat workingset_refault_anon %lld", r,
+                  gl_vmstat_delta(&a, &b, VM_WS_REFAULT_ANON));
+    }
+    gl_vmstat_read(&R->v_end);
+    R->t1 = gl_now_s();
+    R->heal_pswpout = gl_vmstat_delta(&R->v_wb1, &R->v_end, VM_PSWPOUT);
+    munmap(mem, o.mem);
+}
+

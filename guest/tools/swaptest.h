@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * swaptest internals shared by its files: swaptest.c (options, the table of
+ * modes, setup, tracing evidence, fault arming, main), swaptest-pipeline.c
+ * (fill, forced writeback, refault and verify), swaptest-race.c (the race
+ * mode) and swaptest-checks.c (the checks run after a mode, the metrics).
+ */
+#ifndef FAULTLINE_SWAPTEST_H
+#define FAULTLINE_SWAPTEST_H
+
+#include "guestlib.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZSWAP_PARAM "/sys/module/zswap/parameters/"
+
+/* ------------------------------------------------------------ options */
+
+enum arm_point { ARM_NONE, ARM_WRITEBACK, ARM_REFAULT };
+
+struct options {
+    const char *mode;
+    uint64_t mem, memcg_max, seed;
+    const char *cgroup;
+    int zswap;              /* -1: leave as configured, 0 off, 1 on */
+    int shrinker;           /* -1: leave */
+    const char *zswap_max;  /* memory.zswap.max during the test */
+    int zswap_writeback;    /* memory.zswap.writeback */
+    int wb_rounds;          /* forced-writeback rounds */
+    int rounds;             /* verify rounds after writeback */
+    long arm_state;         /* -1: no arming */
+    enum arm_point arm_at;
+    int disarm;
+    const char *fault_dev;  /* auto | nvme | syncblk */
+    const char *kernel_mode;/* auto | stock | patched */
+    const char *expect_ctx; /* hardirq | softirq | irq | task | NULL */
+    int expect_sync;        /* 1: sync bdev path, 0: async, -1: don't care */
+    int expect_errors;      /* write/read errors must be seen */
+    int expect_sigbus;
+    int settle_ms;
+    int threads;
+    double duration;
+    int chunk_pages;
+    int compressible;       /* every page compressible (default: half) */
+    int wb_limit;           /* force writeback by lowering memory.zswap.max */
+    int wb_reclaims;        /* memory.reclaim calls per round (shrinker) */
+    int fill_writeback;     /* 0: no zswap writeback before the writeback phase */
+};
+
+extern struct options o;
+
+/* ------------------------------------------------------------ one run */
+
+struct verify_result {
+    size_t bad, sigbus, first_bad, zero;
+};
+
+/* What a mode's run measured, for the checks and the metrics. */
+struct run {
+    struct gl_vmstat v0, v_fill, v_wb0, v_wb1, v_end;
+    struct verify_result vr_wb;
+    size_t verified, bad, sigbus_child, sigbus_parent, sigbus_unexpected;
+    size_t sigbus_verify;       /* SIGBUS where none may happen */
+    long long heal_pswpout;
+    long long swapcached_wb;    /* memcg swap-cache pages right after the wb phase */
+    long long pgscan_wb, pgsteal_wb;    /* memcg deltas over the wb phase */
+    double t0, t1;              /* workload start/end */
+    /* the forced-writeback phase (shrinker method) */
+    struct gl_vmstat v_last0;   /* before its last memory.reclaim call */
+    long long last_call_zswpwb; /* zswpwb of that call */
+    int wb_calls;               /* memory.reclaim calls made */
+    struct gl_kmsg_counts kmsg; /* the kernel log since the start */
+};
+
+/* ------------------------------------------------------------ checks */
+
+enum check_result { CHECK_PASS, CHECK_FAIL, CHECK_SKIP, CHECK_XFAIL };
+
+/* A check's KTAP line: description and, for SKIP/XFAIL, the reason. */
+struct check_out {
+    char desc[320];
+    char reason[320];
+};
+
+/*
+ * One check run after a mode: @wanted (NULL: always) says whether the
+ * options ask for it; @report prints diagnostics; @fn (NULL: diagnostics
+ * only) decides and describes the result.
+ */
+struct check {
+    int (*wanted)(void);
+    void (*report)(const struct run *R);
+    enum check_result (*fn)(const struct run *R, struct check_out *out);
+};
+
+/* Mode check lists (NULL-terminated), in the order they report. */
+extern const struct check *const writeback_checks[], *const completion_checks[],
+    *const write_error_checks[], *const heal_checks[], *const read_error_checks[],
+    *const refault_checks[], *const race_checks[];
+extern const struct check check_no_splat;
+
+void run_checks(const struct check *const *checks, const struct run *R);
+void run_check(const struct check *c, const struct run *R);
+void report_metrics(const struct run *R);
+
+/* ------------------------------------------------------------ shared by the runs */
+
+/* Patch-specific expectations are asserted (a patched kernel), else XFAIL. */
+extern int patched;
+/* zswap shrinker_enabled for the writeback phase (as configured). */
+extern char wb_shrinker[8];
+
+/* Tracing evidence: kprobes with hist triggers keyed on the context flags. */
+struct probe {
+    const char *sym;
+    char resolved[96];          /* kallsyms name probed (may be a .isra clone) */
+    int ok;                     /* kprobe and hist trigger installed */
+    struct gl_hist hist;
+};
+enum { P_EBW, P_FEW, P_SYNC, P_ASYNC, P_SWP_WRITEPAGE, P_ZSWAP_WB, P_EBR, P_RSYNC,
+       P_DROPBEHIND, P_FEDB, P__N };
+extern struct probe probes[P__N];
+extern int blk_err_ok;
+extern long long blk_errors;
+
+/* Arm the fault state before a phase, disarm after it (--arm-state, --disarm). */
+void arm(const char *where);
+void disarm(const char *where);
+
+/* The seeded pattern (--pattern half|compressible) and its SIGBUS-safe check. */
+void pattern_page(uint64_t *w, size_t idx, uint64_t seed);
+void sigbus_install(void);
+void verify_pages(uint8_t *base, size_t first, size_t n, size_t idx0, uint64_t seed,
+                  uint8_t *busmap, const uint8_t *skip, int allow_zero,
+                  struct verify_result *r);
+uint8_t *map_pattern(size_t len);
+void zswap_max_restore(void);
+/* "# PREFIX KEY VALUE" for the memcg counters swaptest reports. */
+void report_memstat(const char *prefix);
+/* memcg swap-cache pages now (memory.stat swapcached, else vmstat). */
+long long swapcached_pages(const struct gl_vmstat *now);
+
+/* The runs of the modes. */
+void pipeline(struct run *R);
+void race(struct run *R);
+
+#endif /* FAULTLINE_SWAPTEST_H */

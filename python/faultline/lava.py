@@ -1,0 +1,756 @@
+"""LAVA: scenarios as LAVA jobs (device_type qemu), and the "lava" machine
+backend that runs such a job with Debian's lava-dispatcher (lava-run, local,
+no server) and turns LAVA's results back into a faultline run directory.
+
+What LAVA 2023.01 needs from us (shared/notes/lava-2023.01.md, measured):
+- it runs `qemu-system-<arch>` from PATH (and probes its --version there):
+  arch x86_64, and a wrapper of that name first on PATH for local runs;
+- the qemu device template always adds `-net nic ... -net <netdevice>`:
+  netdevice none (our build has no slirp); -nodefaults and -machine q35 in
+  extra_options, else SeaBIOS stalls ~32 s;
+- init writes KTAP to ttyS1: both serial ports must exist, and LAVA must
+  see ttyS1 (lab jobs mux ttyS0+ttyS1 onto stdio, local runs keep ttyS0 in
+  the run directory's console.log so the two streams never interleave);
+- per-case results are only in the log (`lvl: results`), result.yaml has
+  the job verdict; LAVA never records QEMU's exit status, so the guest's
+  FAULTLINE-EXIT line is a test case of its own.
+"""
+
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+
+from .build import CACHE
+from .errors import SetupError
+from .machine import Machine, WatchResult
+
+try:
+    import yaml
+except ImportError:  # python3-yaml comes with lava-dispatcher (scripts/setup)
+    yaml = None
+
+LAVA_CACHE_GLOB = "lava/lava-server-*/device-types"
+MONITOR_NAME = "faultline-ktap"
+EXIT_CASE = "FAULTLINE-EXIT"
+# Extra time LAVA gets on top of the scenario's watchdog: deploy copies the
+# images (the disk image in full) before the boot starts.
+LAVA_MARGIN_S = 120
+# Local runs: LAVA's test timeout is this much after our watchdog, which
+# asks the guest for a task dump first.
+DUMP_GRACE_S = 30
+
+# The device dictionary of the local dispatcher, as a lab admin would write
+# it for a qemu worker that has faultline's QEMU.
+DEVICE_DICT = """{% extends 'qemu.jinja2' %}
+{% set no_kvm = True %}
+{% set netdevice = 'none' %}
+"""
+
+# One pattern for every result line.  pexpect searches the stream for the
+# earliest match of any pattern; this one consumes only the newline (and
+# indentation) before a complete result line and reads the line through
+# lookaheads, so each line is seen once and the end pattern still sees the
+# FAULTLINE-EXIT line after its result was taken:
+#   "ok 1 name", "not ok 2 name", "ok 3 name # SKIP why", "Bail out! why"
+#   -> result ok / not ok / SKIP / XFAIL / Bail, test_case_id: the name
+#   "FAULTLINE-EXIT 0" -> result 0 (pass) or the status' first digit (fail),
+#   test_case_id FAULTLINE-EXIT
+RESULT_PATTERN = (r"\n[ \t]*(?=[^\n]*\n)"
+                  r"(?=(?:FAULTLINE-EXIT |[^\n#]*# )?"
+                  r"(?P<result>SKIP|XFAIL|not ok|ok|Bail|(?<=FAULTLINE-EXIT )(?:0\b|[1-9])))"
+                  r"(?=(?:(?:not )?ok \d+ )?"
+                  r"(?P<test_case_id>FAULTLINE-EXIT(?= )|[^\r\n#]*[^\s#]))")
+FIXUPS = {"ok": "pass", "not ok": "fail", "SKIP": "skip", "XFAIL": "pass", "Bail": "fail",
+          "0": "pass", **{str(d): "fail" for d in range(1, 10)}}
+# The end needs the whole FAULTLINE-EXIT line, so the result pattern (which
+# matches earlier, at the newline before it) always takes it first.
+END_PATTERN = EXIT_CASE + r" \d+\r?\n"
+START_PATTERN = "# seed "
+
+
+def _yaml_dump(data):
+    if yaml is None:
+        raise SetupError("LAVA jobs need python3-yaml (scripts/setup installs it)")
+    return yaml.safe_dump(data, sort_keys=False, width=1000)
+
+
+def _yaml_load(text):
+    if yaml is None:
+        raise SetupError("LAVA results need python3-yaml (scripts/setup installs it)")
+    return yaml.safe_load(text)
+
+
+# ---------------------------------------------------------------- job generation
+
+def lava_case_id(name):
+    """The case name LAVA stores for a KTAP test name (lower case, \\W -> _)."""
+    return re.sub(r"\W+", "_", name.strip().lower())
+
+
+def _quote(arg):
+    # LAVA joins the command into one string and splits it like a shell.
+    return shlex.quote(arg)
+
+
+def job_args(spec, console="mux"):
+    """(extra_options, image_args) of a job for MachineSpec @spec: the same
+    machine and devices as the qemu backend, with the run's files replaced
+    by LAVA's {kernel} {initrd} {rules} placeholders, and {disk} unless
+    @console is a local file (see below)."""
+    extra = ["-nodefaults -machine q35 -no-reboot",
+             "-accel " + spec.accel + " " + " ".join(_quote(a) for a in spec.extra_args)]
+    extra += ["-L " + _quote(d) for d in spec.firmware_dirs]
+    if console == "mux":
+        extra.append("-chardev stdio,mux=on,id=ser0 -serial chardev:ser0 -serial chardev:ser0")
+    else:
+        # Local: ttyS0 straight into the run directory, LAVA sees only ttyS1.
+        extra.append("-serial " + _quote("file:" + console) + " -serial stdio")
+    # A lab downloads the disk; a local run boots the scratch disk in place
+    # (LAVA would copy and hash the whole image, ~15 s for 1 GB).
+    subst = {spec.disk: "{disk}"} if console == "mux" else {}
+    if spec.rules_file:
+        subst[spec.rules_file] = "{rules}"
+    images = {}
+    args = list(spec.device_args)
+    i = 0
+    while i < len(args):
+        opt, val = args[i], args[i + 1] if i + 1 < len(args) else ""
+        for path, key in subst.items():
+            val = val.replace(path, key)
+        # The fault log path is of this host; a lab worker has no such place.
+        if opt == "-object" and console == "mux":
+            val = re.sub(r",log=[^,]*", "", val)
+        arg = f"{opt} {_quote(val)}"
+        if "{disk}" in val:
+            images["disk"] = arg
+        elif "{rules}" in val:
+            images["rules"] = arg
+        else:
+            extra.append(arg)
+        i += 2
+    images["kernel"] = "-kernel {kernel} -append " + _quote(spec.append)
+    images["initrd"] = "-initrd {initrd}"
+    return extra, images
+
+
+def memory_mb(memory):
+    """'512M' / '1G' -> 512 / 1024 (the template's -m)."""
+    m = re.fullmatch(r"(\d+)([MG]?)", str(memory).strip().upper())
+    if not m:
+        raise SetupError(f"memory {memory!r}: expected e.g. 512M or 1G")
+    return int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
+
+
+def make_job(spec, urls, timeout_s, metadata, console="mux", name=None):
+    """The LAVA job (a dict) that boots @spec.  @urls: image key -> URL of
+    the kernel, initrd, disk (and rules) artefacts."""
+    extra, image_args = job_args(spec, console)
+    images = {}
+    # (a local job has no disk image: job_args() left it in extra_options)
+    for key in ("kernel", "initrd", "disk", "rules"):
+        if key in image_args:
+            if key not in urls:
+                raise SetupError(f"LAVA job: no URL for the {key} artefact")
+            images[key] = {"url": urls[key], "image_arg": image_args[key]}
+            if key == "disk" and urls[key].endswith(".gz"):
+                images[key]["compression"] = "gz"
+    boot_s = int(timeout_s) + 60
+    job = {
+        "device_type": "qemu",
+        "job_name": name or f"faultline {spec.scenario} seed {metadata.get('faultline.seed')}",
+        "timeouts": {"job": {"seconds": int(timeout_s) + LAVA_MARGIN_S + 60},
+                     "action": {"seconds": boot_s},
+                     "connection": {"seconds": boot_s}},
+        "priority": "medium",
+        "visibility": "public",
+        "metadata": metadata,
+        "context": {"arch": "x86_64", "memory": memory_mb(spec.memory),
+                    # -accel comes from extra_options; the template's
+                    # -enable-kvm -cpu host would contradict it.
+                    "netdevice": "none", "no_kvm": 1,
+                    "extra_options": extra},
+        "actions": [
+            {"deploy": {"to": "tmpfs", "timeout": {"seconds": LAVA_MARGIN_S},
+                        "images": images}},
+            {"boot": {"method": "qemu", "media": "tmpfs",
+                      "timeout": {"seconds": boot_s}}},
+            {"test": {"timeout": {"seconds": int(timeout_s)},
+                      "monitors": [{"name": MONITOR_NAME, "start": START_PATTERN,
+                                    "end": END_PATTERN, "pattern": RESULT_PATTERN,
+                                    "fixupdict": FIXUPS}]}},
+        ],
+    }
+    return job
+
+
+def job_metadata(scenario, seed, version, repro, kernel=None):
+    return {"faultline.scenario": scenario, "faultline.seed": seed,
+            "faultline.version": version, "faultline.repro": repro,
+            "faultline.kernel": kernel or "debian"}
+
+
+def template_dir(cache):
+    """lava-server's device-types directory unpacked by scripts/setup."""
+    dirs = sorted(glob.glob(os.path.join(cache, LAVA_CACHE_GLOB)))
+    for d in reversed(dirs):
+        if os.path.isfile(os.path.join(d, "qemu.jinja2")):
+            return d
+    raise SetupError("no LAVA qemu device template in the cache: run scripts/setup")
+
+
+def render_device(tpl_dir, job_context, device_dict=DEVICE_DICT):
+    """The device configuration (YAML text) for a job's context, rendered
+    from the device dictionary the way lava-server does."""
+    try:
+        import jinja2
+        from jinja2.sandbox import SandboxedEnvironment
+    except ImportError:
+        raise SetupError("rendering the LAVA device needs python3-jinja2 (scripts/setup)") \
+            from None
+    env = SandboxedEnvironment(loader=jinja2.FileSystemLoader([tpl_dir]),
+                               autoescape=False, trim_blocks=True)
+    try:
+        return env.from_string(device_dict).render(**job_context)
+    except jinja2.TemplateError as e:
+        raise SetupError(f"LAVA device template: {e}") from None
+
+
+# ---------------------------------------------------------------- results
+
+def parse_lava_log(text):
+    """LAVA's log -> (target output lines, result entries, errors).
+
+    One entry a line, {"dt": ..., "lvl": ..., "msg": ...} (lava-run's
+    output; the server's job log has the same lines as a YAML list)."""
+    target, results, errors = [], [], []
+    for line in text.splitlines():
+        line = line[2:] if line.startswith("- {") else line
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            # lava-run writes JSON except for tagged values (size: ! "123").
+            try:
+                entry = _yaml_load(line)
+            except Exception:  # noqa: BLE001 - one odd line must not lose the rest
+                continue
+        if not isinstance(entry, dict):
+            continue
+        lvl, msg = entry.get("lvl"), entry.get("msg")
+        if lvl == "target" and isinstance(msg, str):
+            target.append(msg)
+        elif lvl == "results" and isinstance(msg, dict):
+            results.append(msg)
+        elif lvl in ("error", "exception") and msg:
+            errors.append(str(msg))
+    return target, results, errors
+
+
+def ktap_from_target(lines):
+    """The ttyS1 (KTAP) stream from LAVA's target lines: from '# kernel' on."""
+    out, started = [], False
+    for ln in lines:
+        s = ln.rstrip("\r")
+        if s.startswith("# kernel "):
+            started = True
+        if started:
+            out.append(s)
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def case_results(results):
+    """Our cases from LAVA's results: [{case, name, result}], LAVA's own
+    job/boot results (suite lava) left out."""
+    cases = []
+    for r in results:
+        if r.get("definition") != MONITOR_NAME:
+            continue
+        extra = r.get("extra") if isinstance(r.get("extra"), dict) else {}
+        cases.append({"case": r.get("case"), "name": extra.get("test_case_id", r.get("case")),
+                      "result": r.get("result")})
+    return cases
+
+
+def job_verdict(results, result_yaml_text):
+    """LAVA's job result ('pass'/'fail'/None) and its error type and message."""
+    verdict, etype, emsg = None, None, None
+    for r in results:
+        if r.get("definition") == "lava" and r.get("case") == "job":
+            verdict = r.get("result")
+            extra = r.get("extra") if isinstance(r.get("extra"), dict) else {}
+            etype, emsg = extra.get("error_type"), extra.get("error_msg")
+    if verdict is None and result_yaml_text:
+        try:
+            doc = _yaml_load(result_yaml_text)
+        except Exception:  # noqa: BLE001
+            doc = None
+        for r in doc if isinstance(doc, list) else []:
+            if isinstance(r, dict) and r.get("case") == "job":
+                verdict = r.get("result")
+                meta = r.get("metadata") or {}
+                etype, emsg = meta.get("error_type"), meta.get("error_msg")
+    return verdict, etype, emsg
+
+
+def guest_exit_from(cases, ktap):
+    """FAULTLINE-EXIT status: the number from the KTAP stream, else the
+    LAVA case (pass -> 0, fail -> 1), else None (never reported)."""
+    for ln in ktap.splitlines():
+        if ln.startswith(EXIT_CASE + " "):
+            try:
+                return int(ln.split()[1])
+            except (IndexError, ValueError):
+                pass
+    for c in cases:
+        if c["name"] == EXIT_CASE:
+            return 0 if c["result"] == "pass" else 1
+    return None
+
+
+def compare_cases(cases, ktap_results):
+    """Disagreements between LAVA's per-case results and our KTAP parse
+    (they read the same lines): list of one-line problems."""
+    want = {"ok": "pass", "fail": "fail", "skip": "skip", "xfail": "pass"}
+    lava = {}
+    for c in cases:
+        if c["name"] != EXIT_CASE:
+            lava.setdefault(c["case"], []).append(c["result"])
+    problems = []
+    for r in ktap_results:
+        case = lava_case_id(r["name"])
+        got = lava.get(case)
+        if not got:
+            problems.append(f"LAVA has no result for {r['name']!r}")
+            continue
+        res = got.pop(0)
+        if res != want.get(r["kind"]):
+            problems.append(f"LAVA says {res} for {r['name']!r}, KTAP says {r['kind']}")
+    return problems
+
+
+# ---------------------------------------------------------------- the backend
+
+WRAPPER = '''#!/usr/bin/python3
+# faultline: the qemu-system-x86_64 LAVA runs (first on its PATH).  Runs
+# faultline's QEMU with a QMP socket and -no-shutdown; when the guest powers
+# off (or resets: -no-reboot), saves the fault injector's statistics into
+# the run directory and quits, so LAVA sees the end of the stream.
+import json, os, signal, socket, subprocess, sys, time
+QEMU, SOCK, STATS, INJECTOR = {qemu!r}, {sock!r}, {stats!r}, {injector!r}
+PIDFILE = SOCK + ".pid"
+S = None
+args = sys.argv[1:]
+if args == ["--version"] or not args:
+    os.execv(QEMU, [QEMU] + args)
+proc = subprocess.Popen([QEMU] + args + ["-no-shutdown", "-qmp",
+                        "unix:" + SOCK + ",server=on,wait=off"])
+with open(PIDFILE, "w") as p:
+    p.write(str(proc.pid))
+with open(SOCK + ".wrapper-pid", "w") as p:
+    p.write(str(os.getpid()))
+def task_dump(signum, frame):
+    # SIGUSR1 from the launcher's watchdog: console loglevel 7, then the
+    # task dump.  Replies are read (and ignored) by the loop below.
+    for key in ("7", "t"):
+        keys = [{{"type": "qcode", "data": k}} for k in ("alt", "sysrq", key)]
+        S.sendall(json.dumps({{"execute": "send-key", "arguments": {{"keys": keys}}}}).encode()
+                  + b"\\n")
+        time.sleep(0.3)
+signal.signal(signal.SIGUSR1, task_dump)
+def qmp_connect():
+    for _ in range(200):
+        if proc.poll() is not None:
+            return None
+        try:
+            global S
+            S = socket.socket(socket.AF_UNIX)
+            S.connect(SOCK)
+            f = S.makefile("rwb")
+            f.readline()
+            return f
+        except OSError:
+            time.sleep(0.05)
+    return None
+def cmd(f, name, **a):
+    f.write(json.dumps({{"execute": name, "arguments": a}}).encode() + b"\\n")
+    f.flush()
+    while True:
+        msg = json.loads(f.readline())
+        if "event" not in msg:
+            return msg
+f = qmp_connect()
+if f is None:
+    sys.exit(proc.wait())
+cmd(f, "qmp_capabilities")
+try:
+    while True:
+        line = f.readline()
+        if not line:
+            break
+        msg = json.loads(line)
+        if msg.get("event") in ("SHUTDOWN", "GUEST_PANICKED"):
+            if INJECTOR:
+                st = cmd(f, "x-fault-query-stats", id=INJECTOR)
+                with open(STATS + ".tmp", "w") as out:
+                    json.dump(st.get("return", st), out)
+                os.rename(STATS + ".tmp", STATS)
+            cmd(f, "quit")
+            break
+except (OSError, ValueError):
+    pass
+sys.exit(proc.wait())
+'''
+
+
+def dispatcher_config(prefix):
+    # Without a default IPv4 route lava-run fails (LAVABug KeyError: 2)
+    # unless the dispatcher's address is given.  The prefix keeps LAVA's
+    # download directory (/var/lib/lava/dispatcher/tmp/PREFIX<job id>) apart
+    # from other runs on this host.
+    return f"dispatcher_ip: 127.0.0.1\nprefix: {prefix}\n"
+
+
+def lava_version():
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "lava-dispatcher"],
+                             capture_output=True, text=True, timeout=30)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+class LavaMachine(Machine):
+    """One run as a LAVA job run by lava-run on this host.
+
+    Backend options: cache (faultline's cache dir, for the device template),
+    metadata (the job metadata), job_id.  Files in the run directory:
+    lava-job.yaml, lava-device.yaml, lava.log (LAVA's log), lava-results.json
+    (the converted cases), console.log (ttyS0), ktap.log (ttyS1 as LAVA saw it)."""
+
+    backend = "lava"
+
+    def __init__(self, spec, **backend_options):
+        super().__init__(spec, **backend_options)
+        self.proc = None
+        self.lava_dir = os.path.join(spec.scratch, "lava")
+        self.stats_path = os.path.join(spec.rundir, "lava-stats.json")
+        self.log_path = os.path.join(spec.rundir, "lava.log")
+        self._log = None
+        self._diag = []
+        self._cases = []
+
+    def _paths(self):
+        d = self.lava_dir
+        return {k: os.path.join(d, k) for k in ("bin", "out", "tmp")}
+
+    def write_job(self, timeout_s):
+        spec, p = self.spec, self._paths()
+        for d in p.values():
+            os.makedirs(d, exist_ok=True)
+        urls = {"kernel": "file://" + spec.kernel, "initrd": "file://" + spec.initrd}
+        if spec.rules_file:
+            urls["rules"] = "file://" + spec.rules_file
+        meta = self.options.get("metadata") or job_metadata(spec.scenario, None, "?", "")
+        job = make_job(spec, urls, timeout_s, meta,
+                       console=os.path.join(spec.rundir, "console.log"))
+        tpl = template_dir(self.options.get("cache") or CACHE)
+        device = render_device(tpl, job["context"])
+        files = {"lava-job.yaml": _yaml_dump(job), "lava-device.yaml": device,
+                 "lava-dispatcher.yaml": dispatcher_config(
+                     os.path.basename(spec.scratch) + "-")}
+        for name, text in files.items():
+            with open(os.path.join(spec.rundir, name), "w") as f:
+                f.write(text)
+        wrapper = os.path.join(p["bin"], "qemu-system-x86_64")
+        with open(wrapper, "w") as f:
+            f.write(WRAPPER.format(qemu=spec.qemu_binary,
+                                   sock=os.path.join(self.lava_dir, "qmp.sock"),
+                                   stats=self.stats_path, injector=spec.injector_id))
+        os.chmod(wrapper, 0o755)
+        return job
+
+    def start(self):
+        """Check what a local LAVA run needs; run() writes the job (it needs
+        the watchdog time for LAVA's timeouts) and starts lava-run."""
+        spec = self.spec
+        if os.geteuid() != 0:
+            raise SetupError("the lava backend runs lava-run, which needs root")
+        self.lava_run = shutil.which("lava-run")
+        if not self.lava_run:
+            raise SetupError("lava-run not found: run scripts/setup (installs lava-dispatcher)")
+        if not os.access(spec.qemu_binary, os.X_OK):
+            raise SetupError(f"no QEMU at {spec.qemu_binary}")
+        template_dir(self.options.get("cache") or CACHE)
+        for name in ("ktap.log", "console.log"):
+            open(os.path.join(spec.rundir, name), "w").close()
+
+    def _metadata(self):
+        """Job metadata from the run's run.json (written before the boot)."""
+        spec = self.spec
+        try:
+            with open(os.path.join(spec.rundir, "run.json")) as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            meta = {}
+        return job_metadata(spec.scenario, meta.get("seed"), meta.get("faultline", "?"),
+                            meta.get("run_command", ""), meta.get("kernel"))
+
+    def _spawn(self, timeout_s):
+        spec, p = self.spec, self._paths()
+        if "metadata" not in self.options:
+            self.options = dict(self.options, metadata=self._metadata())
+        self.write_job(timeout_s)
+        env = dict(os.environ, PATH=p["bin"] + os.pathsep + os.environ.get("PATH", ""),
+                   TMPDIR=p["tmp"])
+        cmd = [self.lava_run, "--job-id", str(self.options.get("job_id", 1)),
+               "--output-dir", p["out"],
+               "--dispatcher", os.path.join(spec.rundir, "lava-dispatcher.yaml"),
+               "--device", os.path.join(spec.rundir, "lava-device.yaml"),
+               os.path.join(spec.rundir, "lava-job.yaml")]
+        with open(os.path.join(spec.rundir, "cmdline"), "w") as f:
+            f.write("PATH=" + shlex.quote(p["bin"]) + ":$PATH " + shlex.join(cmd) + "\n")
+        self._log = open(self.log_path, "w")
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
+                                         stderr=subprocess.STDOUT, env=env, cwd=self.lava_dir,
+                                         start_new_session=True)
+        except OSError as e:
+            raise SetupError(f"cannot start lava-run: {e.strerror}") from None
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        if self.running():
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+
+    def cleanup(self):
+        self.kill()
+        # lava-run starts QEMU in a session of its own: make sure it is gone.
+        try:
+            with open(os.path.join(self.lava_dir, "qmp.sock.pid")) as f:
+                os.kill(int(f.read()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+        if self._log:
+            self._log.close()
+            self._log = None
+        super().cleanup()
+
+    def diagnostics(self):
+        return "\n".join(self._diag)
+
+    def info(self):
+        return {"lava_dispatcher": lava_version(), "job": "lava-job.yaml",
+                "device": "lava-device.yaml", "log": "lava.log",
+                "results": "lava-results.json"}
+
+    def _read_log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def run(self, timeout_s, progress=None):
+        """Wait for lava-run, showing the KTAP stream as LAVA logs it, then
+        convert LAVA's results (see convert()).  The watchdog counts from
+        QEMU's start, as on the qemu backend; when it fires before the
+        guest reported, the QEMU wrapper asks the guest for a sysrq task
+        dump, then lava-run is stopped (LAVA's own test timeout is later)."""
+        t0 = time.monotonic()
+        self._spawn(timeout_s + DUMP_GRACE_S)
+        boot_t0, dump, hang = None, None, False
+        deadline = t0 + timeout_s + LAVA_MARGIN_S + DUMP_GRACE_S + 60
+        wrapper_pid = os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
+        while self.running():
+            time.sleep(0.5)
+            now = time.monotonic()
+            target, _, _ = parse_lava_log(self._read_log())
+            ktap = ktap_from_target(target)
+            if progress:
+                progress.update(ktap, now - t0, {})
+            if boot_t0 is None and os.path.exists(wrapper_pid):
+                boot_t0 = now
+            reported = any(ln.startswith(EXIT_CASE + " ") for ln in ktap.splitlines())
+            if boot_t0 is not None and not reported and now > boot_t0 + timeout_s:
+                hang = True
+                dump = self._task_dump(wrapper_pid)
+                self.kill()
+            elif now > deadline:
+                hang = True
+                self.kill()
+        if progress:
+            progress.finish()
+        w = WatchResult(backend=self.backend)
+        self.convert(w, hang)
+        if hang:
+            w.hang, w.task_dump = w.guest_exit is None, dump
+        w.elapsed_s = time.monotonic() - t0
+        w.backend_info = self.info()
+        return w
+
+    def _task_dump(self, wrapper_pid):
+        """SIGUSR1 to the QEMU wrapper (alt-sysrq-7, alt-sysrq-t over its
+        QMP), then wait for the console to settle; the dump's offset or None."""
+        console = os.path.join(self.spec.rundir, "console.log")
+        size0 = os.path.getsize(console)
+        try:
+            with open(wrapper_pid) as f:
+                os.kill(int(f.read()), signal.SIGUSR1)
+        except (OSError, ValueError):
+            return None
+        deadline, last = time.monotonic() + 10, -1
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            size = os.path.getsize(console)
+            if size == last and size > size0:
+                break
+            last = size
+        return size0 if os.path.getsize(console) > size0 else None
+
+    def convert(self, w, killed=False):
+        """LAVA's log and result.yaml -> ktap.log, lava-results.json and @w."""
+        spec = self.spec
+        target, results, errors = parse_lava_log(self._read_log())
+        ktap = ktap_from_target(target)
+        with open(os.path.join(spec.rundir, "ktap.log"), "w") as f:
+            f.write(ktap)
+        result_yaml = ""
+        for path in glob.glob(os.path.join(self._paths()["out"], "**", "result.yaml"),
+                              recursive=True):
+            with open(path, errors="replace") as f:
+                result_yaml = f.read()
+        self._cases = case_results(results)
+        verdict, etype, emsg = job_verdict(results, result_yaml)
+        w.guest_exit = guest_exit_from(self._cases, ktap)
+        timed_out = any("timed out" in e or "timeout" in e.lower() for e in errors) or \
+            any("lava test monitoring has timed out" in ln for ln in target)
+        log = self._read_log()
+        if "lava test monitoring has timed out" in log or killed:
+            timed_out = True
+        if w.guest_exit is None and timed_out:
+            w.hang = True
+        if os.path.exists(self.stats_path):
+            try:
+                with open(self.stats_path) as f:
+                    w.faults = json.load(f)
+            except (OSError, ValueError) as e:
+                w.faults = {"error": f"lava-stats.json: {e}"}
+        elif spec.injector_id and spec.rules_file:
+            w.faults = {"error": "the QEMU wrapper saved no fault statistics"}
+        if verdict != "pass":
+            self._diag.append(f"LAVA job {verdict or 'did not finish'}"
+                              + (f" ({etype}: {emsg})" if etype or emsg else ""))
+        for e in errors:
+            if e not in self._diag:
+                self._diag.append(e)
+        # QEMU's own complaints reach LAVA's stream; the template's NIC
+        # options (-net nic ... -net none) always cause three warnings.
+        self._diag += [ln for ln in target if ln.startswith("qemu-system-x86_64:")
+                       and "warning:" not in ln]
+        stderr_path = os.path.join(spec.rundir, "qemu.stderr")
+        with open(stderr_path, "w") as f:
+            f.write(self.diagnostics() + ("\n" if self._diag else ""))
+        from .ktap import parse_ktap
+        mismatches = compare_cases(self._cases, parse_ktap(ktap)["results"])
+        doc = {"job": {"result": verdict, "error_type": etype, "error_msg": emsg},
+               "cases": self._cases, "hang": w.hang, "guest_exit": w.guest_exit,
+               "mismatches": mismatches}
+        with open(os.path.join(spec.rundir, "lava-results.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+        w.stderr = self.diagnostics()
+        return w
+
+    @property
+    def cases(self):
+        return self._cases
+
+
+
+# ---------------------------------------------------------------- `faultline lava`
+
+def _url(base_url, out, path):
+    if base_url:
+        return base_url.rstrip("/") + "/" + os.path.relpath(path, out).replace(os.sep, "/")
+    return "file://" + os.path.abspath(path)
+
+
+def _zero_disk_gz(path, size):
+    """A gzip of @size zero bytes (what the guest sees as an empty disk):
+    a lab downloads a few MB instead of the whole image."""
+    import gzip
+    block = bytes(1 << 20)
+    with gzip.open(path + ".tmp", "wb", compresslevel=1) as f:
+        left = size
+        while left > 0:
+            n = min(left, len(block))
+            f.write(block[:n])
+            left -= n
+    os.replace(path + ".tmp", path)
+
+
+def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=False,
+               quiet=False):
+    """One LAVA job per (kernel, scenario, seed) in @out/jobs/, with the
+    artefacts it deploys beside it: per kernel the image, per job the
+    initramfs (with its run.sh) and rules, per disk size one compressed
+    empty disk.  @scenarios: loaded Scenarios; @kernels: [(bzImage or None,
+    modules or None)]; @seeds: list or None (each scenario's own seed).
+    Returns the job files."""
+    from . import guest, runner
+    from .build import build_all, git_describe
+    from .machine import make_spec
+    os.makedirs(os.path.join(out, "jobs"), exist_ok=True)
+    version = git_describe()
+    jobs, disks = [], {}
+    for ki, (kernel, modules) in enumerate(kernels):
+        builds = build_all(kernel, modules, quiet)
+        kdir = os.path.join(out, f"kernel{ki}")
+        os.makedirs(kdir, exist_ok=True)
+        kimage = os.path.join(kdir, "vmlinuz")
+        shutil.copyfile(builds.kernel, kimage)
+        for sc in scenarios:
+            sc_builds = builds.for_scenario(sc, kernel, modules)
+            size = sc.device.size_bytes
+            if size not in disks:
+                disks[size] = os.path.join(out, f"disk-{size}.img.gz")
+                _zero_disk_gz(disks[size], size)
+            for seed in seeds or [sc.faults.seed]:
+                name = f"{sc.name}-seed{seed}-kernel{ki}"
+                jdir = os.path.join(out, name)
+                os.makedirs(jdir, exist_ok=True)
+                initrd = guest.prepare(sc, sc_builds.guest_dir, jdir, jdir, seed)
+                os.unlink(os.path.join(jdir, "disk.img"))   # the shared one serves
+                spec = make_spec(sc, sc_builds, kimage, initrd, guest.kernel_cmdline(sc),
+                                 jdir, jdir, seed, deterministic)
+                opts = runner.RunOptions(kernel=kernel, modules=modules,
+                                         deterministic=deterministic)
+                meta = job_metadata(sc.name, seed, version,
+                                    runner.run_command(sc.path, seed, opts),
+                                    os.path.abspath(kernel) if kernel else None)
+                urls = {"kernel": _url(base_url, out, kimage),
+                        "initrd": _url(base_url, out, initrd),
+                        "disk": _url(base_url, out, disks[size])}
+                if spec.rules_file:
+                    urls["rules"] = _url(base_url, out, spec.rules_file)
+                job = make_job(spec, urls, sc.timeout_s, meta,
+                               name=f"faultline {sc.name} seed {seed} kernel{ki}")
+                path = os.path.join(out, "jobs", name + ".yaml")
+                with open(path, "w") as f:
+                    f.write(_yaml_dump(job))
+                jobs.append(path)
+    return jobs

@@ -1,0 +1,525 @@
+"""Backend "libvirt": one run as a transient domain of a real libvirtd.
+
+The domain boots faultline's QEMU build (<emulator>) with direct kernel boot;
+the swap disk, the fault-injector and our device reach QEMU verbatim through
+<qemu:commandline> (spec.device_args, the same argv as the qemu backend), so
+libvirt knows nothing about them and cannot rewrite them.  QMP goes through
+libvirt (virDomainQemuMonitorCommand).
+
+Two libvirt behaviours are bent back to what the qemu backend does:
+- libvirt kills QEMU on a guest power-off (its on_poweroff has no "preserve"
+  for QEMU), which loses the injector's final statistics.  The domain uses
+  on_poweroff/on_reboot "restart" (a reset, the fault engine keeps its
+  counters) and an event callback pauses the domain on that reset, so it
+  stays like `-no-shutdown -no-reboot`: paused, QMP answering.
+- The domain is started with AUTODESTROY: libvirtd destroys it when our
+  connection closes, so a killed launcher (even SIGKILL) leaves nothing
+  running; SIGTERM/SIGINT also destroy it before exiting.
+Four of libvirt's own QEMU arguments change what the guest sees and are
+undone in <qemu:commandline> (domain_xml, docs/launcher.md): a deterministic
+run then has the qemu backend's digest.
+"""
+
+import calendar
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+from .errors import SetupError
+from .machine import Machine
+from .qmp import QmpError
+
+DEFAULT_URI = "qemu:///system"
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+SYSTEM_SOCKET = "/run/libvirt/libvirt-sock"
+VIRTLOGD_SOCKET = "/run/libvirt/virtlogd-sock"
+DAEMON_LOG = "/var/log/libvirt/faultline-daemons.log"
+DOMAIN_LOG_DIR = "/var/log/libvirt/qemu"
+START_TIMEOUT_S = 20
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+# Domain log lines: libvirt's own ("2026-12-01 08:00:09.600+0000: ..."), QEMU's
+# with -msg timestamp=on ("2026-12-01T08:00:49.260585Z qemu-system-x86_64: ...").
+LIBVIRT_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+[+-]\d{4}: ")
+QEMU_MSG_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z ")
+QEMU_MSG_STAMP_ANYWHERE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z ")
+OUR_DESTROY = re.compile(r"terminating on signal 15 from pid \d+ \(libvirtd\)")
+
+
+def import_libvirt():
+    """The Debian binding (python3-libvirt), or a one-line SetupError."""
+    try:
+        import libvirt as lv
+        import libvirt_qemu as lvq
+    except ImportError:
+        if os.path.exists("/usr/lib/python3/dist-packages/libvirt.py") and \
+                os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
+            raise SetupError(f"libvirt backend: python3-libvirt is installed for "
+                             f"/usr/bin/python3, not for {sys.executable}") from None
+        raise SetupError("libvirt backend: python3-libvirt is not installed "
+                         "(scripts/setup installs it with libvirt-daemon)") from None
+    return lv, lvq
+
+
+# ---------------------------------------------------------------- domain XML
+
+def _size_kib(text):
+    m = re.fullmatch(r"(\d+)([KMGT]?)i?B?", str(text).strip(), re.I)
+    if not m:
+        raise SetupError(f"libvirt backend: memory {text!r}: expected e.g. 512M or 1G")
+    scale = {"": 1 << 10, "K": 1, "M": 1 << 10, "G": 1 << 20, "T": 1 << 30}
+    unit = m.group(2).upper()
+    # A bare number is MiB, as for QEMU's -m.
+    return int(m.group(1)) * scale[unit]
+
+
+def _epoch(iso):
+    """'2026-01-01T00:00:00' (UTC) -> seconds since the epoch."""
+    try:
+        return calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        raise SetupError(f"libvirt backend: -rtc base={iso!r} is not "
+                         "YYYY-MM-DDTHH:MM:SS") from None
+
+
+def _machine_options(spec):
+    """Map spec.extra_args onto libvirt elements where libvirt has them.
+
+    Returns (vcpus, clock element attributes, rtc track, passthrough argv).
+    -smp and -rtc must be libvirt's (it always emits its own, and two -rtc
+    would merge by accident); -accel follows the domain type; the rest
+    (-icount ...) goes through <qemu:commandline> unchanged."""
+    vcpus, clock, track, rest = spec.cpus, {"offset": "utc"}, None, []
+    args = list(spec.extra_args)
+    while args:
+        opt = args.pop(0)
+        val = args.pop(0) if args and opt in ("-smp", "-rtc", "-accel", "-icount",
+                                              "-machine", "-m", "-cpu") else None
+        if opt == "-smp":
+            first = val.split(",")[0].split("=")[-1]     # "2" or "cpus=2"
+            if not first.isdigit():
+                raise SetupError(f"libvirt backend: -smp {val!r}: expected a vCPU count")
+            vcpus = int(first)
+        elif opt == "-rtc":
+            for kv in val.split(","):
+                k, _, v = kv.partition("=")
+                if k == "base" and v == "utc":
+                    clock = {"offset": "utc"}
+                elif k == "base" and v == "localtime":
+                    clock = {"offset": "localtime"}
+                elif k == "base":
+                    clock = {"offset": "absolute", "start": str(_epoch(v))}
+                elif k == "clock" and v in ("vm", "host", "rt"):
+                    track = {"vm": "guest", "host": "wall", "rt": "realtime"}[v]
+                else:
+                    raise SetupError(f"libvirt backend: -rtc {kv!r} has no libvirt form")
+        elif opt == "-accel":
+            if val not in ("tcg", "kvm"):
+                raise SetupError(f"libvirt backend: -accel {val!r}: tcg or kvm")
+        elif val is not None:
+            rest += [opt, val]
+        else:
+            rest.append(opt)
+    return vcpus, clock, track, rest
+
+
+def domain_xml(spec, name, by_hand=False):
+    """The domain XML of one run (a string); see the module docstring.
+
+    @by_hand: for `virsh create` without the launcher, whose event callback
+    would pause the reset: the domain ends when the guest powers off."""
+    vcpus, clock, track, passthrough = _machine_options(spec)
+    dom = ET.Element("domain", {"type": "kvm" if spec.accel == "kvm" else "qemu"})
+    ET.SubElement(dom, "name").text = name
+    ET.SubElement(dom, "description").text = (
+        f"faultline scenario {spec.scenario}; run directory {spec.rundir}")
+    ET.SubElement(dom, "memory", unit="KiB").text = str(_size_kib(spec.memory))
+    ET.SubElement(dom, "vcpu").text = str(vcpus)
+    # QEMU's own -smp N makes N cores in one socket; libvirt's <vcpu> alone
+    # makes N sockets, a topology the guest sees (another deterministic run).
+    topo = ET.SubElement(dom, "cpu")
+    ET.SubElement(topo, "topology", sockets="1", dies="1", cores=str(vcpus), threads="1")
+    os_ = ET.SubElement(dom, "os")
+    ET.SubElement(os_, "type", arch="x86_64", machine="q35").text = "hvm"
+    ET.SubElement(os_, "kernel").text = spec.kernel
+    ET.SubElement(os_, "initrd").text = spec.initrd
+    ET.SubElement(os_, "cmdline").text = spec.append
+    # Without <acpi/> libvirt 9.0 passes -no-acpi, which QEMU 10 removed.
+    ET.SubElement(ET.SubElement(dom, "features"), "acpi")
+    clk = ET.SubElement(dom, "clock", clock)
+    if track:
+        ET.SubElement(clk, "timer", name="rtc", track=track)
+    # Reset instead of kill; the event callback then pauses (module docstring).
+    ET.SubElement(dom, "on_poweroff").text = "destroy" if by_hand else "restart"
+    ET.SubElement(dom, "on_reboot").text = "destroy" if by_hand else "restart"
+    ET.SubElement(dom, "on_crash").text = "destroy"
+    devs = ET.SubElement(dom, "devices")
+    ET.SubElement(devs, "emulator").text = spec.qemu_binary
+    # Nothing on the PCI bus but our device, as with the qemu backend.
+    ET.SubElement(devs, "controller", type="usb", model="none")
+    ET.SubElement(devs, "memballoon", model="none")
+    cmd = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
+    argv = []
+    for d in spec.firmware_dirs:
+        argv += ["-L", d]
+    # libvirt passes -uuid (random per domain), which QEMU also writes into
+    # SMBIOS type 1, and each UUID gives a deterministic run another digest
+    # (measured with the qemu backend).  Its guest sees the all-zero UUID:
+    # give this one that too.
+    argv += ["-smbios", "type=1,uuid=" + ZERO_UUID]
+    # libvirt always passes -boot strict=on; SeaBIOS then runs another path
+    # before the kernel and a deterministic run lands on another digest
+    # (measured: -boot strict=on alone changes it).  -boot options merge, the
+    # last one wins.
+    argv += ["-boot", "strict=off"]
+    # The serial ports as QEMU's own -serial, not libvirt <serial> elements:
+    # libvirt makes those -device isa-serial after machine init, which moves
+    # the boot in virtual time (measured: the qemu backend with only that
+    # change gives libvirt's digest, b29e5872ffd8c976 for f6bc6497d3164bb1).
+    for log in ("console.log", "ktap.log"):
+        argv += ["-serial", "file:" + os.path.join(spec.rundir, log)]
+    argv += passthrough + list(spec.device_args)
+    for a in argv:
+        ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=a)
+    ET.register_namespace("qemu", QEMU_NS)
+    ET.indent(dom)
+    return ET.tostring(dom, encoding="unicode") + "\n"
+
+
+def new_domain_name(scenario):
+    """Unique per run: two launchers never fight over one name."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", scenario)[:40]
+    return f"faultline-{safe}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def validate_xml(path):
+    """virt-xml-validate's verdict on @path: None when valid or not installed,
+    else its message (one line)."""
+    tool = shutil.which("virt-xml-validate")
+    if not tool:
+        return None
+    r = subprocess.run([tool, path, "domain"], capture_output=True, text=True)
+    if r.returncode == 0:
+        return None
+    msg = (r.stderr or r.stdout).strip().splitlines()
+    return msg[0] if msg else f"virt-xml-validate exit {r.returncode}"
+
+
+# ---------------------------------------------------------------- daemons
+
+def _socket_alive(path):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def _is_local_system(uri):
+    return uri in ("qemu:///system", "qemu+unix:///system")
+
+
+def ensure_daemons(uri):
+    """Start virtlogd and libvirtd for a local system URI when they are not
+    running (no systemd here); running daemons are left alone."""
+    if not _is_local_system(uri) or _socket_alive(SYSTEM_SOCKET):
+        return []
+    if os.geteuid() != 0:
+        raise SetupError(f"libvirtd is not running ({SYSTEM_SOCKET}) and starting it needs root")
+    started = []
+    os.makedirs(os.path.dirname(DAEMON_LOG), exist_ok=True)
+    os.makedirs(DOMAIN_LOG_DIR, exist_ok=True)
+    with open(DAEMON_LOG, "a") as log:
+        for daemon, sock in (("virtlogd", VIRTLOGD_SOCKET), ("libvirtd", SYSTEM_SOCKET)):
+            if _socket_alive(sock):
+                continue
+            exe = shutil.which(daemon) or shutil.which(daemon, path="/usr/sbin:/sbin")
+            if not exe:
+                raise SetupError(f"libvirt is not installed ({daemon} not found): "
+                                 "run scripts/setup")
+            # -d forks into the background in its own session: the daemon
+            # outlives this launcher and is shared with other users.
+            r = subprocess.run([exe, "-d"], stdin=subprocess.DEVNULL, stdout=log,
+                               stderr=log, start_new_session=True)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not _socket_alive(sock):
+                if r.returncode != 0 or time.monotonic() > deadline:
+                    raise SetupError(f"{daemon} did not start (exit {r.returncode}); "
+                                     f"its messages are in {DAEMON_LOG}")
+                time.sleep(0.1)
+            started.append(daemon)
+    return started
+
+
+# ---------------------------------------------------------------- events
+
+_event_loop_lock = threading.Lock()
+_event_loop_started = False
+
+
+def _start_event_loop(lv):
+    """libvirt delivers domain events only to a running event loop; one
+    daemon thread per process (it must exist before the connection)."""
+    global _event_loop_started
+    with _event_loop_lock:
+        if _event_loop_started:
+            return
+        lv.virEventRegisterDefaultImpl()
+
+        def loop():
+            while True:
+                lv.virEventRunDefaultImpl()
+        threading.Thread(target=loop, name="libvirt-events", daemon=True).start()
+        _event_loop_started = True
+
+
+# ---------------------------------------------------------------- machine
+
+class LibvirtMachine(Machine):
+    backend = "libvirt"
+
+    def __init__(self, spec, connect=None, name=None, **backend_options):
+        super().__init__(spec, **backend_options)
+        self.uri = connect or DEFAULT_URI
+        self.name = name or new_domain_name(spec.scenario)
+        self.conn = None
+        self.dom = None
+        self.started_daemons = []
+        self.libvirt_version = None
+        self.xml_path = os.path.join(spec.rundir, "domain.xml")
+        self.log_path = None
+        self.reset_paused = threading.Event()
+        self._old_handlers = {}
+        self._lv = self._lvq = None
+
+    # -- start
+
+    def _connect(self):
+        lv = self._lv
+        try:
+            return lv.open(self.uri)
+        except lv.libvirtError as e:
+            raise SetupError(f"libvirt: cannot connect to {self.uri}: "
+                             f"{_one_line(e)}") from None
+
+    def _probe_emulator(self):
+        """libvirt's capability probe of our QEMU: it refuses a binary it
+        cannot use before any domain exists."""
+        lv = self._lv
+        try:
+            self.conn.getDomainCapabilities(self.spec.qemu_binary, "x86_64", "q35",
+                                            "kvm" if self.spec.accel == "kvm" else "qemu")
+        except lv.libvirtError as e:
+            raise SetupError(f"libvirt rejects {self.spec.qemu_binary}: {_one_line(e)}") from None
+
+    def start(self):
+        self._lv, self._lvq = import_libvirt()
+        lv = self._lv
+        self.started_daemons = ensure_daemons(self.uri)
+        _start_event_loop(lv)
+        # libvirt prints every error to stderr by default; ours are one line.
+        lv.registerErrorHandler(lambda ctx, err: None, None)
+        self.conn = self._connect()
+        try:
+            self.libvirt_version = _version(self.conn.getLibVersion())
+        except lv.libvirtError:
+            self.libvirt_version = None
+        self._probe_emulator()
+        if self.name in self._domain_names():
+            raise SetupError(f"libvirt: a domain named {self.name!r} already exists on "
+                             f"{self.uri}")
+        xml = domain_xml(self.spec, self.name)
+        with open(self.xml_path, "w") as f:
+            f.write(xml)
+        # QEMU truncates them too; empty before the watch loop reads them.
+        for log in ("ktap.log", "console.log"):
+            open(os.path.join(self.spec.rundir, log), "w").close()
+        self._trap_signals()
+        try:
+            self.dom = self.conn.createXML(xml, lv.VIR_DOMAIN_START_AUTODESTROY)
+        except lv.libvirtError as e:
+            if e.get_error_code() in (lv.VIR_ERR_OPERATION_FAILED, lv.VIR_ERR_DOM_EXIST) and \
+                    "already exists" in str(e):
+                raise SetupError(f"libvirt: a domain named {self.name!r} already exists on "
+                                 f"{self.uri}") from None
+            raise SetupError(f"libvirt could not start the domain: {_one_line(e)}") from None
+        try:
+            self.conn.domainEventRegisterAny(self.dom, lv.VIR_DOMAIN_EVENT_ID_REBOOT,
+                                             self._on_reset, None)
+        except lv.libvirtError as e:
+            # Without it a powered-off guest loses its final statistics.
+            raise SetupError(f"libvirt: no reboot events from {self.uri}: "
+                             f"{_one_line(e)}") from None
+        local = os.path.join(DOMAIN_LOG_DIR, self.name + ".log")
+        self.log_path = local if _is_local_system(self.uri) else None
+
+    def _domain_names(self):
+        try:
+            return {d.name() for d in self.conn.listAllDomains()}
+        except self._lv.libvirtError:
+            return set()
+
+    def _on_reset(self, conn, dom, opaque):
+        # The guest powered off or rebooted (module docstring): pause it, as
+        # QEMU's -no-shutdown -no-reboot would.
+        try:
+            dom.suspend()
+        except self._lv.libvirtError:
+            pass
+        self.reset_paused.set()
+
+    # -- signals: a killed launcher takes its domain with it
+
+    def _trap_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    def _restore_signals(self):
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)
+        self._old_handlers = {}
+
+    def _on_signal(self, signum, frame):
+        self.kill()
+        self._restore_signals()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + signum)
+
+    # -- the Machine contract
+
+    def running(self):
+        if self.dom is None:
+            return False
+        try:
+            return bool(self.dom.isActive())
+        except self._lv.libvirtError:
+            return False
+
+    def qmp(self, command, **args):
+        if self.dom is None:
+            raise QmpError(f"QMP {command}: no domain")
+        cmd = json.dumps({"execute": command, "arguments": args})
+        try:
+            reply = json.loads(self._lvq.qemuMonitorCommand(self.dom, cmd, 0))
+        except self._lv.libvirtError as e:
+            raise QmpError(f"QMP {command} via libvirt: {_one_line(e)}") from None
+        except ValueError as e:
+            raise QmpError(f"QMP {command} via libvirt: bad reply ({e})") from None
+        if "error" in reply:
+            raise QmpError(f"QMP {command}: {reply['error'].get('desc')}")
+        return reply.get("return")
+
+    def kill(self):
+        dom = self.dom
+        if dom is None:
+            return
+        try:
+            if dom.isActive():
+                dom.destroy()
+        except self._lv.libvirtError:
+            pass
+
+    def cleanup(self):
+        self.kill()
+        self._save_domain_log()
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except self._lv.libvirtError:
+                pass
+        self.conn = self.dom = None
+        self._restore_signals()
+        super().cleanup()
+
+    def _domain_log(self):
+        if not self.log_path:
+            return []
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read().splitlines()
+        except OSError:
+            return []
+
+    def _argv_block(self, lines):
+        """(start, end) of the last QEMU command line libvirt logged."""
+        starts = [i for i, ln in enumerate(lines) if ln.startswith("LC_ALL=")]
+        if not starts:
+            return 0, 0
+        end = starts[-1]
+        while end < len(lines) and lines[end].endswith("\\"):
+            end += 1
+        return starts[-1], min(end + 1, len(lines))
+
+    def _save_domain_log(self):
+        """libvirt's per-domain log into the run directory, and the QEMU
+        command line it ran as `cmdline` (as the qemu backend writes it)."""
+        lines = self._domain_log()
+        if not lines:
+            return
+        with open(os.path.join(self.spec.rundir, "libvirt-qemu.log"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        start, end = self._argv_block(lines)
+        if end > start:
+            with open(os.path.join(self.spec.rundir, "cmdline"), "w") as f:
+                f.write("\n".join(lines[start:end]) + "\n")
+
+    def diagnostics(self):
+        """QEMU's own messages from the domain log of this run, one a line
+        (libvirt's lines and the SIGTERM of our own destroy left out)."""
+        lines = self._domain_log()
+        out = []
+        for ln in lines[self._argv_block(lines)[1]:]:
+            if LIBVIRT_LOG_LINE.match(ln):
+                continue
+            ln = QEMU_MSG_STAMP.sub("", ln)
+            if ln.strip() and not OUR_DESTROY.search(ln):
+                out.append(ln)
+        return "\n".join(out)
+
+    def info(self):
+        return {"backend": self.backend, "uri": self.uri, "domain": self.name,
+                "libvirt_version": self.libvirt_version,
+                "domain_xml": os.path.basename(self.xml_path),
+                "domain_log": "libvirt-qemu.log" if self.log_path else None,
+                "started_daemons": self.started_daemons}
+
+
+def _version(n):
+    return f"{n // 1000000}.{n // 1000 % 1000}.{n % 1000}"
+
+
+def _one_line(e):
+    """A libvirt error in one line, without QEMU's -msg timestamps."""
+    return " ".join(QEMU_MSG_STAMP_ANYWHERE.sub("", str(e)).split())
+
+
+def write_inputs(sc, builds, outdir, seed, deterministic, accel="tcg"):
+    """`faultline libvirt-xml`: the run's inputs (disk, initramfs, rules) and
+    a domain XML in @outdir for `virsh create`; returns the XML's path."""
+    from . import guest
+    from .machine import make_spec
+    os.makedirs(outdir, exist_ok=True)
+    initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
+    spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), outdir,
+                     outdir, seed, deterministic, accel)
+    path = os.path.join(outdir, "domain.xml")
+    with open(path, "w") as f:
+        f.write(domain_xml(spec, new_domain_name(sc.name), by_hand=True))
+    problem = validate_xml(path)
+    if problem:
+        raise SetupError(f"{path}: virt-xml-validate: {problem}")
+    return path

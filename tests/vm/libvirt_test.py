@@ -1,0 +1,229 @@
+#!/usr/bin/python3
+"""vm tests of the libvirt backend against a real libvirtd (meson suite 'vm').
+
+  libvirt_test.py run SCENARIO          the run passes through --backend libvirt,
+                                        its run directory has domain.xml and the
+                                        libvirt facts in run.json
+  libvirt_test.py same SCENARIO [--deterministic] [--cpus N]
+                                        qemu backend, then libvirt: same verdict and
+                                        rule hits (deterministic: same digest, KTAP)
+  libvirt_test.py kill SCENARIO         SIGTERM, then SIGKILL, of a launcher mid-run:
+                                        the domain is gone each time
+  libvirt_test.py errors                one line and exit 2 for an unreachable URI,
+                                        a QEMU libvirt rejects, a domain name clash,
+                                        python3-libvirt missing
+
+Needs root (libvirtd is started when absent).  Exit 0 pass, 1 fail, 2 setup.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline import runner  # noqa: E402
+from faultline.build import build_all  # noqa: E402
+from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
+from faultline.libvirt import LibvirtMachine, import_libvirt  # noqa: E402
+from faultline.machine import MachineSpec  # noqa: E402
+from faultline.scenario import ScenarioError  # noqa: E402
+
+OUT = os.path.join(TOP, "build", "vm-runs")
+FAULTLINE = os.path.join(TOP, "scripts", "faultline")
+
+
+def options(backend, deterministic=False, cpus=None):
+    return runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
+                             modules=os.environ.get("FAULTLINE_MODULES"),
+                             deterministic=deterministic, cpus=cpus, backend=backend)
+
+
+def run_one(scenario, backend, deterministic=False, cpus=None):
+    status, results = runner.run_plan([scenario], options(backend, deterministic, cpus),
+                                      out=OUT)
+    return status, results[0][0], results[0][1]
+
+
+def hits(report):
+    return {r["name"]: r["hits"] for r in (report.faults or {}).get("rules", [])}
+
+
+def check_libvirt_rundir(rundir):
+    problems = []
+    for f in ("domain.xml", "libvirt-qemu.log", "cmdline", "console.log", "ktap.log"):
+        if not os.path.exists(os.path.join(rundir, f)):
+            problems.append(f"run directory lacks {f}")
+    with open(os.path.join(rundir, "run.json")) as f:
+        meta = json.load(f)
+    info = meta.get("backend_info") or {}
+    if meta.get("backend") != "libvirt":
+        problems.append(f"run.json backend {meta.get('backend')!r}")
+    for key in ("uri", "libvirt_version", "domain_xml", "domain"):
+        if not info.get(key):
+            problems.append(f"run.json backend_info lacks {key}")
+    return problems
+
+
+def test_run(scenario):
+    status, r, rundir = run_one(scenario, "libvirt")
+    problems = check_libvirt_rundir(rundir)
+    if status != EXIT_PASS:
+        problems.append(f"libvirt run: {r.outcome}: {r.reason}")
+    return problems
+
+
+def test_same(scenario, deterministic, cpus=None):
+    qs, qr, qdir = run_one(scenario, "qemu", deterministic, cpus)
+    ls, lr, ldir = run_one(scenario, "libvirt", deterministic, cpus)
+    problems = check_libvirt_rundir(ldir)
+    print(f"qemu    {qr.outcome:5} hits {hits(qr)} digest {qr.digest}")
+    print(f"libvirt {lr.outcome:5} hits {hits(lr)} digest {lr.digest}")
+    if (qs, qr.outcome) != (ls, lr.outcome):
+        problems.append(f"verdict: qemu {qr.outcome} ({qr.reason}), "
+                        f"libvirt {lr.outcome} ({lr.reason})")
+    if hits(qr) != hits(lr):
+        problems.append(f"rule hits: qemu {hits(qr)}, libvirt {hits(lr)}")
+    if deterministic:
+        if qr.digest != lr.digest or qr.digest is None:
+            problems.append(f"digest: qemu {qr.digest}, libvirt {lr.digest}")
+        with open(os.path.join(qdir, "ktap.log")) as a, open(os.path.join(ldir, "ktap.log")) as b:
+            if a.read() != b.read():
+                problems.append("KTAP differs between the backends")
+    return problems
+
+
+def faultline_domains(conn, pid):
+    prefix = "faultline-"
+    return [d.name() for d in conn.listAllDomains()
+            if d.name().startswith(prefix) and f"-{pid}-" in d.name()]
+
+
+def test_kill(scenario):
+    lv, _ = import_libvirt()
+    problems = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = subprocess.Popen([FAULTLINE, "run", scenario, "--backend", "libvirt",
+                                 "--out", OUT, "--quiet"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        conn = None
+        deadline = time.monotonic() + 300
+        seen = []
+        while time.monotonic() < deadline and proc.poll() is None and not seen:
+            time.sleep(0.5)
+            try:
+                conn = conn or lv.open("qemu:///system")
+                seen = faultline_domains(conn, proc.pid)
+            except lv.libvirtError:
+                pass
+        if not seen:
+            proc.kill()
+            proc.wait()
+            return problems + [f"{sig.name}: the launcher's domain never appeared"]
+        time.sleep(3)   # mid-boot
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        time.sleep(1)
+        left = [n for n in seen if n in {d.name() for d in conn.listAllDomains()}]
+        print(f"{sig.name}: launcher exit {proc.returncode}, domain {seen[0]}: "
+              f"{'STILL THERE' if left else 'gone'}")
+        if left:
+            problems.append(f"{sig.name}: domain {left} left behind")
+            for n in left:
+                conn.lookupByName(n).destroy()
+        if proc.returncode == 0:
+            problems.append(f"{sig.name}: launcher exit 0")
+        if "Traceback" in err:
+            problems.append(f"{sig.name}: traceback on stderr")
+        conn.close()
+    return problems
+
+
+def expect_one_line(what, argv, needle, env=None):
+    r = subprocess.run(argv, capture_output=True, text=True, env=env)
+    lines = [ln for ln in r.stderr.splitlines() if "error" in ln]
+    print(f"{what}: exit {r.returncode}: {lines[-1] if lines else r.stderr.strip()[-200:]}")
+    if r.returncode != EXIT_SETUP or len(lines) != 1 or needle not in lines[0] \
+            or "Traceback" in r.stderr:
+        return [f"{what}: expected exit 2 and one line with {needle!r}"]
+    return []
+
+
+def test_errors():
+    problems = expect_one_line(
+        "unreachable URI", [FAULTLINE, "run", "smoke", "--backend", "libvirt", "--connect",
+                            "qemu+tcp://127.0.0.1:1/system", "--out", OUT, "--quiet"],
+        "cannot connect to qemu+tcp://127.0.0.1:1/system")
+    # The launcher under a Python without Debian's dist-packages: the
+    # binding is really not importable there.
+    problems += expect_one_line(
+        "no python3-libvirt", ["/usr/bin/python3", "-S", FAULTLINE, "run", "smoke",
+                               "--backend", "libvirt", "--out", OUT, "--quiet"],
+        "python3-libvirt is not installed")
+    builds = build_all(quiet=True)
+    rundir = tempfile.mkdtemp(prefix="libvirt-errors-", dir=OUT)
+    spec = MachineSpec(scenario="errors", qemu_binary=builds.qemu_binary,
+                       firmware_dirs=builds.firmware_dirs, kernel=builds.kernel,
+                       initrd=builds.initramfs, append="console=ttyS0", memory="256M", cpus=1,
+                       accel="tcg", deterministic=False, rundir=rundir,
+                       scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm"),
+                       disk="", injector_id=None, device_args=[], extra_args=[])
+
+    def start_fails(what, spec, needle, **opts):
+        try:
+            with LibvirtMachine(spec, **opts) as m:
+                m.start()
+        except SetupError as e:
+            print(f"{what}: {e}")
+            return [] if needle in str(e) and "\n" not in str(e) else [f"{what}: {e}"]
+        return [f"{what}: the domain started"]
+
+    fake = os.path.join(rundir, "not-qemu")
+    with open(fake, "w") as f:
+        f.write("#!/bin/sh\necho 'I am not QEMU'\nexit 1\n")
+    os.chmod(fake, 0o755)
+    problems += start_fails("QEMU rejected", dataclasses.replace(spec, qemu_binary=fake),
+                            "libvirt rejects " + fake)
+    with LibvirtMachine(spec) as first:
+        first.start()
+        problems += start_fails("name clash", dataclasses.replace(
+            spec, scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm")),
+            "already exists", name=first.name)
+        if not first.running():
+            problems.append("the first domain of the clash test is not running")
+    return problems
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("test", choices=["run", "same", "kill", "errors"])
+    p.add_argument("scenario", nargs="?", default="smoke")
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--cpus", type=int, help="vCPUs (overrides the scenario's)")
+    args = p.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    if args.test == "run":
+        problems = test_run(args.scenario)
+    elif args.test == "same":
+        problems = test_same(args.scenario, args.deterministic, args.cpus)
+    elif args.test == "kill":
+        problems = test_kill(args.scenario)
+    else:
+        problems = test_errors()
+    print(f"libvirt {args.test}: {'; '.join(problems) or 'ok'}")
+    return EXIT_FAIL if problems else EXIT_PASS
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (SetupError, ScenarioError) as e:
+        print(f"libvirt test: error: {e}", file=sys.stderr)
+        sys.exit(EXIT_SETUP)
