@@ -27,6 +27,7 @@ from . import runner
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .judge import CRASH_MARKERS
+from .ktap import parse_ktap
 
 # Match keys kept in a pinned rule: the I/Os the original rule counted.
 MATCH_KEYS = ("lba", "len", "state")
@@ -216,7 +217,15 @@ def signature(rundir, r):
         except OSError:
             line = ""
         return "crash: " + (line or r.reason)
-    for res in r.results:
+    results = r.results
+    if not results:
+        # A Report loaded from report.json has no per-test results: the KTAP has.
+        try:
+            with open(os.path.join(rundir, "ktap.log"), errors="replace") as f:
+                results = parse_ktap(f.read())["results"]
+        except OSError:
+            results = []
+    for res in results:
         if res["kind"] == "fail":
             head = res["line"].split(" # ")[0]
             return f"not ok: {res['suite']} :: {head}"

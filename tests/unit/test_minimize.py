@@ -193,6 +193,12 @@ class SignatureTest(unittest.TestCase):
             {"suite": "iocheck", "name": "c", "kind": "fail", "line": "not ok 3 c"}])
         self.assertEqual(mz.signature("/nonexistent", r), "not ok: iocheck :: not ok 2 b")
         self.assertIsNone(mz.signature("/nonexistent", report(0, "pass")))
+        # A loaded report.json has no results: they come from ktap.log.
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "ktap.log"), "w") as f:
+                f.write("# test: iocheck x\nKTAP version 1\n1..2\nok 1 a\nnot ok 2 b\n")
+            self.assertEqual(mz.signature(d, report(1, "fail", "guest tests failed")),
+                             "not ok: iocheck x :: not ok 2 b")
         self.assertEqual(mz.signature("/nonexistent", report(3, "hang")), "hang")
 
     def test_crash_line_ignores_addresses_and_time(self):
