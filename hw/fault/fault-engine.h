@@ -96,6 +96,7 @@ typedef struct FeLogEntry {
     uint32_t len;           /* sectors */
     FeOp op;
     char rule[FE_NAME_MAX];
+    uint64_t nth;           /* the rule's ordinal n when it fired (its nth=) */
     char action[96];        /* e.g. "error=write-fault dnr" */
 } FeLogEntry;
 

@@ -417,6 +417,8 @@ class Minimizer:
         return [self.cache[tuple(c)] for c in cands]
 
     def progress(self, items, n, batch):
+        if all(tuple(c) in self.cache for c, _ in batch):
+            return      # answered from earlier steps: no run
         self.say(f"ddmin: {len(items)} faults in {n} chunks; testing "
                  f"{', '.join(f'{k} of {len(c)}' for c, k in batch)}; "
                  f"runs {self.runs}, at most {2 * n} more at this granularity, "
