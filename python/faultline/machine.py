@@ -87,6 +87,21 @@ def device_args(sc, disk, rundir, seed, deterministic):
         q += ["-device", f"nvme,serial=faultline0,drive=disk0{fi}{dev.extra}"]
     elif dev.kind == "syncblk":
         q += ["-device", f"syncblk-pci,drive=disk0,completion={dev.completion}{fi}{dev.extra}"]
+    elif dev.kind in ("virtio-blk", "virtio-scsi"):
+        # QEMU's own frontends: the faults come from the fault-inject
+        # filter between them and the disk.
+        drive = "disk0"
+        if injector:
+            q += ["-blockdev", f"driver=fault-inject,node-name=fi-disk0,file=disk0{fi}"]
+            drive = "fi-disk0"
+        # werror/rerror=report: the guest sees every error (the default
+        # stops the VM on ENOSPC).
+        disk = f"drive={drive},serial=faultline0,werror=report,rerror=report{dev.extra}"
+        if dev.kind == "virtio-blk":
+            q += ["-device", "virtio-blk-pci," + disk]
+        else:
+            q += ["-device", "virtio-scsi-pci,id=scsi0",
+                  "-device", "scsi-hd,bus=scsi0.0," + disk]
     return q, injector
 
 

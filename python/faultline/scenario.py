@@ -100,6 +100,41 @@ def _check_keys(table, allowed, where):
                                 f"{', '.join(sorted(allowed))})")
 
 
+# nvme and syncblk are faultline's devices; virtio-blk and virtio-scsi are
+# QEMU's, their disk behind the fault-inject block filter (docs/devices.md,
+# "Block filter").
+DEVICE_KINDS = ("nvme", "syncblk", "virtio-blk", "virtio-scsi")
+# Frontends whose Linux driver never times a request out: a lost
+# completion hangs the guest for good (measured on virtio-scsi: swapoff
+# stuck in D state, no SCSI timeout ever logged).
+NO_TIMEOUT_KINDS = {
+    "virtio-blk": "Linux virtio_blk has no request timeout",
+    "virtio-scsi": "Linux virtio_scsi re-arms the timer of a timed-out command "
+                   "(virtscsi_eh_timed_out)",
+}
+
+
+def _lost_completion_rules(rules):
+    """Names (or rN positions) of the rules that drop completions."""
+    out = []
+    for i, line in enumerate(r for r in rules.splitlines()
+                             if r.split("#", 1)[0].strip()):
+        tokens = line.split("#", 1)[0].split()
+        name = tokens[0].split(":", 1)[0] if ":" in tokens[0] else f"r{i}"
+        if "drop" in tokens or "error=timeout" in tokens:
+            out.append(name)
+    return out
+
+
+def _check_lost_completions(kind, rules, where):
+    why = NO_TIMEOUT_KINDS.get(kind)
+    lost = _lost_completion_rules(rules) if why else []
+    if lost:
+        raise ScenarioError(f"{where}: rule {lost[0]!r} drops completions, but {why}: "
+                            f"the guest would hang forever (use kind = \"nvme\" or "
+                            f"\"syncblk\")")
+
+
 EXPECT_KEYS = {"rule_hits_min", "kernel_log", "vmstat_min", "diag_min", "diag_max"}
 
 
@@ -130,8 +165,9 @@ def load(name):
     vm = Vm(**_table(d, "vm", Vm, w))
     parse_size(vm.memory, f"{w}: vm.memory")
     dev = Device(**_table(d, "device", Device, w, skip={"size_bytes"}))
-    if dev.kind not in ("nvme", "syncblk"):
-        raise ScenarioError(f"{w}: device.kind {dev.kind!r} (expected nvme or syncblk)")
+    if dev.kind not in DEVICE_KINDS:
+        raise ScenarioError(f"{w}: device.kind {dev.kind!r} (expected "
+                            f"{', '.join(DEVICE_KINDS[:-1])} or {DEVICE_KINDS[-1]})")
     if dev.completion not in ("task", "irq", "thread"):
         raise ScenarioError(f"{w}: device.completion {dev.completion!r} "
                             "(expected task, irq or thread)")
@@ -154,6 +190,7 @@ def load(name):
                                 else "") + f.read()
         except OSError as e:
             raise ScenarioError(f"{w}: faults.rules_file: {e.strerror}: {rpath}") from None
+    _check_lost_completions(dev.kind, faults.rules, w)
     swap = d.get("swap", {})
     _check_keys(swap, {"zswap", "enabled"}, f"{w}: [swap]")
     if not isinstance(swap.get("enabled", True), bool):

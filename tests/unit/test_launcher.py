@@ -69,7 +69,8 @@ class ScenarioTest(unittest.TestCase):
     def test_errors_name_the_key(self):
         cases = [
             ("[vm]\nmemroy = '1G'\n" + MINIMAL, "unknown key 'memroy'"),
-            ("[device]\nkind = 'scsi'\n" + MINIMAL, "device.kind 'scsi'"),
+            ("[device]\nkind = 'scsi'\n" + MINIMAL,
+             "device.kind 'scsi' (expected nvme, syncblk, virtio-blk or virtio-scsi)"),
             ("[device]\nsize = '2X'\n" + MINIMAL, "bad size '2X'"),
             ("[device]\ncompletion = 'soon'\n" + MINIMAL, "device.completion 'soon'"),
             ("timeout = 'forever'\n" + MINIMAL, "bad duration 'forever'"),
@@ -175,6 +176,52 @@ class CmdlineTest(unittest.TestCase):
         self.assertEqual(q[q.index("-object") + 1],
                          "fault-injector,id=fi0,seed=5,log=/run/faults.jsonl,deterministic=on")
         self.assertTrue(q[q.index("-device") + 1].endswith(",fault-injector=fi0"))
+
+    def test_virtio_blk_chain(self):
+        sc, q = self.build('[device]\nkind = "virtio-blk"\n'
+                           '[faults]\nrules = "w: write every=4 error=eio"\n' + MINIMAL)
+        blockdevs = [q[i + 1] for i, a in enumerate(q) if a == "-blockdev"]
+        self.assertEqual(blockdevs[1], "driver=fault-inject,node-name=fi-disk0,file=disk0,"
+                                       "fault-injector=fi0")
+        self.assertEqual(q[q.index("-device") + 1], "virtio-blk-pci,drive=fi-disk0,"
+                         "serial=faultline0,werror=report,rerror=report")
+        self.assertIn("modprobe virtio_blk", guest.make_run_sh(sc, 1))
+        self.assertIn("swapdev=/dev/vda", guest.make_run_sh(sc, 1))
+        # Without rules: no injector, no filter, the device on the disk.
+        sc, q = self.build('[device]\nkind = "virtio-blk"\n' + MINIMAL)
+        self.assertNotIn("-object", q)
+        self.assertFalse([a for a in q if "fault-inject" in a])
+        self.assertTrue(q[q.index("-device") + 1].startswith("virtio-blk-pci,drive=disk0,"))
+
+    def test_virtio_blk_refuses_lost_completions(self):
+        kind = '[device]\nkind = "virtio-blk"\n'
+        for rules, name in (("lost: write nth=3 drop", "lost"),
+                            ("write every=2 error=eio\n# c\nwrite nth=9 error=timeout", "r1"),
+                            ("t:write prob=0.1 drop # glued name", "t")):
+            with self.assertRaises(flscenario.ScenarioError) as cm:
+                scenario(kind + f'[faults]\nrules = """\n{rules}\n"""\n' + MINIMAL)
+            msg = str(cm.exception)
+            self.assertIn(f"rule '{name}' drops completions", msg)
+            self.assertIn("virtio_blk has no request timeout", msg)
+            self.assertNotIn("\n", msg)
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            scenario('[device]\nkind = "virtio-scsi"\n[faults]\nrules = "lost: write drop"\n'
+                     + MINIMAL)
+        self.assertIn("virtio_scsi re-arms the timer", str(cm.exception))
+        # A rule that merely mentions drop in a comment is fine; NVMe may drop.
+        scenario(kind + '[faults]\nrules = "w: write error=eio # no drop here"\n' + MINIMAL)
+        scenario('[faults]\nrules = "lost: write nth=3 drop"\n' + MINIMAL)
+
+    def test_virtio_scsi_chain(self):
+        sc, q = self.build('[device]\nkind = "virtio-scsi"\n'
+                           '[faults]\nrules = "w: write every=4 error=eio"\n' + MINIMAL)
+        devices = [q[i + 1] for i, a in enumerate(q) if a == "-device"]
+        self.assertEqual(devices, ["virtio-scsi-pci,id=scsi0",
+                                   "scsi-hd,bus=scsi0.0,drive=fi-disk0,serial=faultline0,"
+                                   "werror=report,rerror=report"])
+        sh = guest.make_run_sh(sc, 1)
+        self.assertLess(sh.index("modprobe virtio_scsi"), sh.index("modprobe sd_mod"))
+        self.assertIn("swapdev=/dev/sda", sh)
 
     def test_deterministic_keeps_the_vcpus(self):
         # The scenario's vm.cpus (default 2), or --cpus: round-robin under icount.

@@ -158,7 +158,6 @@ def check_matrix(scenarios, seeds):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("scenario", nargs="?")
-    p.add_argument("--backend", default="qemu")
     p.add_argument("--matrix", metavar="A,B", help="run `faultline matrix` over these")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--cpus", type=int)
