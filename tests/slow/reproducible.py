@@ -79,6 +79,15 @@ def main():
             print(f"SKIP {name}: {sc.nondeterministic}", flush=True)
             continue
         try:
+            scenario.check_deterministic(sc)
+        except scenario.ScenarioError as e:
+            # Refused, yet its file does not say why: that is a failure.
+            bad += 1
+            rows.append(f"| {name} | {sc.vm.cpus} | no: refused without a reason in its "
+                        f"file ({e}) | | |")
+            print(f"FAIL {name}: {e} (and no nondeterministic = \"...\" in its file)")
+            continue
+        try:
             same, diff, wall, outcome = twice(name, opts)
         except SetupError as e:
             same, diff, wall, outcome = False, f"error: {e}", 0.0, "error"
