@@ -83,6 +83,80 @@ void gl_kprobe_hist_remove(const char *group, const char *event)
     gl_write_file(GL_TRACEFS "/kprobe_events", cmd);
 }
 
+/*
+ * A kretprobe whose hist is keyed on the return value: "r:GROUP/EVENT SYM
+ * ret=$retval:s32" and "hist:keys=ret". Its hist lines read
+ * "{ ret:        -12 } hitcount:          3".
+ */
+#define GL_HIST_RET_TRIGGER "hist:keys=ret"
+
+int gl_kretprobe_hist_add(const char *group, const char *event, const char *sym)
+{
+    char cmd[256], path[256];
+    int err;
+
+    snprintf(cmd, sizeof(cmd), "r:%s/%s %s ret=$retval:s32", group, event, sym);
+    err = gl_write_file(GL_TRACEFS "/kprobe_events", cmd);
+    if (err) {
+        return err;
+    }
+    gl_trace_event_path(path, sizeof(path), group, event, "trigger");
+    return gl_write_file(path, GL_HIST_RET_TRIGGER);
+}
+
+void gl_kretprobe_hist_remove(const char *group, const char *event)
+{
+    char cmd[256], path[256];
+
+    gl_trace_event_path(path, sizeof(path), group, event, "trigger");
+    gl_write_file(path, "!" GL_HIST_RET_TRIGGER);
+    snprintf(cmd, sizeof(cmd), "-:%s/%s", group, event);
+    gl_write_file(GL_TRACEFS "/kprobe_events", cmd);
+}
+
+int gl_hist_read_ret(const char *path, struct gl_ret_hist *h)
+{
+    FILE *f = fopen(path, "r");
+    char line[512];
+
+    memset(h, 0, sizeof(*h));
+    if (!f) {
+        return -errno;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        char *k = strstr(line, "{ ret:");
+        char *hc = strstr(line, "hitcount:");
+        long long n, ret;
+
+        /* not the "# trigger info: hist:keys=ret:vals=hitcount..." header */
+        if (line[0] == '#' || !k || !hc) {
+            continue;
+        }
+        ret = strtoll(k + strlen("{ ret:"), NULL, 10);
+        n = strtoll(hc + strlen("hitcount:"), NULL, 10);
+        h->total += n;
+        if (h->n < GL_RET_HIST_MAX) {
+            h->ret[h->n] = ret;
+            h->count[h->n] = n;
+            h->n++;
+        } else {
+            h->dropped += n;
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
+long long gl_ret_hist_count(const struct gl_ret_hist *h, long long ret)
+{
+    for (int i = 0; i < h->n; i++) {
+        if (h->ret[i] == ret) {
+            return h->count[i];
+        }
+    }
+    return 0;
+}
+
 void gl_kallsyms_resolve(const char *const *want, char (*got)[96], size_t n)
 {
     FILE *f = fopen("/proc/kallsyms", "r");

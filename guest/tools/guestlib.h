@@ -126,6 +126,22 @@ void gl_kprobe_hist_remove(const char *group, const char *event);
 /* Hist trigger on an existing event (e.g. block/block_rq_error): add or remove. */
 int gl_hist_trigger(const char *group, const char *event, bool on);
 
+/* Return values of a kretprobe, from its "hist:keys=ret" file. */
+#define GL_RET_HIST_MAX 32
+struct gl_ret_hist {
+    int n;
+    long long ret[GL_RET_HIST_MAX], count[GL_RET_HIST_MAX];
+    long long total;    /* every return counted */
+    long long dropped;  /* returns of values beyond GL_RET_HIST_MAX */
+};
+
+/* Add kretprobe GROUP/EVENT on @sym ("ret" = $retval as s32), hist keyed on it. */
+int gl_kretprobe_hist_add(const char *group, const char *event, const char *sym);
+void gl_kretprobe_hist_remove(const char *group, const char *event);
+int gl_hist_read_ret(const char *path, struct gl_ret_hist *h);
+/* Returns of value @ret (0 if none). */
+long long gl_ret_hist_count(const struct gl_ret_hist *h, long long ret);
+
 /*
  * One pass over /proc/kallsyms resolving every symbol in @want: the exact
  * name, or else a compiler clone ("name.isra.0", "name.constprop.0"), into

@@ -117,7 +117,7 @@ static enum check_result no_splat(const struct run *R, struct check_out *out)
 }
 
 static const struct check check_swapped_out = { .fn = swapped_out };
-static const struct check check_pages = { .report = pages_report };
+const struct check check_pages = { .report = pages_report };
 const struct check check_no_splat = { .fn = no_splat };
 
 /* ------------------------------------------------------------ asked for by options */

@@ -6,7 +6,8 @@
  *
  *   swaptest MODE [options]
  *
- * MODE: writeback | completion | write-error | heal | read-error | refault | race
+ * MODE: writeback | completion | write-error | heal | read-error | refault | race |
+ * readahead | lru
  * (docs/scenarios.md describes each, its options and what it asserts; the
  * table of modes below gives each one's presets, run and checks).
  *
@@ -63,6 +64,8 @@ static const struct mode modes[] = {
     { "read-error", "--zswap off --arm-at refault --disarm", pipeline, read_error_checks },
     { "refault", "--zswap on --rounds 2", pipeline, refault_checks },
     { "race", "--zswap on --arm-at writeback", race, race_checks },
+    { "readahead", "--pattern compressible", readahead_run, readahead_checks },
+    { "lru", "--zswap on --wb-rounds 1 --wb-reclaims 12", lru_run, lru_checks },
 };
 #define N_MODES (sizeof(modes) / sizeof(modes[0]))
 
@@ -75,7 +78,7 @@ static void usage(void)
 {
     fprintf(stderr,
 "usage: swaptest MODE [options]\n"
-"  MODE: writeback completion write-error heal read-error refault race\n"
+"  MODE: writeback completion write-error heal read-error refault race readahead lru\n"
 "  --mem SIZE --memcg-max SIZE --seed N --cgroup NAME --rounds N\n"
 "  --zswap on|off --shrinker on|off --zswap-max SIZE|max --zswap-writeback 0|1\n"
 "  --wb-rounds N --wb-method shrinker|limit --wb-reclaims N --settle-ms N\n"
@@ -85,7 +88,8 @@ static void usage(void)
 "  --expect-ctx hardirq|softirq|irq|task --expect-sync --expect-async\n"
 "  --expect-errors --expect-sigbus\n"
 "  --pattern half|compressible\n"
-"  --threads N --duration SECONDS --chunk-pages N   (race)\n");
+"  --threads N --duration SECONDS --chunk-pages N   (race)\n"
+"  --page-cluster N --expect-ra zero|some   (readahead)\n");
     exit(2);
 }
 
@@ -135,6 +139,8 @@ static const struct option longopts[] = {
     { "threads", required_argument, NULL, 't' },
     { "duration", required_argument, NULL, 'u' },
     { "chunk-pages", required_argument, NULL, 'p' },
+    { "page-cluster", required_argument, NULL, 10 },
+    { "expect-ra", required_argument, NULL, 11 },
     { "pattern", required_argument, NULL, 'P' },
     { "wb-method", required_argument, NULL, 'B' },
     { "wb-reclaims", required_argument, NULL, 'R' },
@@ -177,6 +183,11 @@ static void apply_options(int argc, char **argv)
         case 't': o.threads = atoi(optarg); break;
         case 'u': o.duration = atof(optarg); break;
         case 'p': o.chunk_pages = atoi(optarg); break;
+        case 10: o.page_cluster = atoi(optarg); break;
+        case 11:
+            one_of(optarg, "zero", "some");
+            o.expect_ra = optarg;
+            break;
         case 'B': o.wb_limit = one_of(optarg, "shrinker", "limit"); break;
         case 'R': o.wb_reclaims = atoi(optarg); break;
         case 'P': o.compressible = one_of(optarg, "half", "compressible"); break;
@@ -222,7 +233,7 @@ static void parse_args(int argc, char **argv)
         .zswap_writeback = 1, .wb_rounds = 2, .rounds = 1, .arm_state = -1,
         .arm_at = ARM_NONE, .fault_dev = "auto", .kernel_mode = "auto",
         .expect_sync = -1, .settle_ms = 500, .threads = 4, .duration = 30,
-        .chunk_pages = 64, .wb_reclaims = 4, .fill_writeback = 1,
+        .chunk_pages = 64, .wb_reclaims = 4, .fill_writeback = 1, .page_cluster = -1,
     };
     apply_presets(mode->presets);
     apply_options(argc - 1, argv + 1);
@@ -230,7 +241,7 @@ static void parse_args(int argc, char **argv)
         o.arm_at = ARM_WRITEBACK;
     }
     if (!o.mem || !o.memcg_max || o.rounds < 1 || o.wb_rounds < 0 ||
-        o.threads < 1 || o.threads > 64 || o.chunk_pages < 1) {
+        o.threads < 1 || o.threads > 64 || o.chunk_pages < 1 || o.page_cluster < -1 || o.page_cluster > 31) {
         usage();
     }
 }

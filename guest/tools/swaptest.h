@@ -3,7 +3,9 @@
  * swaptest internals shared by its files: swaptest.c (options, the table of
  * modes, setup, tracing evidence, fault arming, main), swaptest-pipeline.c
  * (fill, forced writeback, refault and verify), swaptest-race.c (the race
- * mode) and swaptest-checks.c (the checks run after a mode, the metrics).
+ * mode), swaptest-checks.c (the checks run after a mode, the metrics),
+ * swaptest-readahead.c and swaptest-lru.c (the readahead and lru modes with
+ * their checks and metrics).
  */
 #ifndef FAULTLINE_SWAPTEST_H
 #define FAULTLINE_SWAPTEST_H
@@ -42,6 +44,8 @@ struct options {
     int threads;
     double duration;
     int chunk_pages;
+    int page_cluster;       /* /proc/sys/vm/page-cluster for the test; -1: leave */
+    const char *expect_ra;  /* readahead: zero | some | NULL (report only) */
     int compressible;       /* every page compressible (default: half) */
     int wb_limit;           /* force writeback by lowering memory.zswap.max */
     int wb_reclaims;        /* memory.reclaim calls per round (shrinker) */
@@ -97,8 +101,9 @@ struct check {
 /* Mode check lists (NULL-terminated), in the order they report. */
 extern const struct check *const writeback_checks[], *const completion_checks[],
     *const write_error_checks[], *const heal_checks[], *const read_error_checks[],
-    *const refault_checks[], *const race_checks[];
-extern const struct check check_no_splat;
+    *const refault_checks[], *const race_checks[], *const readahead_checks[],
+    *const lru_checks[];
+extern const struct check check_no_splat, check_pages;
 
 void run_checks(const struct check *const *checks, const struct run *R);
 void run_check(const struct check *c, const struct run *R);
@@ -123,6 +128,13 @@ enum { P_EBW, P_FEW, P_SYNC, P_ASYNC, P_SWP_WRITEPAGE, P_ZSWAP_WB, P_EBR, P_RSYN
 extern struct probe probes[P__N];
 extern int blk_err_ok;
 extern long long blk_errors;
+
+/* The seed-path modes (swaptest-readahead.c, swaptest-lru.c) and the KTAP
+ * results each run reports before its checks. */
+void readahead_run(struct run *R);
+int readahead_planned(void);
+void lru_run(struct run *R);
+int lru_planned(void);
 
 /* Arm the fault state before a phase, disarm after it (--arm-state, --disarm). */
 void arm(const char *where);

@@ -8,9 +8,7 @@
 
 #include "fault-engine.h"
 
-/* Canonical text can outgrow FeRuleStats.text; the key hashes all of it. */
-#define FE_TEXT_MAX 512
-/* Bounds the (quadratic) name checks at add time. */
+/* Bounds the engine's size (and the candidate scans). */
 #define FE_RULES_MAX 4096
 
 #define FE_FNV_BASIS 0xcbf29ce484222325ULL
@@ -48,13 +46,15 @@ enum {
     FE_HAS_DROP      = 1u << 14,
 };
 
+/*
+ * Everything but the ordinal (kept by the engine in a dense array): the
+ * engine reads a rule only when its triggers may pass.
+ */
 typedef struct FeRule {
-    /* Hot part: read for every I/O whose range overlaps the rule's. */
     uint32_t flags;
     uint32_t state;
     uint32_t len_lo, len_hi;
     bool prob_one;              /* prob=1: skip the draw */
-    uint64_t matched;           /* the rule's ordinal n */
     uint64_t hits;
     uint64_t nth, after, every, count;
     uint64_t prob_thresh;       /* fires when draw < thresh */
@@ -88,10 +88,11 @@ typedef struct FeRule {
 } FeRule;
 
 /*
- * Parse @text into a freshly allocated array (*rules, *n).  Names are not
- * yet assigned to unnamed rules.  Returns 0 or -1 with @err filled.
+ * Parse @len bytes of @text into a freshly allocated array (*rules, *n).
+ * Names are not yet assigned to unnamed rules.  Returns 0 or -1 with @err
+ * filled.
  */
-int fe_parse_rules(const char *text, FeRule **rules, size_t *n,
+int fe_parse_rules(const char *text, size_t len, FeRule **rules, size_t *n,
                    char *err, size_t errlen);
 /* Render the canonical text (without name) into r->text. */
 void fe_rule_render(FeRule *r);

@@ -17,12 +17,12 @@
 #define FE_GOLDEN 0x9e3779b97f4a7c15ULL
 
 /*
- * Candidate rules of one op.  Rules without lba= are always candidates.
- * Rules with lba= are sorted by start, with a prefix maximum of their ends,
- * so one branch-free binary search finds the last range starting at or
- * before the I/O's end and a short backward scan stops as soon as no
- * earlier range can reach the I/O's start: an I/O outside every range
- * costs O(log n) and never touches a rule.
+ * Candidate rules of one op that must be looked at per I/O.  Rules with
+ * len= but no lba= are in @all.  Rules with lba= are sorted by start, with
+ * a prefix maximum of their ends, so one branch-free binary search finds
+ * the last range starting at or before the I/O's end and a short backward
+ * scan stops as soon as no earlier range can reach the I/O's start: an I/O
+ * outside every range costs O(log n) and never touches a rule.
  */
 typedef struct FeCand {
     uint32_t nall;
@@ -34,6 +34,35 @@ typedef struct FeCand {
     uint32_t *idx;
 } FeCand;
 
+/*
+ * Rules with neither lba= nor len= match every I/O of their op (while
+ * their state, if any, is the engine's), so their ordinal is a count of
+ * the group's I/Os since a base: a matching I/O bumps one counter per
+ * group instead of one per rule.  Group FE_OP_ANY counts every I/O.
+ */
+#define FE_NGROUPS (FE_OP__MAX + 1)
+#define FE_NOT_LAZY 0xff
+
+typedef struct FeGroup {
+    uint64_t count;             /* the group's I/Os since new/reset */
+    uint64_t due;               /* min over live members of base + next */
+    uint32_t n;
+    uint32_t *idx;              /* rule indices */
+} FeGroup;
+
+/*
+ * Per-rule counters, dense and small: a matching I/O touches these and
+ * not the FeRule, until the triggers may pass.
+ */
+typedef struct FeHot {
+    uint64_t matched;           /* ordinal n (of a live lazy rule: stale) */
+    uint64_t next;              /* the triggers cannot pass before n == next */
+    uint64_t base;              /* live lazy rule: n = group count - base */
+    uint32_t state, len_lo, len_hi;
+    uint16_t flags;             /* FE_HAS_STATE, FE_HAS_LEN */
+    uint8_t group;              /* lazy group, or FE_NOT_LAZY */
+} FeHot;
+
 typedef struct FeSortEnt {
     uint64_t lo, hi;
     uint32_t idx;
@@ -42,7 +71,7 @@ typedef struct FeSortEnt {
 typedef struct FeFired {
     uint64_t key;
     const FeRule *rule;
-    uint32_t idx;
+    uint64_t n;                 /* the ordinal it fired at */
 } FeFired;
 
 struct FeEngine {
@@ -51,8 +80,10 @@ struct FeEngine {
     uint64_t ordinal;           /* decide() calls since new/reset */
 
     FeRule *rules;
+    FeHot *hot;                 /* parallel to @rules */
     size_t nrules;
     FeCand cand[FE_OP__MAX];
+    FeGroup group[FE_NGROUPS];
     char *cand_mem;
     size_t cand_cap;            /* rules the arrays can hold */
     FeSortEnt *sort_tmp;
@@ -130,20 +161,21 @@ static uint64_t neg_ln_q32(uint64_t u)
     return mul_q32(neg_log2, 2977044472ULL);    /* ln 2 in Q0.32 */
 }
 
+/* A delay drawn for ordinal @n; at most FE_DELAY_MAX_NS (exp() tails). */
 static uint64_t delay_value(const FeRule *r, const FeDelaySpec *d,
                             uint64_t n, uint64_t salt)
 {
-    uint64_t span;
+    uint64_t v;
 
     switch (d->kind) {
     case FE_DELAY_FIXED:
         return d->a;
     case FE_DELAY_UNIFORM:
-        span = d->b - d->a + 1;
-        /* span == 0: the full 64-bit range. */
-        return d->a + (span ? draw(r, n, salt) % span : draw(r, n, salt));
+        /* The parser bounds b by FE_DELAY_MAX_NS: the span cannot wrap. */
+        return d->a + draw(r, n, salt) % (d->b - d->a + 1);
     case FE_DELAY_EXP:
-        return mul_q32(d->a, neg_ln_q32(draw(r, n, salt)));
+        v = mul_q32(d->a, neg_ln_q32(draw(r, n, salt)));
+        return v < FE_DELAY_MAX_NS ? v : FE_DELAY_MAX_NS;
     case FE_DELAY_NONE:
         break;
     }
@@ -160,6 +192,62 @@ static int cmp_sort_ent(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static inline bool hot_live(const FeHot *h, uint32_t state)
+{
+    return !(h->flags & FE_HAS_STATE) || h->state == state;
+}
+
+static uint64_t rule_matched(const FeEngine *fe, size_t i)
+{
+    const FeHot *h = &fe->hot[i];
+
+    if (h->group != FE_NOT_LAZY && hot_live(h, fe->state)) {
+        return fe->group[h->group].count - h->base;
+    }
+    return h->matched;
+}
+
+/* Store every lazy rule's ordinal in matched, before rules move. */
+static void freeze_all(FeEngine *fe)
+{
+    for (size_t i = 0; i < fe->nrules; i++) {
+        fe->hot[i].matched = rule_matched(fe, i);
+    }
+}
+
+static void group_update_due(FeEngine *fe, FeGroup *g)
+{
+    uint64_t due = UINT64_MAX;
+
+    for (uint32_t k = 0; k < g->n; k++) {
+        const FeHot *h = &fe->hot[g->idx[k]];
+        if (hot_live(h, fe->state)) {
+            uint64_t d = sat_add(h->base, h->next);
+            due = d < due ? d : due;
+        }
+    }
+    g->due = due;
+}
+
+/* Live lazy rules count on from their stored ordinal. */
+static void thaw_all(FeEngine *fe)
+{
+    for (size_t i = 0; i < fe->nrules; i++) {
+        FeHot *h = &fe->hot[i];
+        if (h->group != FE_NOT_LAZY && hot_live(h, fe->state)) {
+            h->base = fe->group[h->group].count - h->matched;
+        }
+    }
+    for (int g = 0; g < FE_NGROUPS; g++) {
+        group_update_due(fe, &fe->group[g]);
+    }
+}
+
 /* Never fails when the rule count did not grow (delete, clear). */
 static int rebuild_candidates(FeEngine *fe)
 {
@@ -170,7 +258,8 @@ static int rebuild_candidates(FeEngine *fe)
 
     if (per > fe->cand_cap) {
         size_t sz = FE_OP__MAX * per *
-                    (3 * sizeof(uint64_t) + 2 * sizeof(uint32_t));
+                    (3 * sizeof(uint64_t) + 2 * sizeof(uint32_t)) +
+                    FE_NGROUPS * per * sizeof(uint32_t);
         char *mem = malloc(sz);
         FeFired *fired = malloc(per * sizeof(*fired));
         FeSortEnt *tmp = malloc(per * sizeof(*tmp));
@@ -193,6 +282,25 @@ static int rebuild_candidates(FeEngine *fe)
     /* All 64-bit arrays first, so every array stays aligned. */
     b64 = (uint64_t *)(void *)fe->cand_mem;
     b32 = (uint32_t *)(void *)(b64 + FE_OP__MAX * 3 * cap);
+    for (int g = 0; g < FE_NGROUPS; g++) {
+        fe->group[g].idx = b32 + (size_t)(2 * FE_OP__MAX + g) * cap;
+        fe->group[g].n = 0;
+    }
+    for (size_t i = 0; i < fe->nrules; i++) {
+        const FeRule *r = &fe->rules[i];
+        FeHot *h = &fe->hot[i];
+
+        h->flags = (uint16_t)(r->flags & (FE_HAS_STATE | FE_HAS_LEN));
+        h->state = r->state;
+        h->len_lo = r->len_lo;
+        h->len_hi = r->len_hi;
+        h->group = FE_NOT_LAZY;
+        if (!(r->flags & (FE_HAS_LBA | FE_HAS_LEN))) {
+            FeGroup *g = &fe->group[r->op];
+            h->group = (uint8_t)r->op;
+            g->idx[g->n++] = (uint32_t)i;
+        }
+    }
     for (int op = 0; op < FE_OP__MAX; op++) {
         FeCand *c = &fe->cand[op];
         FeSortEnt *t = fe->sort_tmp;
@@ -207,7 +315,8 @@ static int rebuild_candidates(FeEngine *fe)
         c->nall = 0;
         for (size_t i = 0; i < fe->nrules; i++) {
             const FeRule *r = &fe->rules[i];
-            if (r->op != FE_OP_ANY && (int)r->op != op) {
+            if ((r->op != FE_OP_ANY && (int)r->op != op) ||
+                fe->hot[i].group != FE_NOT_LAZY) {
                 continue;
             }
             if (!(r->flags & FE_HAS_LBA)) {
@@ -228,6 +337,7 @@ static int rebuild_candidates(FeEngine *fe)
             c->idx[i] = t[i].idx;
         }
     }
+    thaw_all(fe);
     return 0;
 }
 
@@ -254,6 +364,7 @@ void fe_engine_free(FeEngine *fe)
         return;
     }
     free(fe->rules);
+    free(fe->hot);
     free(fe->cand_mem);
     free(fe->fired);
     free(fe->sort_tmp);
@@ -261,7 +372,7 @@ void fe_engine_free(FeEngine *fe)
     free(fe);
 }
 
-/* Truncating string copy (the canonical text outgrows FeRuleStats.text). */
+/* Truncating string copy, for buffers sized to their longest content. */
 static void copy_str(char *dst, size_t len, const char *src)
 {
     size_t n = strlen(src);
@@ -273,16 +384,47 @@ static void copy_str(char *dst, size_t len, const char *src)
     dst[n] = '\0';
 }
 
-static bool name_taken(const FeRule *a, size_t na, const FeRule *b, size_t nb,
-                       const char *name)
+/*
+ * Open-addressing set of rule names, so the name checks and the "rN"
+ * search of one add cost O(rules), whatever the engine already holds.
+ */
+typedef struct FeNameSet {
+    const char **slot;
+    size_t mask;
+} FeNameSet;
+
+static int names_init(FeNameSet *ns, size_t n)
 {
-    for (size_t i = 0; i < na; i++) {
-        if (a[i].name[0] && strcmp(a[i].name, name) == 0) {
-            return true;
+    size_t cap = 16;
+
+    while (cap < 2 * n) {
+        cap *= 2;
+    }
+    ns->slot = calloc(cap, sizeof(*ns->slot));
+    ns->mask = cap - 1;
+    return ns->slot ? 0 : -1;
+}
+
+/* Adds @name (kept by pointer); false if it was already there. */
+static bool names_add(FeNameSet *ns, const char *name)
+{
+    size_t i = fe_fnv1a(FE_FNV_BASIS, name, strlen(name)) & ns->mask;
+
+    for (; ns->slot[i]; i = (i + 1) & ns->mask) {
+        if (strcmp(ns->slot[i], name) == 0) {
+            return false;
         }
     }
-    for (size_t i = 0; i < nb; i++) {
-        if (b[i].name[0] && strcmp(b[i].name, name) == 0) {
+    ns->slot[i] = name;
+    return true;
+}
+
+static bool names_has(const FeNameSet *ns, const char *name)
+{
+    size_t i = fe_fnv1a(FE_FNV_BASIS, name, strlen(name)) & ns->mask;
+
+    for (; ns->slot[i]; i = (i + 1) & ns->mask) {
+        if (strcmp(ns->slot[i], name) == 0) {
             return true;
         }
     }
@@ -298,61 +440,116 @@ static int batch_error(char *err, size_t errlen, size_t line, size_t col,
     return -1;
 }
 
-/* Name checks shared by add and check; @have are rules already present. */
-static int check_names(const FeRule *have, size_t nhave, FeRule *v, size_t n,
-                       char *err, size_t errlen)
+static int oom_error(char *err, size_t errlen)
 {
+    if (err && errlen) {
+        snprintf(err, errlen, "1:1: out of memory");
+    }
+    return -1;
+}
+
+/*
+ * Check the names of batch @v against @have (rules already present) and
+ * each other, then, if @assign, name the unnamed rules "rN" from their
+ * engine index, skipping taken names.
+ */
+static int check_names(const FeRule *have, size_t nhave, FeRule *v, size_t n,
+                       bool assign, char *err, size_t errlen)
+{
+    FeNameSet ns;
+    uint64_t k = 0;
+
+    if (names_init(&ns, nhave + n) < 0) {
+        return oom_error(err, errlen);
+    }
+    for (size_t i = 0; i < nhave; i++) {
+        names_add(&ns, have[i].name);
+    }
     for (size_t i = 0; i < n; i++) {
-        if (v[i].named &&
-            name_taken(have, nhave, v, i, v[i].name)) {
+        if (v[i].named && !names_add(&ns, v[i].name)) {
+            free(ns.slot);
             return batch_error(err, errlen, v[i].line, v[i].name_col,
                                "duplicate rule name", v[i].name);
         }
     }
-    return 0;
-}
-
-/* Unnamed rules get "rN" from their engine index, skipping taken names. */
-static void assign_names(const FeRule *have, size_t nhave, FeRule *v,
-                         size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = nhave + i;
+    for (size_t i = 0; assign && i < n; i++) {
         if (v[i].named) {
             continue;
         }
+        /* Names below k were found taken for an earlier rule: skip them. */
+        k = k > nhave + i ? k : nhave + i;
         do {
             snprintf(v[i].name, sizeof(v[i].name), "r%" PRIu64, k++);
-        } while (name_taken(have, nhave, v, i, v[i].name) ||
-                 name_taken(NULL, 0, v + i + 1, n - i - 1, v[i].name));
+        } while (names_has(&ns, v[i].name));
+        names_add(&ns, v[i].name);
     }
+    free(ns.slot);
+    return 0;
 }
 
-int fe_engine_check_rules(const char *text, char *err, size_t errlen)
+int fe_engine_check_rules_len(const char *text, size_t len, char *err,
+                              size_t errlen)
 {
     FeRule *v;
     size_t n;
     int ret;
 
-    if (fe_parse_rules(text, &v, &n, err, errlen) < 0) {
+    if (fe_parse_rules(text, len, &v, &n, err, errlen) < 0) {
         return -1;
     }
-    ret = check_names(NULL, 0, v, n, err, errlen) < 0 ? -1 : (int)n;
+    ret = check_names(NULL, 0, v, n, false, err, errlen) < 0 ? -1 : (int)n;
     free(v);
     return ret;
 }
 
-int fe_engine_add_rules(FeEngine *fe, const char *text, char *err,
-                        size_t errlen)
+int fe_engine_check_rules(const char *text, char *err, size_t errlen)
+{
+    return fe_engine_check_rules_len(text, text ? strlen(text) : 0, err,
+                                     errlen);
+}
+
+/* The trigger bound after ordinal @n: no ordinal below it can fire. */
+static uint64_t next_chance(const FeRule *r, uint64_t n)
+{
+    uint32_t f = r->flags;
+    uint64_t m, a, rem;
+
+    if (((f & FE_HAS_COUNT) && r->hits >= r->count) ||
+        ((f & FE_HAS_PROB) && !r->prob_one && !r->prob_thresh) ||
+        n == UINT64_MAX) {
+        return UINT64_MAX;
+    }
+    m = n + 1;
+    if (f & FE_HAS_NTH) {
+        return m <= r->nth ? r->nth : UINT64_MAX;
+    }
+    if (f & FE_HAS_AFTER) {
+        if (r->after == UINT64_MAX) {
+            return UINT64_MAX;
+        }
+        m = m > r->after ? m : r->after + 1;
+    }
+    if (f & FE_HAS_EVERY) {
+        a = (f & FE_HAS_AFTER) ? r->after : 0;
+        rem = (m - a) % r->every;
+        if (rem) {
+            if (m > UINT64_MAX - (r->every - rem)) {
+                return UINT64_MAX;
+            }
+            m += r->every - rem;
+        }
+    }
+    return m;
+}
+
+int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
+                            char *err, size_t errlen)
 {
     FeRule *v, *all;
+    FeHot *hot;
     size_t n;
 
-    if (fe_parse_rules(text, &v, &n, err, errlen) < 0) {
-        return -1;
-    }
-    if (check_names(fe->rules, fe->nrules, v, n, err, errlen) < 0) {
-        free(v);
+    if (fe_parse_rules(text, len, &v, &n, err, errlen) < 0) {
         return -1;
     }
     if (fe->nrules + n > FE_RULES_MAX) {
@@ -363,45 +560,64 @@ int fe_engine_add_rules(FeEngine *fe, const char *text, char *err,
         free(v);
         return -1;
     }
+    if (check_names(fe->rules, fe->nrules, v, n, true, err, errlen) < 0) {
+        free(v);
+        return -1;
+    }
     if (n == 0) {
         free(v);
         return 0;
     }
-    assign_names(fe->rules, fe->nrules, v, n);
     for (size_t i = 0; i < n; i++) {
         FeRule *r = &v[i];
         r->key = r->named ? fe_fnv1a(FE_FNV_BASIS, r->name, strlen(r->name))
                           : fe_fnv1a(FE_FNV_BASIS, r->text, strlen(r->text));
         r->hbase = rule_hbase(fe->seed, r->key);
     }
+    freeze_all(fe);
     all = realloc(fe->rules, (fe->nrules + n) * sizeof(*all));
-    if (!all) {
-        goto oom;
+    if (all) {
+        fe->rules = all;
     }
-    fe->rules = all;
+    hot = realloc(fe->hot, (fe->nrules + n) * sizeof(*hot));
+    if (hot) {
+        fe->hot = hot;
+    }
+    if (!all || !hot) {
+        free(v);
+        return oom_error(err, errlen);
+    }
     memcpy(all + fe->nrules, v, n * sizeof(*v));
+    memset(hot + fe->nrules, 0, n * sizeof(*hot));
+    for (size_t i = 0; i < n; i++) {
+        hot[fe->nrules + i].next = next_chance(&v[i], 0);
+    }
     fe->nrules += n;
+    free(v);
     if (rebuild_candidates(fe) < 0) {
         fe->nrules -= n;
-        goto oom;
+        rebuild_candidates(fe);
+        return oom_error(err, errlen);
     }
-    free(v);
     return (int)n;
+}
 
-oom:
-    if (err && errlen) {
-        snprintf(err, errlen, "1:1: out of memory");
-    }
-    free(v);
-    return -1;
+int fe_engine_add_rules(FeEngine *fe, const char *text, char *err,
+                        size_t errlen)
+{
+    return fe_engine_add_rules_len(fe, text, text ? strlen(text) : 0, err,
+                                   errlen);
 }
 
 int fe_engine_delete_rule(FeEngine *fe, const char *name)
 {
     for (size_t i = 0; name && i < fe->nrules; i++) {
         if (strcmp(fe->rules[i].name, name) == 0) {
+            freeze_all(fe);
             memmove(&fe->rules[i], &fe->rules[i + 1],
                     (fe->nrules - i - 1) * sizeof(FeRule));
+            memmove(&fe->hot[i], &fe->hot[i + 1],
+                    (fe->nrules - i - 1) * sizeof(FeHot));
             fe->nrules--;
             rebuild_candidates(fe);
             return 0;
@@ -413,12 +629,11 @@ int fe_engine_delete_rule(FeEngine *fe, const char *name)
 void fe_engine_clear_rules(FeEngine *fe)
 {
     free(fe->rules);
+    free(fe->hot);
     fe->rules = NULL;
+    fe->hot = NULL;
     fe->nrules = 0;
-    for (int op = 0; op < FE_OP__MAX; op++) {
-        fe->cand[op].n = 0;
-        fe->cand[op].nall = 0;
-    }
+    rebuild_candidates(fe);
 }
 
 int fe_engine_rule_count(const FeEngine *fe)
@@ -437,14 +652,25 @@ int fe_engine_rule_stats(const FeEngine *fe, int i, FeRuleStats *out)
     memset(out, 0, sizeof(*out));
     copy_str(out->name, sizeof(out->name), r->name);
     copy_str(out->text, sizeof(out->text), r->text);
-    out->matched = r->matched;
+    out->matched = rule_matched(fe, (size_t)i);
     out->hits = r->hits;
     return 0;
 }
 
+/* Lazy rules of the old state stop counting, those of the new one resume. */
+static void change_state(FeEngine *fe, uint32_t state)
+{
+    if (state == fe->state) {
+        return;
+    }
+    freeze_all(fe);
+    fe->state = state;
+    thaw_all(fe);
+}
+
 void fe_engine_set_state(FeEngine *fe, uint32_t state)
 {
-    fe->state = state;
+    change_state(fe, state);
 }
 
 uint32_t fe_engine_state(const FeEngine *fe)
@@ -457,46 +683,62 @@ uint64_t fe_engine_seed(const FeEngine *fe)
     return fe->seed;
 }
 
-void fe_engine_reset(FeEngine *fe)
+void fe_engine_reset_counters(FeEngine *fe)
 {
     for (size_t i = 0; i < fe->nrules; i++) {
-        fe->rules[i].matched = 0;
         fe->rules[i].hits = 0;
+        fe->hot[i].matched = 0;
+        fe->hot[i].next = next_chance(&fe->rules[i], 0);
+    }
+    for (int g = 0; g < FE_NGROUPS; g++) {
+        fe->group[g].count = 0;
     }
     fe->ordinal = 0;
+    thaw_all(fe);
+}
+
+void fe_engine_reset(FeEngine *fe)
+{
     fe->state = 0;
+    fe_engine_reset_counters(fe);
     fe->log_total = 0;
     fe->digest = FE_FNV_BASIS;
 }
 
-/* Trigger over the rule's ordinal; advances it.  Count is checked last. */
-static inline bool rule_fires(FeRule *r)
+/*
+ * The triggers of rule @idx at its ordinal @n (count last, so only real
+ * hits use it up); records a hit in the fired list.  Returns 1 if fired.
+ */
+static uint32_t trigger(FeEngine *fe, uint32_t idx, uint64_t n, uint32_t nf)
 {
-    uint64_t n = ++r->matched;
+    FeRule *r = &fe->rules[idx];
     uint32_t f = r->flags;
+    bool pass = true;
 
     if ((f & FE_HAS_NTH) && n != r->nth) {
-        return false;
-    }
-    if ((f & FE_HAS_AFTER) && n <= r->after) {
-        return false;
-    }
-    if (f & FE_HAS_EVERY) {
+        pass = false;
+    } else if ((f & FE_HAS_AFTER) && n <= r->after) {
+        pass = false;
+    } else if (f & FE_HAS_EVERY) {
         uint64_t m = n - ((f & FE_HAS_AFTER) ? r->after : 0);
-        if (m < 1 || m % r->every) {
-            return false;
-        }
+        pass = m >= 1 && m % r->every == 0;
     }
     /* prob=0 needs no draw: the threshold is 0. */
-    if ((f & FE_HAS_PROB) && !r->prob_one &&
+    if (pass && (f & FE_HAS_PROB) && !r->prob_one &&
         (!r->prob_thresh || draw(r, n, 1) >= r->prob_thresh)) {
-        return false;
+        pass = false;
     }
-    if ((f & FE_HAS_COUNT) && r->hits >= r->count) {
-        return false;
+    if (pass && (f & FE_HAS_COUNT) && r->hits >= r->count) {
+        pass = false;
     }
-    r->hits++;
-    return true;
+    if (pass) {
+        r->hits++;
+        fe->fired[nf].key = r->key;
+        fe->fired[nf].rule = r;
+        fe->fired[nf].n = n;
+    }
+    fe->hot[idx].next = next_chance(r, n);
+    return pass;
 }
 
 /* Number of a[0..n) that are <= key (a sorted); branch-free. */
@@ -516,21 +758,31 @@ static inline uint32_t upper_bound(const uint64_t *a, uint32_t n, uint64_t key)
 static inline uint32_t consider(FeEngine *fe, uint32_t idx, uint32_t len,
                                 uint32_t state, uint32_t nf)
 {
-    FeRule *r = &fe->rules[idx];
+    FeHot *h = &fe->hot[idx];
+    uint64_t n;
 
-    if ((r->flags & FE_HAS_STATE) && r->state != state) {
+    if ((h->flags & FE_HAS_STATE) && h->state != state) {
         return 0;
     }
-    if ((r->flags & FE_HAS_LEN) && (len < r->len_lo || len > r->len_hi)) {
+    if ((h->flags & FE_HAS_LEN) && (len < h->len_lo || len > h->len_hi)) {
         return 0;
     }
-    if (!rule_fires(r)) {
-        return 0;
+    n = ++h->matched;
+    return n < h->next ? 0 : trigger(fe, idx, n, nf);
+}
+
+/* Group @g reached a member's bound: trigger the members that are due. */
+static uint32_t group_due(FeEngine *fe, FeGroup *g, uint32_t nf)
+{
+    for (uint32_t k = 0; k < g->n; k++) {
+        uint32_t idx = g->idx[k];
+        FeHot *h = &fe->hot[idx];
+        if (hot_live(h, fe->state) && sat_add(h->base, h->next) <= g->count) {
+            nf += trigger(fe, idx, g->count - h->base, nf);
+        }
     }
-    fe->fired[nf].key = r->key;
-    fe->fired[nf].rule = r;
-    fe->fired[nf].idx = idx;
-    return 1;
+    group_update_due(fe, g);
+    return nf;
 }
 
 static int cmp_fired(const void *a, const void *b)
@@ -569,7 +821,11 @@ static void log_append(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     e->nth = nth;
     copy_str(e->action, sizeof(e->action), action);
 
-    /* Fixed little-endian layout: the digest is the same on every host. */
+    /*
+     * Fixed little-endian layout: the digest is the same on every host.
+     * nth is not in it: it follows from the rules and the I/O sequence,
+     * and digests stay comparable with logs written before it existed.
+     */
     put_le(&fe->digest, e->ordinal, 8);
     put_le(&fe->digest, (uint64_t)op, 1);
     put_le(&fe->digest, lba, 8);
@@ -578,7 +834,7 @@ static void log_append(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     fe->digest = fe_fnv1a(fe->digest, e->action, strlen(e->action) + 1);
 }
 
-/* Space-separated append to a bounded action string. */
+/* Space-separated append; @buf holds the longest action (FE_ACTION_MAX). */
 static void act(char *buf, size_t len, size_t *pos, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -602,21 +858,19 @@ static void act(char *buf, size_t len, size_t *pos, const char *fmt, ...)
     }
 }
 
-/* Apply one fired rule to @out and log it: the slow, rare path. */
-static void apply_rule(FeEngine *fe, const FeRule *r, FeOp op, uint64_t lba,
-                       uint32_t len, uint64_t now_ns, FeDecision *out,
-                       bool *set, uint32_t *new_state)
+/* Apply rule @r, fired at its ordinal @n, to @out and log it: the rare path. */
+static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
+                       uint64_t lba, uint32_t len, uint64_t now_ns,
+                       FeDecision *out, bool *set, uint32_t *new_state)
 {
-    char a[sizeof(((FeLogEntry *)0)->action)];
+    char a[FE_ACTION_MAX];
     size_t pos = 0;
-    uint64_t n = r->matched;
     uint64_t d;
 
     a[0] = '\0';
     if (r->delay.kind != FE_DELAY_NONE) {
         d = delay_value(r, &r->delay, n, 2);
-        out->delay_ns = out->delay_ns > UINT64_MAX - d ? UINT64_MAX
-                                                       : out->delay_ns + d;
+        out->delay_ns = sat_add(out->delay_ns, d);
         act(a, sizeof(a), &pos, "delay=%" PRIu64 "ns", d);
     }
     if (r->error != FE_ERR_NONE) {
@@ -670,10 +924,12 @@ static void apply_rule(FeEngine *fe, const FeRule *r, FeOp op, uint64_t lba,
     log_append(fe, op, lba, len, now_ns, r->name, n, a);
 }
 
+
 bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
                       uint64_t now_ns, FeDecision *out)
 {
     const FeCand *c;
+    FeGroup *g, *gany;
     uint64_t end;
     uint32_t nf = 0, state = fe->state, new_state = 0;
     bool set = false;
@@ -687,6 +943,14 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     end = lba + (len ? len - 1 : 0);
     if (end < lba) {
         end = UINT64_MAX;
+    }
+    g = &fe->group[op];
+    gany = &fe->group[FE_OP_ANY];
+    if (++g->count >= g->due) {
+        nf = group_due(fe, g, nf);
+    }
+    if (++gany->count >= gany->due) {
+        nf = group_due(fe, gany, nf);
     }
     c = &fe->cand[op];
     for (uint32_t i = 0; i < c->nall; i++) {
@@ -708,8 +972,11 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
         qsort(fe->fired, nf, sizeof(*fe->fired), cmp_fired);
     }
     for (uint32_t i = 0; i < nf; i++) {
-        apply_rule(fe, fe->fired[i].rule, op, lba, len, now_ns, out, &set,
-                   &new_state);
+        apply_rule(fe, fe->fired[i].rule, fe->fired[i].n, op, lba, len,
+                   now_ns, out, &set, &new_state);
+    }
+    if (out->delay_ns > FE_DELAY_MAX_NS) {
+        out->delay_ns = FE_DELAY_MAX_NS;
     }
     if (out->drop) {
         /* Nothing completes, so no status is reported (timeout is a drop). */
@@ -722,7 +989,7 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     }
     out->fired = nf;
     if (set) {
-        fe->state = new_state;
+        change_state(fe, new_state);
     }
     return true;
 }

@@ -78,12 +78,21 @@ typedef struct FeDecision {
 
 #define FE_NAME_MAX 32
 #define FE_ERR_MSG_MAX 256
+/* Holds the longest canonical rule text (about 420 bytes) with room. */
+#define FE_TEXT_MAX 512
+/* Holds the longest action string (about 130 bytes). */
+#define FE_ACTION_MAX 160
+/*
+ * Longest duration a rule may give (1000000s, about 11.6 days).  Drawn and
+ * merged delays are capped here too, so a device's now + delay never wraps.
+ */
+#define FE_DELAY_MAX_NS 1000000000000000ULL
 
 typedef struct FeEngine FeEngine;
 
 typedef struct FeRuleStats {
     char name[FE_NAME_MAX];
-    char text[256];         /* the rule as parsed, normalised */
+    char text[FE_TEXT_MAX]; /* the rule as parsed, normalised */
     uint64_t matched;       /* matching I/Os seen (the rule's ordinal) */
     uint64_t hits;          /* times it fired */
 } FeRuleStats;
@@ -97,7 +106,7 @@ typedef struct FeLogEntry {
     FeOp op;
     char rule[FE_NAME_MAX];
     uint64_t nth;           /* the rule's ordinal n when it fired (its nth=) */
-    char action[96];        /* e.g. "error=write-fault dnr" */
+    char action[FE_ACTION_MAX]; /* e.g. "error=write-fault dnr" */
 } FeLogEntry;
 
 FeEngine *fe_engine_new(uint64_t seed);
@@ -112,6 +121,14 @@ void fe_engine_free(FeEngine *fe);
 int fe_engine_add_rules(FeEngine *fe, const char *text, char *err, size_t errlen);
 /* Check @text without changing the engine.  Same return convention. */
 int fe_engine_check_rules(const char *text, char *err, size_t errlen);
+/*
+ * The same for @len bytes at @text (a file's contents): a NUL byte among
+ * them is an error, not the end of the text.
+ */
+int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
+                            char *err, size_t errlen);
+int fe_engine_check_rules_len(const char *text, size_t len, char *err,
+                              size_t errlen);
 /* Remove one rule by name; -1 if no such rule. */
 int fe_engine_delete_rule(FeEngine *fe, const char *name);
 void fe_engine_clear_rules(FeEngine *fe);
@@ -128,6 +145,11 @@ uint64_t fe_engine_seed(const FeEngine *fe);
  * and set the state back to 0: the rules behave as if freshly added.
  */
 void fe_engine_reset(FeEngine *fe);
+/*
+ * Zero hit/match counters and I/O ordinals only: the rules trigger as if
+ * freshly added, while the log and the digest go on (a machine reset).
+ */
+void fe_engine_reset_counters(FeEngine *fe);
 
 /*
  * The per-I/O decision.  @lba and @len are in 512-byte sectors, @now_ns the

@@ -8,6 +8,8 @@
  */
 #include "qemu/osdep.h"
 #include "qapi/error.h"
+#include "qemu/error-report.h"
+#include "system/reset.h"
 #include "qapi/visitor.h"
 #include "qapi/qapi-events-fault.h"
 #include "qom/object_interfaces.h"
@@ -33,7 +35,29 @@ struct FaultInjector {
     FeEngine *engine;
     FILE *log;
     uint64_t log_next;      /* next log seq to write to @log */
+    char *log_error;        /* why @log was given up, or NULL */
 };
+
+/*
+ * Called with fi->lock held after a write to @log: on failure say so once
+ * (stderr, trace, x-fault-query-stats) and stop writing the file; the ring
+ * and QMP still have every entry.
+ */
+static void fault_injector_check_log(FaultInjector *fi, int ret)
+{
+    const char *id = object_get_canonical_path_component(OBJECT(fi));
+    int err = errno;
+
+    if (ret >= 0 && !ferror(fi->log)) {
+        return;
+    }
+    fi->log_error = g_strdup_printf("cannot write log '%s': %s",
+                                    fi->log_path, strerror(err ? err : EIO));
+    error_report("fault-injector '%s': %s", id, fi->log_error);
+    trace_fault_log_error(id, fi->log_error);
+    fclose(fi->log);
+    fi->log = NULL;
+}
 
 /* Called with fi->lock held: export new log entries and announce them. */
 static void fault_injector_flush_log(FaultInjector *fi)
@@ -42,11 +66,13 @@ static void fault_injector_flush_log(FaultInjector *fi)
     uint64_t first = fe_engine_log_first(fi->engine);
     const char *id = object_get_canonical_path_component(OBJECT(fi));
     FeLogEntry e;
+    int ret = 0;
 
     if (fi->log_next < first) {
         /* The ring wrapped before we got here: say so in the file. */
         if (fi->log) {
-            fprintf(fi->log, "{\"lost\":%" PRIu64 "}\n", first - fi->log_next);
+            ret |= fprintf(fi->log, "{\"lost\":%" PRIu64 "}\n",
+                           first - fi->log_next);
         }
         fi->log_next = first;
     }
@@ -60,12 +86,17 @@ static void fault_injector_flush_log(FaultInjector *fi)
             char buf[512];
 
             fe_log_entry_json(&e, buf, sizeof(buf));
-            fprintf(fi->log, "%s\n", buf);
+            ret |= fprintf(fi->log, "%s\n", buf);
         }
         if (fi->events) {
             qapi_event_send_x_fault_injected(id, e.rule, e.action, e.ordinal,
                                              fe_op_name(e.op), e.lba, e.len);
         }
+    }
+    if (fi->log) {
+        /* Once per fired fault (rare next to I/Os): a kill -9 loses none. */
+        ret |= fflush(fi->log);
+        fault_injector_check_log(fi, ret);
     }
 }
 
@@ -157,9 +188,45 @@ FeEngine *fault_injector_lock_engine(FaultInjector *fi)
 
 void fault_injector_unlock_engine(FaultInjector *fi)
 {
-    if (fi->log) {
-        fflush(fi->log);
-    }
+    qemu_mutex_unlock(&fi->lock);
+}
+
+char *fault_injector_log_error(FaultInjector *fi)
+{
+    char *msg;
+
+    qemu_mutex_lock(&fi->lock);
+    msg = g_strdup(fi->log_error);
+    qemu_mutex_unlock(&fi->lock);
+    return msg;
+}
+
+void fault_injector_reset(FaultInjector *fi)
+{
+    uint32_t state;
+
+    qemu_mutex_lock(&fi->lock);
+    state = fe_engine_state(fi->engine);
+    fe_engine_reset(fi->engine);
+    fe_engine_set_state(fi->engine, state);
+    /* The log starts again at seq 0: export it from there. */
+    fi->log_next = 0;
+    qemu_mutex_unlock(&fi->lock);
+}
+
+/*
+ * Machine reset (a guest reboot): the new boot sees the faults the first
+ * one saw, at the same I/O ordinals, with the state back to the "state"
+ * property.  The log and digest go on, so faults.jsonl and the digest
+ * cover every boot of the run.
+ */
+static void fault_injector_machine_reset(void *opaque)
+{
+    FaultInjector *fi = opaque;
+
+    qemu_mutex_lock(&fi->lock);
+    fe_engine_reset_counters(fi->engine);
+    fe_engine_set_state(fi->engine, fi->initial_state);
     qemu_mutex_unlock(&fi->lock);
 }
 
@@ -170,14 +237,16 @@ static void fault_injector_complete(UserCreatable *uc, Error **errp)
     g_autofree char *text = NULL;
     g_autoptr(GError) gerr = NULL;
     char err[FE_ERR_MSG_MAX];
+    gsize len;
 
     if (fi->rules_path) {
-        if (!g_file_get_contents(fi->rules_path, &text, NULL, &gerr)) {
+        if (!g_file_get_contents(fi->rules_path, &text, &len, &gerr)) {
             error_setg(errp, "fault-injector '%s': cannot read rules: %s",
                        id, gerr->message);
             return;
         }
-        if (fe_engine_add_rules(fi->engine, text, err, sizeof(err)) < 0) {
+        if (fe_engine_add_rules_len(fi->engine, text, len, err,
+                                    sizeof(err)) < 0) {
             trace_fault_parse_error(id, err);
             error_setg(errp, "fault-injector '%s': %s:%s", id,
                        fi->rules_path, err);
@@ -193,7 +262,17 @@ static void fault_injector_complete(UserCreatable *uc, Error **errp)
         }
     }
     fe_engine_set_state(fi->engine, fi->initial_state);
+    qemu_register_reset(fault_injector_machine_reset, fi);
     fi->created = true;
+}
+
+/*
+ * Devices hold the injector through a strong link (or object_ref()): any
+ * reference beyond the /objects container's is a user.
+ */
+static bool fault_injector_can_be_deleted(UserCreatable *uc)
+{
+    return OBJECT(uc)->ref == 1;
 }
 
 static bool fault_injector_can_set(FaultInjector *fi, const char *name,
@@ -317,9 +396,13 @@ static void fault_injector_finalize(Object *obj)
 {
     FaultInjector *fi = FAULT_INJECTOR(obj);
 
+    if (fi->created) {
+        qemu_unregister_reset(fault_injector_machine_reset, fi);
+    }
     if (fi->log) {
         fclose(fi->log);
     }
+    g_free(fi->log_error);
     fe_engine_free(fi->engine);
     qemu_mutex_destroy(&fi->lock);
     g_free(fi->rules_path);
@@ -331,6 +414,7 @@ static void fault_injector_class_init(ObjectClass *oc, void *data)
     UserCreatableClass *ucc = USER_CREATABLE_CLASS(oc);
 
     ucc->complete = fault_injector_complete;
+    ucc->can_be_deleted = fault_injector_can_be_deleted;
     object_class_property_add_str(oc, "rules", get_rules, set_rules);
     object_class_property_set_description(oc, "rules",
         "file with fault rules, one per line (docs/rules.md)");

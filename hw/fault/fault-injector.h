@@ -5,6 +5,13 @@
  * per I/O, what to do.  All entry points are thread-safe: devices call them
  * from vCPU threads, the main loop and iothreads.
  *
+ * Use count: object-del of an injector is refused while anyone besides
+ * /objects holds a reference.  A device gets one by holding the injector
+ * through a strong link property, DEFINE_PROP_LINK("fault-injector", ...,
+ * TYPE_FAULT_INJECTOR, FaultInjector *), dropped when the device goes away;
+ * other users (e.g. after fault_injector_find()) take object_ref() for as
+ * long as they call the injector and object_unref() when done.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #ifndef HW_FAULT_INJECTOR_H
@@ -32,6 +39,15 @@ uint32_t fault_injector_get_state(FaultInjector *fi);
  */
 FeEngine *fault_injector_lock_engine(FaultInjector *fi);
 void fault_injector_unlock_engine(FaultInjector *fi);
+
+/*
+ * x-fault-reset: counters, ordinals and log start over (the log file goes
+ * on from seq 0); the rules and the state stay.
+ */
+void fault_injector_reset(FaultInjector *fi);
+
+/* Why writing the log file failed (g_free() it), or NULL. */
+char *fault_injector_log_error(FaultInjector *fi);
 
 /* Copy up to @max rules' statistics into @out; returns the rule count. */
 int fault_injector_rule_stats(FaultInjector *fi, FeRuleStats *out, int max);

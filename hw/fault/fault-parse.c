@@ -342,14 +342,12 @@ static int duration(FeParser *p, const FeTok *t, const char *s, size_t len,
         return perr(p, t->col, "bad duration '%s' (expected a unit: ns, us, "
                     "ms, s)", Q(s, len));
     }
-    if (ovf || ip > UINT64_MAX / mult) {
-        return perr(p, t->col, "duration '%s' out of range", Q(s, len));
-    }
     v = ip * mult;
     /* frac < fden <= 1e9 and mult <= 1e9: the product fits. */
     frac = frac * mult / fden;
-    if (v > UINT64_MAX - frac) {
-        return perr(p, t->col, "duration '%s' out of range", Q(s, len));
+    if (ovf || ip > FE_DELAY_MAX_NS / mult || v + frac > FE_DELAY_MAX_NS) {
+        return perr(p, t->col, "duration '%s' out of range (max %" PRIu64 "s)",
+                    Q(s, len), (uint64_t)(FE_DELAY_MAX_NS / 1000000000));
     }
     *out = v + frac;
     return 0;
@@ -841,22 +839,46 @@ void fe_rule_render(FeRule *r)
     render_delay(&b, "irq-delay", &r->irq_delay);
 }
 
-int fe_parse_rules(const char *text, FeRule **rules, size_t *n,
+/* A NUL byte would silently end a C string: reject it where it is. */
+static int reject_nul(FeParser *p, const char *text, size_t len)
+{
+    const char *nul = memchr(text, '\0', len);
+    const char *line = text;
+
+    if (!nul) {
+        return 0;
+    }
+    for (const char *c = text; c < nul; c++) {
+        if (*c == '\n') {
+            p->line++;
+            line = c + 1;
+        }
+    }
+    p->line++;
+    return perr(p, (size_t)(nul - line) + 1, "NUL byte in rule text (expected "
+                "plain text, one rule per line)");
+}
+
+int fe_parse_rules(const char *text, size_t len, FeRule **rules, size_t *n,
                    char *err, size_t errlen)
 {
     FeParser p = { 0, err, errlen };
     FeRule *v = NULL, *nv, tmp;
     size_t cnt = 0, cap = 0;
     const char *s = text ? text : "";
+    const char *text_end = s + (text ? len : 0);
 
     *rules = NULL;
     *n = 0;
     if (err && errlen) {
         err[0] = '\0';
     }
-    while (*s) {
-        const char *nl = strchr(s, '\n');
-        const char *end = nl ? nl : s + strlen(s);
+    if (reject_nul(&p, s, (size_t)(text_end - s)) < 0) {
+        return -1;
+    }
+    while (s < text_end) {
+        const char *nl = memchr(s, '\n', (size_t)(text_end - s));
+        const char *end = nl ? nl : text_end;
         const char *hash = memchr(s, '#', (size_t)(end - s));
         int r;
 

@@ -73,6 +73,7 @@ XFaultStats *qmp_x_fault_query_stats(const char *id, Error **errp)
     }
     st = g_new0(XFaultStats, 1);
     tail = &st->rules;
+    st->log_error = fault_injector_log_error(fi);
     fe = fault_injector_lock_engine(fi);
     st->seed = fe_engine_seed(fe);
     st->state = fe_engine_state(fe);
@@ -145,16 +146,46 @@ void qmp_x_fault_reset(const char *id, Error **errp)
 {
     FaultInjector *fi = fault_injector_find(id, errp);
 
-    FeEngine *fe;
-    uint32_t state;
+    if (fi) {
+        fault_injector_reset(fi);
+    }
+}
+
+static const char *const when_names[] = { "before", "after" };
+static const char *const complete_names[] = {
+    "default", "irq", "task", "thread",
+};
+static const char *const irq_names[] = { "normal", "delay", "suppress" };
+
+XFaultDecision *qmp_x_fault_decide(const char *id, const char *op,
+                                   uint64_t lba, uint32_t len, Error **errp)
+{
+    FaultInjector *fi = fault_injector_find(id, errp);
+    XFaultDecision *res;
+    FeDecision d;
+    int o;
 
     if (!fi) {
-        return;
+        return NULL;
     }
-    /* Counters and log start over; the state the guest armed stays. */
-    fe = fault_injector_lock_engine(fi);
-    state = fe_engine_state(fe);
-    fe_engine_reset(fe);
-    fe_engine_set_state(fe, state);
-    fault_injector_unlock_engine(fi);
+    for (o = 0; o < FE_OP__MAX && strcmp(op, fe_op_name(o)); o++) {
+        continue;
+    }
+    if (o == FE_OP__MAX) {
+        error_setg(errp, "unknown op '%s' (expected read, write, flush, "
+                   "discard or write-zeroes)", op);
+        return NULL;
+    }
+    fault_injector_decide(fi, o, lba, len, &d);
+    res = g_new0(XFaultDecision, 1);
+    res->fired = d.fired;
+    res->delay_ns = d.delay_ns;
+    res->error = g_strdup(fe_error_name(d.error));
+    res->dnr = d.dnr;
+    res->drop = d.drop;
+    res->when = g_strdup(when_names[d.when & 1]);
+    res->complete = g_strdup(complete_names[d.complete & 3]);
+    res->irq = g_strdup(irq_names[d.irq % 3]);
+    res->irq_delay_ns = d.irq_delay_ns;
+    return res;
 }

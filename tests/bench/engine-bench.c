@@ -1,6 +1,7 @@
 /*
  * faultline fault engine micro-benchmark: ns per fe_engine_decide() for
- * 1, 8 and 64 rules, against an empty call through a volatile function
+ * 1, 8 and 64 rules that never fire (no match, or matching while a
+ * trigger fails), against an empty call through a volatile function
  * pointer (the floor any per-I/O hook pays).
  *
  * Usage: engine-bench [iterations]   (default 20000000)
@@ -84,6 +85,14 @@ static FeEngine *make(int nrules, const char *kind)
                      " delay=1us", lo, lo + 8191);
         } else if (!strcmp(kind, "prob0")) {
             snprintf(line, sizeof(line), "b%d: write prob=0 delay=1us", i);
+        } else if (!strcmp(kind, "count")) {
+            snprintf(line, sizeof(line), "c%d: write count=1 delay=1us", i);
+        } else if (!strcmp(kind, "state")) {
+            snprintf(line, sizeof(line), "s%d: write state=1 error=eio", i);
+        } else if (!strcmp(kind, "lbaprob0")) {
+            /* Ranges covering every I/O of the loop. */
+            snprintf(line, sizeof(line), "l%d: write lba=%" PRIu64
+                     "-3999999 prob=0 delay=1us", i, 1000000 + lo);
         } else {
             snprintf(line, sizeof(line),
                      "n%d: write nth=18446744073709551615 error=eio", i);
@@ -93,16 +102,25 @@ static FeEngine *make(int nrules, const char *kind)
             exit(1);
         }
     }
+    if (!strcmp(kind, "count")) {
+        /* Use up every count=1 before the timed loop. */
+        FeDecision d;
+        fe_engine_decide(fe, FE_OP_WRITE, 0, 8, 0, &d);
+    }
     return fe;
 }
 
 int main(int argc, char **argv)
 {
     uint64_t iters = argc > 1 ? strtoull(argv[1], NULL, 0) : 20000000;
-    static const char *const kinds[] = { "lba", "otherop", "prob0", "nth" };
+    static const char *const kinds[] = {
+        "lba", "otherop", "prob0", "nth", "count", "state", "lbaprob0",
+    };
     static const char *const desc[] = {
         "non-matching lba ranges", "rules on another op",
         "matching, prob=0", "matching, nth=huge",
+        "matching, count used up", "state mismatch",
+        "overlapping lba, prob=0 *",
     };
     static const int counts[] = { 1, 8, 64 };
     uint64_t x = 88172645463325252ULL;
@@ -120,11 +138,13 @@ int main(int argc, char **argv)
         for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
             FeEngine *fe = make(counts[c], kinds[k]);
             double ns = run(fe_engine_decide, fe, iters);
-            printf("%-24s %2d rules: %6.2f ns/decision  (%.1fx baseline, "
+            printf("%-25s %2d rules: %6.2f ns/decision  (%.1fx baseline, "
                    "%+.2f ns)\n", desc[k], counts[c], ns, ns / base,
                    ns - base);
             fe_engine_free(fe);
         }
     }
+    printf("* each lba= range overlapping the I/O keeps its own ordinal: "
+           "O(overlapping rules), not one of the <= 30 ns cases\n");
     return 0;
 }

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    const char *text = (const char *)data;
     char err[FE_ERR_MSG_MAX];
     char json[1024];
     /* One engine for the whole run: a fresh 4096-entry log per input
@@ -25,20 +25,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FeRuleStats st;
     int n;
 
-    if (!text) {
-        return 0;
-    }
-    memcpy(text, data, size);
-    text[size] = '\0';
     if (!fe) {
         fe = fe_engine_new(1);
     }
-    n = fe_engine_add_rules(fe, text, err, sizeof(err));
+    /* The bytes as a file holds them: a NUL inside is an error. */
+    n = fe_engine_add_rules_len(fe, text, size, err, sizeof(err));
     if (n < 0 && !memchr(err, '\0', sizeof(err))) {
         abort();                    /* error text must be terminated */
     }
-    if (fe_engine_check_rules(text, err, sizeof(err)) != n) {
+    if (fe_engine_check_rules_len(text, size, err, sizeof(err)) != n) {
         abort();                    /* check and add must agree */
+    }
+    if (n >= 0 && memchr(text, '\0', size)) {
+        abort();                    /* a NUL byte must be an error */
     }
     /* Exercise state changes and lba edges with input-derived I/Os. */
     for (int i = 0; i < 64; i++) {
@@ -50,6 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             lba &= 0xffff;
         }
         fe_engine_decide(fe, (FeOp)(b % FE_OP__MAX), lba, b * 3u, i, &d);
+        if (d.delay_ns > FE_DELAY_MAX_NS || d.irq_delay_ns > FE_DELAY_MAX_NS) {
+            abort();                /* now + delay must not wrap */
+        }
         if (i == 32) {
             fe_engine_set_state(fe, b & 3);
         }
@@ -57,8 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < fe_engine_rule_count(fe); i++) {
         fe_engine_rule_stats(fe, i, &st);
         if (!memchr(st.text, '\0', sizeof(st.text)) ||
+            strlen(st.text) + 1 >= sizeof(st.text) ||
             fe_engine_check_rules(st.text, err, sizeof(err)) != 1) {
-            abort();                /* canonical text must parse back */
+            abort();                /* whole canonical text, parses back */
         }
     }
     for (uint64_t s = fe_engine_log_first(fe); s < fe_engine_log_total(fe);
@@ -73,6 +76,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fe_engine_clear_rules(fe);
     fe_engine_reset(fe);
-    free(text);
     return 0;
 }

@@ -260,9 +260,9 @@ static void test_errors(void)
            "1:7: bad duration 'ms' (expected a number and a unit: ns, us, "
            "ms, s)");
     err_is("write delay=99999999999999999999ns",
-           "1:7: duration '99999999999999999999ns' out of range");
+           "1:7: duration '99999999999999999999ns' out of range (max 1000000s)");
     err_is("write delay=18446744073709551615s",
-           "1:7: duration '18446744073709551615s' out of range");
+           "1:7: duration '18446744073709551615s' out of range (max 1000000s)");
     err_is("wfail: write drop\nwfail: read drop",
            "2:1: duplicate rule name 'wfail'");
     err_is("write lba=9-3 drop", "1:7: lba range 9-3 is empty");
@@ -683,10 +683,10 @@ static void test_merge(void)
         wr(fe, 0, 1, &d);
         EQ_U64(d.delay_ns, 0, "exp(0) is 0");
         fe_engine_free(fe);
-        fe = engine("a: write delay=18446744073709551615ns\n"
+        fe = engine("a: write delay=1000000s\n"
                     "b: write delay=1ns\n");
         wr(fe, 0, 1, &d);
-        EQ_U64(d.delay_ns, UINT64_MAX, "delay sum saturates");
+        EQ_U64(d.delay_ns, FE_DELAY_MAX_NS, "delay sum capped at 1000000s");
         fe_engine_free(fe);
     }
 }
@@ -724,6 +724,20 @@ static void test_delete_clear_reset(void)
     wr(fe, 5, 1, &d);
     OK(fe_engine_log_get(fe, 0, &e) == 0 && e.ordinal == 1,
        "ordinal restarts at 1 after reset");
+    {
+        /* A machine reset: counters restart, the log and digest go on. */
+        uint64_t dg = fe_engine_digest(fe);
+        fe_engine_set_state(fe, 4);
+        fe_engine_reset_counters(fe);
+        fe_engine_rule_stats(fe, 1, &st);
+        OK(st.matched == 0 && st.hits == 0 && fe_engine_state(fe) == 4 &&
+           fe_engine_log_total(fe) == 1 && fe_engine_digest(fe) == dg,
+           "reset_counters zeroes counters, keeps log, digest and state");
+        OK(wr(fe, 5, 1, &d) && fe_engine_log_get(fe, 1, &e) == 0 &&
+           e.seq == 1 && e.ordinal == 1 && fe_engine_digest(fe) != dg,
+           "after reset_counters: ordinal 1, log seq 1, digest goes on");
+        fe_engine_set_state(fe, 0);
+    }
     fe_engine_clear_rules(fe);
     EQ_U64(fe_engine_rule_count(fe), 0, "clear");
     OK(!wr(fe, 5, 1, &d) && !fe_engine_decide(fe, FE_OP_READ, 0, 1, 0, &d),
@@ -991,6 +1005,225 @@ static void test_many_rules(void)
     fe_engine_free(fe);
 }
 
+/* Issue 12 defect 5: no delay a device adds to its clock can wrap int64. */
+static void test_delay_bounds(void)
+{
+    FeEngine *fe;
+    FeDecision d;
+    uint64_t max = 0;
+    int capped = 0;
+
+    err_is("write delay=9223372036854775808ns",
+           "1:7: duration '9223372036854775808ns' out of range (max "
+           "1000000s)");
+    err_is("write delay=1000000.000000001s",
+           "1:7: duration '1000000.000000001s' out of range (max 1000000s)");
+    err_is("write delay=uniform(1us,292y)",
+           "1:7: bad duration '292y' (expected a unit: ns, us, ms, s)");
+    err_is("write delay=uniform(1us,1000001s)",
+           "1:7: duration '1000001s' out of range (max 1000000s)");
+    err_is("write delay=exp(10000000s)",
+           "1:7: duration '10000000s' out of range (max 1000000s)");
+    err_is("x: write irq-delay=1000001s",
+           "1:10: duration '1000001s' out of range (max 1000000s)");
+    canon("write delay=1000000s irq-delay=uniform(0ns,1000000s)",
+          "write delay=1000000s irq-delay=uniform(0ns,1000000s)");
+
+    /* 64 maximal delays merge to the cap, far below INT64_MAX. */
+    fe = fe_engine_new(3);
+    for (int i = 0; i < 64; i++) {
+        char line[64];
+        snprintf(line, sizeof(line), "m%d: write delay=1000000s", i);
+        fe_engine_add_rules(fe, line, NULL, 0);
+    }
+    OK(wr(fe, 0, 1, &d) && d.fired == 64 && d.delay_ns == FE_DELAY_MAX_NS,
+       "64 merged 1000000s delays are capped at 1000000s");
+    fe_engine_free(fe);
+
+    /* exp() tails beyond the cap are capped, the rest keep their value. */
+    fe = engine("e: write delay=exp(1000000s) irq-delay=exp(1000000s)");
+    for (int i = 0; i < 20000; i++) {
+        wr(fe, 0, 1, &d);
+        max = d.delay_ns > max ? d.delay_ns : max;
+        max = d.irq_delay_ns > max ? d.irq_delay_ns : max;
+        capped += d.delay_ns == FE_DELAY_MAX_NS;
+    }
+    /* P(draw > mean) = 1/e: about 7358 of 20000. */
+    OK(max == FE_DELAY_MAX_NS && capped > 7000 && capped < 7700,
+       "exp(1000000s) draws capped at 1000000s (%d capped)", capped);
+    fe_engine_free(fe);
+}
+
+/* Issue 12 defect 9: nothing a rule says is cut short. */
+static void test_no_truncation(void)
+{
+    static const char longest[] =
+        "write-zeroes lba=18446744073709551614-18446744073709551615 "
+        "len=4294967294-4294967295 state=4294967295 "
+        "nth=18446744073709551615 after=18446744073709551614 "
+        "every=18446744073709551615 count=18446744073709551615 "
+        "prob=0.123456789012345678 "
+        "delay=uniform(999999999999999ns,999999999999999ns) "
+        "error=write-fault when=before dnr drop set-state=4294967295 "
+        "complete=thread irq-delay=uniform(999999999999999ns,"
+        "999999999999999ns)";
+    static const char action[] =
+        "delay=1000000000000000ns error=write-fault when=before dnr drop "
+        "set-state=4294967295 complete=thread irq-delay=1000000000000000ns";
+    FeEngine *fe = engine(longest), *fe2;
+    char err[FE_ERR_MSG_MAX];
+    FeRuleStats st;
+    FeLogEntry e;
+    FeDecision d;
+
+    fe_engine_rule_stats(fe, 0, &st);
+    OK(strlen(longest) > 400 && strlen(longest) < FE_TEXT_MAX,
+       "longest canonical rule is %zu bytes", strlen(longest));
+    EQ_STR(st.text, longest, "stats hold the whole canonical text");
+    OK(fe_engine_check_rules(st.text, err, sizeof(err)) == 1,
+       "the whole text parses back");
+    fe_engine_free(fe);
+
+    fe = engine("a: write delay=1000000s error=write-fault when=before dnr "
+                "drop set-state=4294967295 complete=thread "
+                "irq-delay=1000000s");
+    wr(fe, 0, 1, &d);
+    fe_engine_log_get(fe, 0, &e);
+    OK(strlen(action) > 96, "longest action is %zu bytes", strlen(action));
+    EQ_STR(e.action, action, "log holds the whole action");
+    /* Same rule name, I/O and action but the last digit: other digest. */
+    fe2 = engine("a: write delay=1000000s error=write-fault when=before dnr "
+                 "drop set-state=4294967295 complete=thread "
+                 "irq-delay=999999999999999ns");
+    wr(fe2, 0, 1, &d);
+    OK(fe_engine_digest(fe) != fe_engine_digest(fe2),
+       "digest covers the action past byte 96");
+    fe_engine_free(fe);
+    fe_engine_free(fe2);
+
+    /* A NUL byte is an error where it is, not the end of the text. */
+    {
+        static const char bin[] = "write drop\nread\0 drop\nflush drop\n";
+        char err2[FE_ERR_MSG_MAX];
+
+        fe = engine(NULL);
+        OK(fe_engine_add_rules_len(fe, bin, sizeof(bin) - 1, err,
+                                   sizeof(err)) == -1 &&
+           fe_engine_rule_count(fe) == 0, "NUL byte: nothing added");
+        EQ_STR(err, "2:5: NUL byte in rule text (expected plain text, one "
+               "rule per line)", "NUL byte error names LINE:COL");
+        OK(fe_engine_check_rules_len(bin, sizeof(bin) - 1, err2,
+                                     sizeof(err2)) == -1 &&
+           !strcmp(err, err2), "check gives the same NUL error");
+        OK(fe_engine_add_rules_len(fe, bin, 11, err, sizeof(err)) == 1,
+           "length-bounded text before the NUL is fine");
+        OK(fe_engine_add_rules_len(fe, "\0", 1, err, sizeof(err)) == -1 &&
+           !strncmp(err, "1:1: NUL byte", 13), "lone NUL is 1:1");
+        fe_engine_free(fe);
+    }
+}
+
+/*
+ * Issue 12 defect 10: naming unnamed rules is linear.  4096 rules whose
+ * "rN" names all collide took minutes (O(n^3) strcmp); now milliseconds.
+ */
+static void test_naming_scales(void)
+{
+    size_t sz = 4096 * 24;
+    char *text = malloc(sz);
+    size_t pos = 0;
+    FeEngine *fe = engine(NULL);
+    char err[FE_ERR_MSG_MAX];
+    bool names_ok = true;
+
+    for (int i = 0; i < 2048; i++) {
+        pos += (size_t)snprintf(text + pos, sz - pos, "r%d: write drop\n",
+                                2048 + i);
+    }
+    for (int i = 0; i < 2048; i++) {
+        pos += (size_t)snprintf(text + pos, sz - pos, "read drop\n");
+    }
+    OK(fe_engine_add_rules(fe, text, err, sizeof(err)) == 4096,
+       "4096 rules with colliding rN names added");
+    for (int i = 0; i < 2048; i++) {
+        char want[16];
+        snprintf(want, sizeof(want), "r%d", 4096 + i);
+        names_ok &= !strcmp(name_of(fe, 2048 + i), want);
+    }
+    OK(names_ok, "unnamed rules got r4096..r6143");
+    fe_engine_free(fe);
+    free(text);
+}
+
+/*
+ * Rules counted per group (no lba=, no len=) keep exact ordinals across
+ * state changes, adds and deletes: compare with counting by hand.
+ */
+static void test_lazy_ordinals(void)
+{
+    FeEngine *fe = engine("s1: write state=1 every=3 count=2 drop\n"
+                          "s0: write state=0 nth=4 delay=1ns\n"
+                          "an: any after=5 every=2 delay=2ns\n"
+                          "ln: write len=8 every=2 delay=4ns\n");
+    uint64_t want_s1 = 0, want_s0 = 0, want_an = 0, want_ln = 0;
+    uint64_t fires_s1 = 0;
+    FeRuleStats st;
+    FeDecision d;
+    bool fired_ok = true;
+
+    for (int i = 0; i < 300; i++) {
+        FeOp op = (i % 3) ? FE_OP_WRITE : FE_OP_READ;
+        uint32_t len = (i % 5) ? 8 : 1;
+        uint32_t state = fe_engine_state(fe);
+        bool f_s1 = false, f_s0 = false, f_an, f_ln = false;
+        uint64_t want_delay = 0;
+
+        if (i == 100) {
+            fe_engine_delete_rule(fe, "ln");
+        }
+        if (i == 150) {
+            fe_engine_add_rules(fe, "ln: write len=8 every=2 delay=4ns",
+                                NULL, 0);
+            want_ln = 0;
+        }
+        if (op == FE_OP_WRITE && state == 1) {
+            want_s1++;
+            f_s1 = want_s1 % 3 == 0 && fires_s1 < 2;
+            fires_s1 += f_s1;
+        }
+        if (op == FE_OP_WRITE && state == 0) {
+            f_s0 = ++want_s0 == 4;
+        }
+        want_an++;
+        f_an = want_an > 5 && (want_an - 5) % 2 == 0;
+        if (op == FE_OP_WRITE && len == 8 && (i < 100 || i >= 150)) {
+            f_ln = ++want_ln % 2 == 0;
+        }
+        want_delay = (f_s0 ? 1 : 0) + (f_an ? 2 : 0) + (f_ln ? 4 : 0);
+        fe_engine_decide(fe, op, 0, len, 0, &d);
+        fired_ok &= d.drop == f_s1 && d.delay_ns == want_delay;
+        if (i % 7 == 0) {
+            fe_engine_set_state(fe, state ^ 1);
+        }
+    }
+    OK(fired_ok, "fires where counting by hand says");
+    fe_engine_rule_stats(fe, 0, &st);
+    EQ_U64(st.matched, want_s1, "state=1 rule ordinal");
+    EQ_U64(st.hits, 2, "count=2 used up");
+    fe_engine_rule_stats(fe, 1, &st);
+    EQ_U64(st.matched, want_s0, "state=0 rule ordinal");
+    fe_engine_rule_stats(fe, 2, &st);
+    EQ_U64(st.matched, want_an, "any rule ordinal");
+    fe_engine_rule_stats(fe, 3, &st);
+    EQ_U64(st.matched, want_ln, "len rule ordinal after delete and re-add");
+    fe_engine_reset(fe);
+    fe_engine_rule_stats(fe, 2, &st);
+    OK(st.matched == 0 && st.hits == 0, "reset zeroes a grouped rule");
+    OK(!wr(fe, 0, 8, &d) && fe_engine_rule_stats(fe, 2, &st) == 0 &&
+       st.matched == 1, "grouped rule counts again from 1");
+    fe_engine_free(fe);
+}
+
 /*
  * The log's nth is the firing rule's own ordinal: a rule that keeps the
  * original's match and adds nth=K (what `faultline minimize` pins) fires on
@@ -1079,6 +1312,10 @@ int main(void)
     test_log();
     test_determinism();
     test_many_rules();
+    test_delay_bounds();
+    test_no_truncation();
+    test_naming_scales();
+    test_lazy_ordinals();
     test_log_nth_pins();
     printf("1..%d\n", ntests);
     return nfailed ? 1 : 0;

@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * swaptest lru: what the zswap shrinker's LRU walk gets out of
+ * zswap_writeback_entry() (seed "mm/zswap: optimize zswap lru list", whose
+ * probe is `kr:zswap_writeback_entry { @[(int32)retval] = count() }`).
+ *
+ * Fill the pattern and reclaim it into zswap (shrinker off: no writeback
+ * yet; 6.12 sends the incompressible half to the device). Then, while a worker thread refaults random chunks (swap-ins racing
+ * with writeback: -EEXIST) and discards others with MADV_DONTNEED (freed swap
+ * entries whose zswap entries a kernel may leave on the LRU: -ENOMEM), the
+ * main thread runs --wb-rounds x --wb-reclaims memory.reclaim calls with the
+ * shrinker on and memory.zswap.max 0. A kretprobe with a hist keyed on the return value counts the
+ * outcomes; kprobes count the LRU walk (shrink_memcg_cb: entries scanned)
+ * and the shrinker's scan calls (zswap_shrinker_scan). Afterwards every
+ * chunk verifies: the pattern, or zeroes where it was discarded.
+ */
+#define _GNU_SOURCE
+#include "swaptest.h"
+#include "ktap.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define LRU_GROUP "faultline"
+#define LRU_CHUNK 64    /* pages per refault/discard unit */
+
+enum { LP_WB_ENTRY, LP_WALK, LP_SCAN, LP__N };
+
+static struct {
+    const char *sym, *event;
+    char resolved[96];
+    int ok;
+    struct gl_hist hist;
+} lp[LP__N] = {
+    [LP_WB_ENTRY] = { "zswap_writeback_entry", "fl_lru_wb_entry" },
+    [LP_WALK] = { "shrink_memcg_cb", "fl_lru_walk" },
+    [LP_SCAN] = { "zswap_shrinker_scan", "fl_lru_scan" },
+};
+
+#define RET_EVENT "fl_lru_wb_ret"
+
+/* What the writeback phase measured. */
+static struct {
+    int ret_ok;                 /* kretprobe installed and read */
+    struct gl_ret_hist ret;
+    long long nmissed;          /* kretprobe misses (kprobe_profile) */
+    long long refaulted, discarded;     /* chunks the worker touched */
+    size_t zero_bad;            /* discarded pages that did not read as zeroes */
+} lw;
+
+static void lru_tracing_stop(void)
+{
+    for (int i = 0; i < LP__N; i++) {
+        gl_kprobe_hist_remove(LRU_GROUP, lp[i].event);
+    }
+    gl_kretprobe_hist_remove(LRU_GROUP, RET_EVENT);
+}
+
+static void lru_tracing_start(void)
+{
+    const char *want[LP__N];
+    char got[LP__N][96];
+    int err;
+
+    lru_tracing_stop();     /* leftovers of an earlier test in this VM */
+    for (int i = 0; i < LP__N; i++) {
+        want[i] = lp[i].sym;
+    }
+    gl_kallsyms_resolve(want, got, LP__N);
+    for (int i = 0; i < LP__N; i++) {
+        snprintf(lp[i].resolved, sizeof(lp[i].resolved), "%.95s", got[i]);
+        err = got[i][0] ? gl_kprobe_hist_add(LRU_GROUP, lp[i].event, got[i]) : -ENOENT;
+        lp[i].ok = !err;
+        if (err) {
+            ktap_diag("lru kprobe %s not installed: %s", lp[i].sym, strerror(-err));
+        }
+    }
+    err = got[LP_WB_ENTRY][0] ?
+          gl_kretprobe_hist_add(LRU_GROUP, RET_EVENT, got[LP_WB_ENTRY]) : -ENOENT;
+    lw.ret_ok = !err;
+    if (err) {
+        ktap_diag("lru kretprobe %s not installed: %s", lp[LP_WB_ENTRY].sym, strerror(-err));
+    }
+}
+
+/* The kretprobe's miss count: "faultline/fl_lru_wb_ret HITS MISSES". */
+static long long kretprobe_missed(void)
+{
+    FILE *f = fopen(GL_TRACEFS "/kprobe_profile", "r");
+    char name[128];
+    long long hits, missed, ret = -1;
+
+    if (!f) {
+        return -1;
+    }
+    while (fscanf(f, "%127s %lld %lld", name, &hits, &missed) == 3) {
+        if (!strcmp(name, LRU_GROUP "/" RET_EVENT) || !strcmp(name, RET_EVENT)) {
+            ret = missed;
+        }
+    }
+    fclose(f);
+    return ret;
+}
+
+static void lru_tracing_collect(void)
+{
+    char path[256];
+
+    for (int i = 0; i < LP__N; i++) {
+        gl_trace_event_path(path, sizeof(path), LRU_GROUP, lp[i].event, "hist");
+        if (lp[i].ok && gl_hist_read(path, &lp[i].hist) < 0) {
+            lp[i].ok = 0;
+        }
+    }
+    if (lw.ret_ok) {
+        gl_trace_event_path(path, sizeof(path), LRU_GROUP, RET_EVENT, "hist");
+        lw.ret_ok = gl_hist_read_ret(path, &lw.ret) == 0;
+        lw.nmissed = kretprobe_missed();
+    }
+    lru_tracing_stop();
+}
+
+/* ------------------------------------------------------------ the workload */
+
+struct worker {
+    uint8_t *mem;
+    uint8_t *zeroed;            /* per chunk: discarded with MADV_DONTNEED */
+    size_t chunks;
+    volatile int stop;
+    struct verify_result vr;    /* refaults of intact chunks */
+    long long refaulted, discarded;
+};
+
+/* Random chunks: 3 of 4 refaulted and verified, 1 of 4 discarded (once). */
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    uint64_t x = o.seed * 2654435761u + 1;
+
+    while (!w->stop) {
+        size_t c;
+
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        c = (x >> 33) % w->chunks;
+        if (w->zeroed[c]) {
+            continue;
+        }
+        if ((x >> 20) % 4 == 0) {
+            madvise(w->mem + c * LRU_CHUNK * GL_PAGE_SIZE, LRU_CHUNK * GL_PAGE_SIZE,
+                    MADV_DONTNEED);
+            w->zeroed[c] = 1;
+            w->discarded++;
+        } else {
+            verify_pages(w->mem, c * LRU_CHUNK, LRU_CHUNK, c * LRU_CHUNK, o.seed, NULL, NULL,
+                         0, &w->vr);
+            w->refaulted++;
+        }
+    }
+    return NULL;
+}
+
+static size_t zero_mismatches(const uint8_t *p, size_t len)
+{
+    size_t bad = 0;
+
+    for (size_t off = 0; off < len; off += GL_PAGE_SIZE) {
+        for (size_t i = 0; i < GL_PAGE_SIZE; i++) {
+            if (p[off + i]) {
+                bad++;
+                break;
+            }
+        }
+    }
+    return bad;
+}
+
+void lru_run(struct run *R)
+{
+    size_t chunks = o.mem / GL_PAGE_SIZE / LRU_CHUNK, pages = chunks * LRU_CHUNK;
+    struct worker w = { .chunks = chunks };
+    struct verify_result vr = { 0 };
+    long long ps0, pt0;
+    pthread_t tid;
+    char val[32];
+
+    if (!chunks) {
+        ktap_bail("--mem too small for one %d-page chunk", LRU_CHUNK);
+    }
+    w.mem = map_pattern(pages * GL_PAGE_SIZE);
+    w.zeroed = calloc(chunks, 1);
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
+    R->t0 = gl_now_s();
+    gl_vmstat_read(&R->v0);
+    for (size_t p = 0; p < pages; p++) {
+        pattern_page((uint64_t *)(w.mem + p * GL_PAGE_SIZE), p, o.seed);
+    }
+    gl_memcg_reclaim_all(o.cgroup);
+    gl_vmstat_read(&R->v_fill);
+    ktap_ok(1, "filled %zu pages and reclaimed into zswap (memory.zswap.current %lld, "
+            "zswpwb %lld)", pages, gl_memcg_read(o.cgroup, "memory.zswap.current"),
+            gl_vmstat_delta(&R->v0, &R->v_fill, VM_ZSWPWB));
+
+    lru_tracing_start();
+    gl_vmstat_read(&R->v_wb0);
+    ps0 = gl_memcg_stat(o.cgroup, "pgscan");
+    pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
+    /* As the writeback mode drains zswap: the shrinker on, and memory.zswap.max 0
+     * so the memcg's entries are over its limit and get written back. */
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
+    gl_memcg_set(o.cgroup, "memory.zswap.max", "0");
+    pthread_create(&tid, NULL, worker_main, &w);
+    for (int r = 0; r < o.wb_rounds; r++) {
+        for (int i = 0; i < o.wb_reclaims; i++) {
+            long long cur = gl_memcg_read(o.cgroup, "memory.current");
+            struct gl_vmstat a, b;
+
+            snprintf(val, sizeof(val), "%lld", cur > 4096 ? cur : 4096);
+            gl_vmstat_read(&a);
+            gl_memcg_write(o.cgroup, "memory.reclaim", val);
+            gl_vmstat_read(&b);
+            R->wb_calls++;
+            ktap_diag("wb round %d call %d zswpwb %lld", r + 1, i + 1,
+                      gl_vmstat_delta(&a, &b, VM_ZSWPWB));
+        }
+    }
+    w.stop = 1;
+    pthread_join(tid, NULL);
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
+    zswap_max_restore();
+    gl_vmstat_read(&R->v_wb1);
+    lru_tracing_collect();
+    R->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
+    R->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
+    R->swapcached_wb = swapcached_pages(&R->v_wb1);
+    lw.refaulted = w.refaulted;
+    lw.discarded = w.discarded;
+    R->bad += w.vr.bad;
+    R->sigbus_verify += w.vr.sigbus;
+    ktap_ok(!w.vr.bad && !w.vr.sigbus, "writeback phase: %lld chunks refaulted during "
+            "writeback, %zu bad, %zu SIGBUS; %lld chunks discarded", w.refaulted, w.vr.bad,
+            w.vr.sigbus, w.discarded);
+
+    /* Every chunk once more: the pattern, or zeroes where discarded. */
+    for (size_t c = 0; c < chunks; c++) {
+        uint8_t *p = w.mem + c * LRU_CHUNK * GL_PAGE_SIZE;
+
+        if (w.zeroed[c]) {
+            lw.zero_bad += zero_mismatches(p, LRU_CHUNK * GL_PAGE_SIZE);
+        } else {
+            verify_pages(w.mem, c * LRU_CHUNK, LRU_CHUNK, c * LRU_CHUNK, o.seed, NULL, NULL,
+                         0, &vr);
+        }
+    }
+    R->bad += vr.bad + lw.zero_bad;
+    R->sigbus_verify += vr.sigbus;
+    R->verified += pages - vr.bad - vr.sigbus - lw.zero_bad;
+    ktap_ok(!vr.bad && !vr.sigbus && !lw.zero_bad, "final verify: %zu pages, %zu bad, "
+            "%zu SIGBUS, %zu discarded pages not zero", pages, vr.bad, vr.sigbus,
+            lw.zero_bad);
+    gl_vmstat_read(&R->v_end);
+    R->t1 = gl_now_s();
+    free(w.zeroed);
+    munmap(w.mem, pages * GL_PAGE_SIZE);
+}
+
+/* The fill, the writeback phase and the final verify, before the checks. */
+int lru_planned(void)
+{
+    return 3;
+}
+
+/* ------------------------------------------------------------ checks and metrics */
+
+static long long lp_hits(int i)
+{
+    return lp[i].ok ? lp[i].hist.sum : -1;
+}
+
+static void lru_metrics(const struct run *R)
+{
+    long long ok = gl_ret_hist_count(&lw.ret, 0);
+    long long enomem = gl_ret_hist_count(&lw.ret, -ENOMEM);
+    long long eexist = gl_ret_hist_count(&lw.ret, -EEXIST);
+
+    ktap_diag("metrics: lru, the writeback phase (zswpwb, pgrotated, pgscan below)");
+    for (int i = 0; i < lw.ret.n; i++) {
+        ktap_diag("lru zswap_writeback_entry returned %lld: %lld times", lw.ret.ret[i],
+                  lw.ret.count[i]);
+    }
+    ktap_diag("zswap_wb_calls %lld", lw.ret_ok ? lw.ret.total : -1);
+    ktap_diag("zswap_wb_ok %lld", lw.ret_ok ? ok : -1);
+    ktap_diag("zswap_wb_enomem %lld", lw.ret_ok ? enomem : -1);
+    ktap_diag("zswap_wb_eexist %lld", lw.ret_ok ? eexist : -1);
+    ktap_diag("zswap_wb_other %lld", lw.ret_ok ? lw.ret.total - ok - enomem - eexist : -1);
+    ktap_diag("zswap_wb_kretprobe_missed %lld", lw.nmissed);
+    ktap_diag("zswap_lru_walked %lld", lp_hits(LP_WALK));
+    ktap_diag("zswap_shrinker_scans %lld", lp_hits(LP_SCAN));
+    ktap_diag("lru chunks_refaulted %lld", lw.refaulted);
+    ktap_diag("lru chunks_discarded %lld", lw.discarded);
+}
+
+/* The outcome histogram saw every call, once: returns = entries, no misses. */
+static enum check_result lru_counted(const struct run *R, struct check_out *out)
+{
+    long long entries = lp_hits(LP_WB_ENTRY);
+
+    snprintf(out->desc, sizeof(out->desc), "zswap_writeback_entry returns counted: %lld "
+             "returns for %lld calls, %lld missed", lw.ret_ok ? lw.ret.total : -1, entries,
+             lw.nmissed);
+    return lw.ret_ok && entries > 0 && lw.ret.total == entries && lw.nmissed == 0 &&
+           !lw.ret.dropped ? CHECK_PASS : CHECK_FAIL;
+}
+
+/* Each return 0 is one written-back entry: their number is zswpwb. */
+static enum check_result lru_ok_is_zswpwb(const struct run *R, struct check_out *out)
+{
+    long long zswpwb = gl_vmstat_delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB);
+    long long ok = gl_ret_hist_count(&lw.ret, 0);
+
+    snprintf(out->desc, sizeof(out->desc), "shrinker wrote back (returns 0: %lld == zswpwb "
+             "%lld > 0)", ok, zswpwb);
+    return lw.ret_ok && zswpwb > 0 && ok == zswpwb ? CHECK_PASS : CHECK_FAIL;
+}
+
+/* Every writeback attempt comes from the LRU walk, which scans at least as many. */
+static enum check_result lru_walked(const struct run *R, struct check_out *out)
+{
+    long long walked = lp_hits(LP_WALK), calls = lp_hits(LP_WB_ENTRY);
+
+    snprintf(out->desc, sizeof(out->desc), "the shrinker walked the zswap LRU "
+             "(shrink_memcg_cb %lld >= zswap_writeback_entry %lld, zswap_shrinker_scan %lld "
+             "> 0)", walked, calls, lp_hits(LP_SCAN));
+    return walked > 0 && walked >= calls && lp_hits(LP_SCAN) > 0 ? CHECK_PASS : CHECK_FAIL;
+}
+
+static const struct check lru_metrics_check = { NULL, lru_metrics, NULL };
+static const struct check lru_counted_check = { NULL, NULL, lru_counted };
+static const struct check lru_ok_check = { NULL, NULL, lru_ok_is_zswpwb };
+static const struct check lru_walked_check = { NULL, NULL, lru_walked };
+
+const struct check *const lru_checks[] = {
+    &check_pages, &lru_metrics_check, &lru_counted_check, &lru_ok_check, &lru_walked_check,
+    NULL,
+};
