@@ -16,6 +16,7 @@
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "system/cpu-timers.h"
+#include "system/qtest.h"
 #include "hw/fault/fault-injector.h"
 #include "trace.h"
 
@@ -155,9 +156,12 @@ bool fault_injector_deterministic(FaultInjector *fi)
 bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
                                         Error **errp)
 {
-    if (fi->deterministic && icount_enabled() != ICOUNT_PRECISE) {
+    /* The qtest accelerator's clock moves only on clock_step: also fixed. */
+    if (fi->deterministic && icount_enabled() != ICOUNT_PRECISE &&
+        !qtest_enabled()) {
         error_setg(errp, "%s: fault-injector '%s' has deterministic=on, "
-                   "which needs -icount shift=N (TCG, fixed shift)", dev,
+                   "which needs -icount shift=N (TCG, fixed shift) or "
+                   "the qtest accelerator", dev,
                    object_get_canonical_path_component(OBJECT(fi)));
         return false;
     }

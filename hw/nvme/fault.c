@@ -3,27 +3,36 @@
  *
  * Every I/O command (read, write, write zeroes, flush, dataset management)
  * asks the fault engine once, in submission order, before it reaches the
- * block layer.  The decision is kept in the request and applied when the
- * command completes:
+ * block layer.  The decision is kept in the request (NvmeFaultReq) and
+ * applied when the command completes:
  *
  *   error, when=before  the command fails at once, no data moves
  *   error, when=after   the I/O is done, then completes with the error
- *   delay               the CQE is posted delay ns later (virtual clock)
+ *   delay=DUR           the CQE is posted no earlier than DUR after the
+ *                       submission (virtual clock)
  *   drop, timeout       the CQE is never posted: only Abort, SQ deletion or
  *                       a controller reset complete the command (aborted)
  *   irq=suppress/delay  no interrupt / a later interrupt for the CQE
  *
  * A held command carries its own cancelable AIOCB in req->aiocb, so the
  * upstream Abort and SQ-cancel paths complete it like any in-flight I/O.
+ * Released or cancelled, it goes to nvme_do_enqueue_req_completion(), the
+ * body of the completion hook, so it is never decided twice.
  *
- * Deterministic mode (fault-injector deterministic=on, needs -icount):
- * nothing the guest sees may depend on host timing.  The SQ is processed
- * inside the doorbell MMIO write, each command's backend I/O is waited
- * for right there (AIO_WAIT_WHILE under the BQL: virtual time stands
- * still meanwhile), cancels of held commands finish before the write
- * returns, and the work upstream defers to the SQ/CQ bottom halves runs
- * from QEMU_CLOCK_VIRTUAL timers.  Delays and irq-delays were virtual
- * timers already; their callbacks only post CQEs, they do no I/O.
+ * Upstream posts CQEs and processes SQs from bottom halves guarded by the
+ * device's MemReentrancyGuard: DMA from there into the controller's own
+ * MMIO fails, and the controller reports a fatal status.  The timers of
+ * this layer run the same code, so they engage the same guard.
+ *
+ * Deterministic mode (fault-injector deterministic=on, needs -icount or
+ * the qtest accelerator): nothing the guest sees may depend on host
+ * timing.  The SQ is processed inside the doorbell MMIO write, each
+ * command's backend I/O is waited for right there (AIO_WAIT_WHILE under
+ * the BQL: virtual time stands still meanwhile), cancels of held commands
+ * finish before the write returns, and the work upstream defers to the
+ * SQ/CQ bottom halves runs from QEMU_CLOCK_VIRTUAL timers.  A command that
+ * an atomic write conflict keeps from starting waits for the held command
+ * it conflicts with, instead of polling at the same virtual instant.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -34,21 +43,68 @@
 #include "block/aio-wait.h"
 #include "qapi/error.h"
 #include "hw/pci/pci.h"
+#include "hw/pci/msix.h"
 #include "nvme.h"
 #include "trace.h"
 
-struct NvmeFaultIrqTimer {
+/* Per SQ id. */
+struct NvmeFaultSqTimer {
+    NvmeCtrl  *n;
+    uint16_t  sqid;
+    bool      blocked;      /* deterministic: waits for a held command */
+    QEMUTimer kick;         /* deterministic: runs the SQ (upstream: sq->bh) */
+};
+
+/* Per CQ id. */
+struct NvmeFaultCqTimer {
     NvmeCtrl  *n;
     uint16_t  cqid;
-    QEMUTimer timer;
+    QEMUTimer kick;         /* deterministic: posts CQEs (upstream: cq->bh) */
+    QEMUTimer irq;          /* irq-delay */
 };
 
 typedef struct NvmeFaultAIOCB {
     BlockAIOCB   common;
     NvmeRequest  *req;
     QEMUTimer    timer;
+    int64_t      expire_ns; /* what the timer was armed for */
     bool         done;      /* released or cancelled */
 } NvmeFaultAIOCB;
+
+/*
+ * Without deterministic mode the virtual clock follows the host, and a
+ * timer fires late by the host's wake-up latency (tens of us).  Held
+ * completions are armed that much early: the running average of the
+ * measured lateness, samples clamped to NVME_FAULT_LATE_MAX_NS, and never
+ * more than 1/NVME_FAULT_LATE_FRACTION of the delay.
+ */
+#define NVME_FAULT_LATE_MAX_NS      (1 * SCALE_MS)
+#define NVME_FAULT_LATE_FRACTION    8
+
+/* As aio_bh_call() does for a guarded BH; returns the previous state. */
+static bool nvme_fault_guard_enter(NvmeCtrl *n)
+{
+    MemReentrancyGuard *guard = &DEVICE(n)->mem_reentrancy_guard;
+    bool engaged = guard->engaged_in_io;
+
+    guard->engaged_in_io = true;
+    return engaged;
+}
+
+static void nvme_fault_guard_exit(NvmeCtrl *n, bool engaged)
+{
+    DEVICE(n)->mem_reentrancy_guard.engaged_in_io = engaged;
+}
+
+/* @fn(@opaque), the work of a guarded BH, under the same guard. */
+static void nvme_fault_run_guarded(NvmeCtrl *n, void (*fn)(void *),
+                                   void *opaque)
+{
+    bool engaged = nvme_fault_guard_enter(n);
+
+    fn(opaque);
+    nvme_fault_guard_exit(n, engaged);
+}
 
 static uint16_t nvme_fault_status(FeError err)
 {
@@ -88,67 +144,124 @@ bool nvme_fault_check(NvmeCtrl *n, Error **errp)
     return true;
 }
 
-static void nvme_fault_det_timer_cb(void *opaque)
+static void nvme_fault_sq_kick_cb(void *opaque)
 {
-    NvmeFaultIrqTimer *t = opaque;
-    NvmeCtrl *n = t->n;
-    bool cq = t >= n->fault.det_cq_timers &&
-              t < n->fault.det_cq_timers + n->fault.nr_irq_timers;
+    NvmeFaultSqTimer *t = opaque;
 
     /* The queue may have been deleted (or replaced) meanwhile. */
-    if (cq && n->cq[t->cqid]) {
-        n->fault.ops->post_cqes(n->cq[t->cqid]);
-    } else if (!cq && n->sq[t->cqid]) {
-        n->fault.ops->process_sq(n->sq[t->cqid]);
+    if (t->n->sq[t->sqid]) {
+        nvme_fault_run_guarded(t->n, nvme_process_sq, t->n->sq[t->sqid]);
     }
 }
 
-void nvme_fault_realize(NvmeCtrl *n, const NvmeFaultOps *ops)
+static void nvme_fault_cq_kick_cb(void *opaque)
+{
+    NvmeFaultCqTimer *t = opaque;
+
+    if (t->n->cq[t->cqid]) {
+        nvme_fault_run_guarded(t->n, nvme_post_cqes, t->n->cq[t->cqid]);
+    }
+}
+
+static void nvme_fault_irq_cb(void *opaque)
+{
+    NvmeFaultCqTimer *t = opaque;
+    NvmeCtrl *n = t->n;
+    NvmeCQueue *cq = n->cq[t->cqid];
+    bool engaged;
+
+    if (!cq) {
+        return;
+    }
+    if (cq->head == cq->tail && !msix_enabled(PCI_DEVICE(n))) {
+        /*
+         * INTx is a level: the guest consumed the CQEs meanwhile (its
+         * head doorbell deasserted the line), so there is nothing to
+         * signal, and nothing would ever deassert the line again.  An
+         * MSI-X message is sent anyway: a late interrupt, as asked.
+         */
+        trace_pci_nvme_fault_irq_empty(t->cqid);
+        return;
+    }
+    trace_pci_nvme_fault_irq_fire(t->cqid);
+    engaged = nvme_fault_guard_enter(n);
+    nvme_irq_assert(n, cq);
+    nvme_fault_guard_exit(n, engaged);
+}
+
+void nvme_fault_realize(NvmeCtrl *n)
 {
     NvmeFaultCtrl *f = &n->fault;
 
-    f->ops = ops;
     if (!f->fi) {
         return;
     }
     f->errlog = g_new0(NvmeErrorLog, NVME_FAULT_ERRLOG_ENTRIES);
-    f->nr_irq_timers = n->params.max_ioqpairs + 1;
-    f->irq_timers = g_new0(NvmeFaultIrqTimer, f->nr_irq_timers);
-    if (f->det) {
-        f->det_sq_timers = g_new0(NvmeFaultIrqTimer, f->nr_irq_timers);
-        f->det_cq_timers = g_new0(NvmeFaultIrqTimer, f->nr_irq_timers);
-        for (unsigned int i = 0; i < f->nr_irq_timers; i++) {
-            NvmeFaultIrqTimer *t;
+    f->nr_queues = n->params.max_ioqpairs + 1;
+    f->sq_timers = g_new0(NvmeFaultSqTimer, f->nr_queues);
+    f->cq_timers = g_new0(NvmeFaultCqTimer, f->nr_queues);
+    for (unsigned int i = 0; i < f->nr_queues; i++) {
+        NvmeFaultSqTimer *st = &f->sq_timers[i];
+        NvmeFaultCqTimer *ct = &f->cq_timers[i];
 
-            t = &f->det_sq_timers[i];
-            t->n = n;
-            t->cqid = i;
-            timer_init_ns(&t->timer, QEMU_CLOCK_VIRTUAL,
-                          nvme_fault_det_timer_cb, t);
-            t = &f->det_cq_timers[i];
-            t->n = n;
-            t->cqid = i;
-            timer_init_ns(&t->timer, QEMU_CLOCK_VIRTUAL,
-                          nvme_fault_det_timer_cb, t);
-        }
+        st->n = n;
+        st->sqid = i;
+        timer_init_ns(&st->kick, QEMU_CLOCK_VIRTUAL, nvme_fault_sq_kick_cb, st);
+        ct->n = n;
+        ct->cqid = i;
+        timer_init_ns(&ct->kick, QEMU_CLOCK_VIRTUAL, nvme_fault_cq_kick_cb, ct);
+        timer_init_ns(&ct->irq, QEMU_CLOCK_VIRTUAL, nvme_fault_irq_cb, ct);
     }
     /* ELPE is 0's based. */
     n->id_ctrl.elpe = NVME_FAULT_ERRLOG_ENTRIES - 1;
 }
 
-void nvme_fault_det_kick(NvmeCtrl *n, uint16_t qid, bool cq)
+static void nvme_fault_det_kick(NvmeCtrl *n, QEMUTimer *kick, uint16_t qid,
+                                bool cq)
 {
-    NvmeFaultCtrl *f = &n->fault;
-    NvmeFaultIrqTimer *t;
-
-    if (qid >= f->nr_irq_timers) {
-        return;
-    }
-    t = cq ? &f->det_cq_timers[qid] : &f->det_sq_timers[qid];
     trace_pci_nvme_fault_det_kick(qid, cq);
-    if (!timer_pending(&t->timer)) {
+    if (!timer_pending(kick)) {
         /* Now, in virtual time: after the current MMIO access returns. */
-        timer_mod_ns(&t->timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+        timer_mod_ns(kick, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+    }
+}
+
+void nvme_fault_det_kick_sq(NvmeCtrl *n, uint16_t sqid)
+{
+    if (sqid < n->fault.nr_queues) {
+        nvme_fault_det_kick(n, &n->fault.sq_timers[sqid].kick, sqid, false);
+    }
+}
+
+void nvme_fault_det_kick_cq(NvmeCtrl *n, uint16_t cqid)
+{
+    if (cqid < n->fault.nr_queues) {
+        nvme_fault_det_kick(n, &n->fault.cq_timers[cqid].kick, cqid, true);
+    }
+}
+
+void nvme_fault_det_sq_blocked(NvmeCtrl *n, uint16_t sqid)
+{
+    /*
+     * Every backend I/O completed in its doorbell write, so only a held
+     * command can be in the way, and virtual time cannot move while
+     * timers re-armed at "now" run: retry when a held command leaves.
+     */
+    if (sqid < n->fault.nr_queues) {
+        trace_pci_nvme_fault_det_blocked(sqid);
+        n->fault.sq_timers[sqid].blocked = true;
+    }
+}
+
+static void nvme_fault_det_unblock(NvmeCtrl *n)
+{
+    for (unsigned int i = 0; i < n->fault.nr_queues; i++) {
+        NvmeFaultSqTimer *t = &n->fault.sq_timers[i];
+
+        if (t->blocked) {
+            t->blocked = false;
+            nvme_fault_det_kick_sq(n, i);
+        }
     }
 }
 
@@ -168,30 +281,15 @@ void nvme_fault_det_wait(NvmeCtrl *n, NvmeRequest *req)
     f->det_req = NULL;
 }
 
-static void nvme_fault_irq_fire(void *opaque)
-{
-    NvmeFaultIrqTimer *t = opaque;
-    NvmeCtrl *n = t->n;
-
-    /* The queue may have been deleted (or replaced) meanwhile. */
-    if (t->cqid < n->params.max_ioqpairs + 1 && n->cq[t->cqid]) {
-        trace_pci_nvme_fault_irq_fire(t->cqid);
-        n->fault.ops->irq_assert(n, n->cq[t->cqid]);
-    }
-}
-
 void nvme_fault_reset(NvmeCtrl *n)
 {
     NvmeFaultCtrl *f = &n->fault;
 
-    for (unsigned int i = 0; i < f->nr_irq_timers; i++) {
-        if (f->irq_timers[i].n) {
-            timer_del(&f->irq_timers[i].timer);
-        }
-        if (f->det) {
-            timer_del(&f->det_sq_timers[i].timer);
-            timer_del(&f->det_cq_timers[i].timer);
-        }
+    for (unsigned int i = 0; i < f->nr_queues; i++) {
+        timer_del(&f->sq_timers[i].kick);
+        f->sq_timers[i].blocked = false;
+        timer_del(&f->cq_timers[i].kick);
+        timer_del(&f->cq_timers[i].irq);
     }
 }
 
@@ -199,14 +297,15 @@ void nvme_fault_exit(NvmeCtrl *n)
 {
     NvmeFaultCtrl *f = &n->fault;
 
+    if (!f->fi) {
+        return;
+    }
     nvme_fault_reset(n);
-    g_free(f->irq_timers);
-    f->irq_timers = NULL;
-    g_free(f->det_sq_timers);
-    f->det_sq_timers = NULL;
-    g_free(f->det_cq_timers);
-    f->det_cq_timers = NULL;
-    f->nr_irq_timers = 0;
+    g_free(f->sq_timers);
+    f->sq_timers = NULL;
+    g_free(f->cq_timers);
+    f->cq_timers = NULL;
+    f->nr_queues = 0;
     g_free(f->errlog);
     f->errlog = NULL;
 }
@@ -273,9 +372,8 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
     NvmeFaultReq *fr = &req->fault;
     uint32_t nsid = le32_to_cpu(req->cmd.nsid);
     NvmeNamespace *ns = NULL;
-    uint64_t slba, lba;
+    uint64_t lba;
     uint32_t len;
-    FeDecision d;
     FeOp op;
 
     memset(fr, 0, sizeof(*fr));
@@ -285,31 +383,32 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
             ns = NULL;
         }
     }
-    if (!nvme_fault_range(n, req, ns, &op, &slba, &lba, &len)) {
-        return NVME_SUCCESS;
-    }
-    if (!fault_injector_decide(n->fault.fi, op, lba, len, &d)) {
+    if (!nvme_fault_range(n, req, ns, &op, &fr->slba, &lba, &len) ||
+        !fault_injector_decide(n->fault.fi, op, lba, len, &fr->d)) {
         return NVME_SUCCESS;
     }
 
-    fr->slba = slba;
-    fr->drop = d.drop || d.error == FE_ERR_TIMEOUT;
-    fr->status = nvme_fault_status(d.error);
-    if (fr->status && d.dnr) {
+    /*
+     * A held command stays on out_req_list, where the atomic write check
+     * reads req->ns: set it now, as nvme_io_cmd() would have, also when
+     * this or an upstream check (a fused command) fails it first.
+     */
+    req->ns = ns;
+    fr->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    fr->d.drop |= fr->d.error == FE_ERR_TIMEOUT;
+    fr->status = nvme_fault_status(fr->d.error);
+    if (fr->status && fr->d.dnr) {
         fr->status |= NVME_DNR;
     }
-    fr->delay_ns = d.delay_ns;
-    fr->irq = d.irq;
-    fr->irq_delay_ns = d.irq_delay_ns;
-    fr->pending = fr->drop || fr->status || fr->delay_ns ||
-                  fr->irq != FE_IRQ_NORMAL;
+    fr->active = fr->d.drop || fr->status || fr->d.delay_ns ||
+                 fr->d.irq != FE_IRQ_NORMAL;
 
     trace_pci_nvme_fault_decide(nvme_cid(req), req->sq->sqid,
                                 fe_op_name(op), lba, len, fr->status,
-                                fr->delay_ns, fr->drop, fr->irq,
-                                fr->irq_delay_ns);
+                                fr->d.delay_ns, fr->d.drop, fr->d.irq,
+                                fr->d.irq_delay_ns);
 
-    if (fr->status && !fr->drop && d.when == FE_WHEN_BEFORE) {
+    if (fr->status && !fr->d.drop && fr->d.when == FE_WHEN_BEFORE) {
         /* Fail without touching data; the completion hook still runs. */
         return fr->status;
     }
@@ -338,26 +437,53 @@ static void nvme_fault_log_error(NvmeCtrl *n, NvmeRequest *req)
 static void nvme_fault_held_cb(void *opaque, int ret)
 {
     NvmeRequest *req = opaque;
+    NvmeFaultReq *fr = &req->fault;
     NvmeCtrl *n = nvme_ctrl(req);
+    NvmeCQueue *cq = nvme_cq(req);
 
     n->fault.held--;
     req->aiocb = NULL;
     if (ret < 0) {
-        /* Abort / SQ deletion set the status before cancelling. */
+        /*
+         * Abort, SQ deletion or reset set the status before cancelling:
+         * the command completes with that alone, interrupt included.
+         */
+        fr->active = false;
         trace_pci_nvme_fault_cancel(nvme_cid(req), req->sq->sqid,
                                     req->status);
     } else {
         trace_pci_nvme_fault_release(nvme_cid(req), req->sq->sqid);
+        if (fr->status) {
+            nvme_fault_log_error(n, req);
+        }
     }
-    n->fault.ops->enqueue(nvme_cq(req), req);
+    nvme_do_enqueue_req_completion(cq, req);
+    if (n->fault.det) {
+        nvme_fault_det_unblock(n);
+    } else if (ret == 0) {
+        /*
+         * Released by its timer (main loop, not inside an MMIO access):
+         * post now rather than one main-loop iteration later from cq->bh,
+         * whose work this is.
+         */
+        qemu_bh_cancel(cq->bh);
+        nvme_fault_run_guarded(n, nvme_post_cqes, cq);
+    }
 }
 
 static void nvme_fault_timer_cb(void *opaque)
 {
     NvmeFaultAIOCB *iocb = opaque;
+    NvmeFaultCtrl *f = &nvme_ctrl(iocb->req)->fault;
 
     if (iocb->done) {
         return;
+    }
+    if (!f->det) {
+        int64_t late = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - iocb->expire_ns;
+
+        late = MIN(MAX(late, 0), NVME_FAULT_LATE_MAX_NS);
+        f->timer_late_ns += (late - f->timer_late_ns) / 8;
     }
     iocb->done = true;
     iocb->common.cb(iocb->common.opaque, 0);
@@ -379,6 +505,7 @@ static void nvme_fault_cancel_bh(void *opaque)
 static void nvme_fault_cancel(BlockAIOCB *acb)
 {
     NvmeFaultAIOCB *iocb = container_of(acb, NvmeFaultAIOCB, common);
+    NvmeCtrl *n = nvme_ctrl(iocb->req);
 
     if (iocb->done) {
         return;
@@ -386,8 +513,8 @@ static void nvme_fault_cancel(BlockAIOCB *acb)
     iocb->done = true;
     timer_del(&iocb->timer);
     /* Deterministic mode: nvme_fault_det_wait() runs it before returning. */
-    if (nvme_ctrl(iocb->req)->fault.det) {
-        nvme_ctrl(iocb->req)->fault.det_cancels++;
+    if (n->fault.det) {
+        n->fault.det_cancels++;
     }
     aio_bh_schedule_oneshot(qemu_get_aio_context(), nvme_fault_cancel_bh,
                             iocb);
@@ -398,11 +525,18 @@ static const AIOCBInfo nvme_fault_aiocb_info = {
     .cancel_async = nvme_fault_cancel,
 };
 
+/* @start + @delay, saturated. */
+static int64_t nvme_fault_deadline(int64_t start, uint64_t delay)
+{
+    return delay > INT64_MAX - start ? INT64_MAX : start + (int64_t)delay;
+}
+
 static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
 {
     NvmeFaultReq *fr = &req->fault;
     NvmeFaultAIOCB *iocb = qemu_aio_get(&nvme_fault_aiocb_info, NULL,
                                         nvme_fault_held_cb, req);
+    int64_t now, deadline, early = 0;
 
     iocb->req = req;
     iocb->done = false;
@@ -410,14 +544,21 @@ static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
                   iocb);
     req->aiocb = &iocb->common;
     n->fault.held++;
-    if (fr->drop) {
+    if (fr->d.drop) {
         trace_pci_nvme_fault_drop(nvme_cid(req), req->sq->sqid);
-    } else {
-        trace_pci_nvme_fault_delay(nvme_cid(req), req->sq->sqid,
-                                   fr->delay_ns);
-        timer_mod_ns(&iocb->timer,
-                     qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + fr->delay_ns);
+        return;
     }
+    /* delay=DUR: no earlier than DUR after the submission. */
+    now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    deadline = nvme_fault_deadline(fr->submit_ns, fr->d.delay_ns);
+    if (!n->fault.det) {
+        early = MIN(n->fault.timer_late_ns,
+                    fr->d.delay_ns / NVME_FAULT_LATE_FRACTION);
+    }
+    iocb->expire_ns = MAX(now, deadline - early);
+    trace_pci_nvme_fault_delay(nvme_cid(req), req->sq->sqid, fr->d.delay_ns,
+                               iocb->expire_ns - now, early);
+    timer_mod_ns(&iocb->timer, iocb->expire_ns);
 }
 
 bool nvme_fault_complete(NvmeCQueue *cq, NvmeRequest *req)
@@ -428,26 +569,24 @@ bool nvme_fault_complete(NvmeCQueue *cq, NvmeRequest *req)
     if (n->fault.det_req == req) {
         n->fault.det_req = NULL;    /* its backend I/O is over */
     }
-    if (fr->pending) {
-        fr->pending = false;
-        if (req->status == NVME_CMD_ABORT_REQ ||
-            req->status == NVME_CMD_ABORT_SQ_DEL) {
-            /* Aborted while its I/O was in flight: report that. */
-            fr->status = 0;
-            fr->irq = FE_IRQ_NORMAL;
-            return false;
-        }
-        if (fr->status) {
-            req->status = fr->status;
-        }
-        if (fr->drop || fr->delay_ns) {
-            nvme_fault_hold(n, req);
-            return true;
-        }
+    if (!fr->active) {
+        return false;
     }
-    if (fr->status && req->status == fr->status) {
+    if (req->status == NVME_CMD_ABORT_REQ ||
+        req->status == NVME_CMD_ABORT_SQ_DEL) {
+        /* Aborted while its I/O was in flight: report only that. */
+        fr->active = false;
+        return false;
+    }
+    if (fr->status) {
+        req->status = fr->status;
+    }
+    if (fr->d.drop || fr->d.delay_ns) {
+        nvme_fault_hold(n, req);
+        return true;
+    }
+    if (fr->status) {
         nvme_fault_log_error(n, req);
-        fr->status = 0;
     }
     return false;
 }
@@ -455,26 +594,31 @@ bool nvme_fault_complete(NvmeCQueue *cq, NvmeRequest *req)
 void nvme_fault_cqe_posted(NvmeCQueue *cq, NvmeRequest *req)
 {
     NvmeFaultCq *fc = &cq->fault;
+    NvmeFaultReq *fr = &req->fault;
 
-    switch (req->fault.irq) {
+    if (!fr->active) {
+        fc->posted_normal++;
+        return;
+    }
+    fr->active = false;
+    switch (fr->d.irq) {
     case FE_IRQ_SUPPRESS:
         fc->posted_suppress++;
         break;
     case FE_IRQ_DELAY:
         fc->posted_delay++;
-        fc->irq_delay_ns = MAX(fc->irq_delay_ns, req->fault.irq_delay_ns);
+        fc->irq_delay_ns = MAX(fc->irq_delay_ns, fr->d.irq_delay_ns);
         break;
     default:
         fc->posted_normal++;
         break;
     }
-    req->fault.irq = FE_IRQ_NORMAL;
 }
 
 bool nvme_fault_irq(NvmeCtrl *n, NvmeCQueue *cq)
 {
     NvmeFaultCq fc = cq->fault;
-    NvmeFaultIrqTimer *t;
+    QEMUTimer *irq;
 
     memset(&cq->fault, 0, sizeof(cq->fault));
     if (fc.posted_normal || (!fc.posted_delay && !fc.posted_suppress)) {
@@ -484,25 +628,21 @@ bool nvme_fault_irq(NvmeCtrl *n, NvmeCQueue *cq)
         trace_pci_nvme_fault_irq_suppress(cq->cqid);
         return true;
     }
-    if (cq->cqid >= n->fault.nr_irq_timers) {
+    if (cq->cqid >= n->fault.nr_queues) {
         return false;
     }
-    t = &n->fault.irq_timers[cq->cqid];
-    if (!t->n) {
-        t->n = n;
-        t->cqid = cq->cqid;
-        timer_init_ns(&t->timer, QEMU_CLOCK_VIRTUAL, nvme_fault_irq_fire, t);
-    }
+    irq = &n->fault.cq_timers[cq->cqid].irq;
     trace_pci_nvme_fault_irq_delay(cq->cqid, fc.irq_delay_ns);
-    if (!timer_pending(&t->timer)) {
-        timer_mod_ns(&t->timer,
-                     qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) + fc.irq_delay_ns);
+    if (!timer_pending(irq)) {
+        timer_mod_ns(irq, nvme_fault_deadline(
+                              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL),
+                              fc.irq_delay_ns));
     }
     return true;
 }
 
-uint16_t nvme_fault_error_info(NvmeCtrl *n, uint32_t buf_len, uint64_t off,
-                               NvmeRequest *req)
+uint16_t nvme_fault_error_info(NvmeCtrl *n, uint8_t rae, uint32_t buf_len,
+                               uint64_t off, NvmeRequest *req)
 {
     NvmeFaultCtrl *f = &n->fault;
     const size_t size = NVME_FAULT_ERRLOG_ENTRIES * sizeof(NvmeErrorLog);
@@ -513,6 +653,9 @@ uint16_t nvme_fault_error_info(NvmeCtrl *n, uint32_t buf_len, uint64_t off,
     if (off >= size) {
         return NVME_INVALID_FIELD | NVME_DNR;
     }
+    if (!rae) {
+        nvme_clear_events(n, NVME_AER_TYPE_ERROR);
+    }
     /* Newest first. */
     for (uint64_t i = 0; i < count; i++) {
         unsigned int slot = (f->errlog_next + NVME_FAULT_ERRLOG_ENTRIES - 1 -
@@ -521,8 +664,7 @@ uint16_t nvme_fault_error_info(NvmeCtrl *n, uint32_t buf_len, uint64_t off,
         page[i] = f->errlog[slot];
     }
     trace_pci_nvme_fault_log(NVME_LOG_ERROR_INFO, off, buf_len);
-    return f->ops->c2h(n, (uint8_t *)page + off, MIN(size - off, buf_len),
-                       req);
+    return nvme_c2h(n, (uint8_t *)page + off, MIN(size - off, buf_len), req);
 }
 
 uint16_t nvme_fault_hits_log(NvmeCtrl *n, uint32_t buf_len, uint64_t off,
@@ -552,13 +694,15 @@ uint16_t nvme_fault_hits_log(NvmeCtrl *n, uint32_t buf_len, uint64_t off,
     hdr->entry_size = cpu_to_le32(sizeof(*ent));
     hdr->state = cpu_to_le32(fault_injector_get_state(fi));
     ent = (NvmeFaultHitsEntry *)(hdr + 1);
+    /* Rule names fit whole. */
+    QEMU_BUILD_BUG_ON(NVME_FAULT_RULE_NAME_LEN < FE_NAME_MAX);
     for (int i = 0; i < nr; i++) {
         pstrcpy(ent[i].name, sizeof(ent[i].name), stats[i].name);
         ent[i].matched = cpu_to_le64(stats[i].matched);
         ent[i].hits = cpu_to_le64(stats[i].hits);
     }
     trace_pci_nvme_fault_log(NVME_FAULT_LOG_ID, off, buf_len);
-    return n->fault.ops->c2h(n, buf + off, MIN(size - off, buf_len), req);
+    return nvme_c2h(n, buf + off, MIN(size - off, buf_len), req);
 }
 
 uint16_t nvme_fault_get_feature(NvmeCtrl *n, NvmeRequest *req)

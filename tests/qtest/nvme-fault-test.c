@@ -11,26 +11,20 @@
 #include "qemu/bswap.h"
 #include "qemu/timer.h"
 #include "libqtest.h"
-#include "qobject/qdict.h"
-#include "qobject/qlist.h"
 #include "libqos/pci.h"
 #include "libqos/pci-pc.h"
 #include "libqos/malloc-pc.h"
 #include "hw/pci/pci_regs.h"
+#include "block/nvme.h"
+#include "hw/nvme/fault-vendor.h"
+#include "faultline-qtest.h"
 
 #define QSIZE       16
-#define NVME_DB     0x1000
-#define SC_WRITE_FAULT      0x280
-#define SC_UNRECOVERED_READ 0x281
-#define SC_INTERNAL         0x6
-#define SC_DATA_XFER        0x4
-#define SC_CAP_EXCEEDED     0x81
-#define SC_INVALID_FIELD    0x2
-#define SC_ABORT_REQ        0x7
-#define SC_ABORT_SQ_DEL     0x8
-#define SC_NOT_SAVEABLE     0x10d
-#define SC_DNR              0x4000
+/* Doorbells, with CAP.DSTRD 0. */
+#define SQ_TAIL_DB(qid)     (0x1000 + (qid) * 8)
+#define CQ_HEAD_DB(qid)     (0x1000 + (qid) * 8 + 4)
 #define NO_CQE              0xffffffff
+#define IO_NSID             1
 
 typedef struct Queue {
     uint64_t addr;
@@ -48,6 +42,8 @@ typedef struct Nvme {
     uint16_t cid;
     uint64_t buf;   /* 64 KiB data buffer */
     bool msix;      /* CQ 1 interrupts on, MSI-X vector 1 */
+    bool intx;      /* CQ 1 interrupts on, INTx (MSI-X off) */
+    uint64_t cq_addr;   /* 0: n->cq.addr; else where CQ 1 is created */
     uint32_t msix_table, msix_pba;
     char *disk;
     char *rules;
@@ -74,7 +70,7 @@ static uint32_t rd32(Nvme *n, uint64_t off)
 static void wait_rdy(Nvme *n, uint32_t want)
 {
     for (int i = 0; i < 10000; i++) {
-        if ((rd32(n, 0x1c) & 1) == want) {
+        if (NVME_CSTS_RDY(rd32(n, NVME_REG_CSTS)) == want) {
             return;
         }
         g_usleep(100);
@@ -86,39 +82,42 @@ static void enable(Nvme *n)
 {
     n->asq = (Queue) { .addr = n->asq.addr };
     n->acq = (Queue) { .addr = n->acq.addr, .phase = 1 };
-    wr32(n, 0x24, ((QSIZE - 1) << 16) | (QSIZE - 1));
-    qpci_io_writeq(n->dev, n->bar, 0x28, n->asq.addr);
-    qpci_io_writeq(n->dev, n->bar, 0x30, n->acq.addr);
+    wr32(n, NVME_REG_AQA, ((QSIZE - 1) << AQA_ACQS_SHIFT) | (QSIZE - 1));
+    qpci_io_writeq(n->dev, n->bar, NVME_REG_ASQ, n->asq.addr);
+    qpci_io_writeq(n->dev, n->bar, NVME_REG_ACQ, n->acq.addr);
     qtest_memset(n->qts, n->acq.addr, 0, 4096);
-    wr32(n, 0x14, (4 << 20) | (6 << 16) | 1);
+    wr32(n, NVME_REG_CC, (4 << CC_IOCQES_SHIFT) | (6 << CC_IOSQES_SHIFT) |
+                         (1 << CC_EN_SHIFT));
     wait_rdy(n, 1);
 }
 
-static void submit(Nvme *n, Queue *sq, int qid, uint32_t *sqe)
+static void submit(Nvme *n, Queue *sq, int qid, NvmeCmd *cmd)
 {
-    qtest_memwrite(n->qts, sq->addr + sq->head_or_tail * 64, sqe, 64);
+    qtest_memwrite(n->qts, sq->addr + sq->head_or_tail * sizeof(*cmd), cmd,
+                   sizeof(*cmd));
     sq->head_or_tail = (sq->head_or_tail + 1) % QSIZE;
-    wr32(n, NVME_DB + qid * 8, sq->head_or_tail);
+    wr32(n, SQ_TAIL_DB(qid), sq->head_or_tail);
 }
 
-/* Next CQE on @cq (polling up to @tries times), or cid NO_CQE. */
+/* Next CQE on @cq (polling up to @tries times), or result NO_CQE. */
 static Cqe poll_cqe(Nvme *n, Queue *cq, int qid, int tries)
 {
     Cqe c = { .cid = 0xffff, .status = 0xffff, .result = NO_CQE };
-    uint32_t e[4];
+    NvmeCqe e;
 
     for (int i = 0; i < tries; i++) {
-        qtest_memread(n->qts, cq->addr + cq->head_or_tail * 16, e, 16);
-        if (((le32_to_cpu(e[3]) >> 16) & 1) == cq->phase) {
-            c.result = le32_to_cpu(e[0]);
-            c.cid = le32_to_cpu(e[3]) & 0xffff;
-            c.status = le32_to_cpu(e[3]) >> 17;
+        qtest_memread(n->qts, cq->addr + cq->head_or_tail * sizeof(e), &e,
+                      sizeof(e));
+        if ((le16_to_cpu(e.status) & 1) == cq->phase) {
+            c.result = le32_to_cpu(e.result);
+            c.cid = le16_to_cpu(e.cid);
+            c.status = le16_to_cpu(e.status) >> 1;
             cq->head_or_tail++;
             if (cq->head_or_tail == QSIZE) {
                 cq->head_or_tail = 0;
                 cq->phase ^= 1;
             }
-            wr32(n, NVME_DB + qid * 8 + 4, cq->head_or_tail);
+            wr32(n, CQ_HEAD_DB(qid), cq->head_or_tail);
             return c;
         }
         if (i + 1 < tries) {
@@ -128,62 +127,96 @@ static Cqe poll_cqe(Nvme *n, Queue *cq, int qid, int tries)
     return c;
 }
 
-static void sqe_init(Nvme *n, uint32_t *sqe, uint8_t opc, uint32_t nsid)
+static void cmd_init(Nvme *n, NvmeCmd *cmd, uint8_t opc, uint32_t nsid)
 {
-    memset(sqe, 0, 64);
-    sqe[0] = cpu_to_le32(opc | (++n->cid << 16));
-    sqe[1] = cpu_to_le32(nsid);
+    memset(cmd, 0, sizeof(*cmd));
+    cmd->opcode = opc;
+    cmd->cid = cpu_to_le16(++n->cid);
+    cmd->nsid = cpu_to_le32(nsid);
 }
 
-static void sqe_prp(uint32_t *sqe, uint64_t prp1, uint64_t prp2)
+static void cmd_prp(NvmeCmd *cmd, uint64_t prp1, uint64_t prp2)
 {
-    sqe[6] = cpu_to_le32(prp1);
-    sqe[7] = cpu_to_le32(prp1 >> 32);
-    sqe[8] = cpu_to_le32(prp2);
-    sqe[9] = cpu_to_le32(prp2 >> 32);
+    cmd->dptr.prp1 = cpu_to_le64(prp1);
+    cmd->dptr.prp2 = cpu_to_le64(prp2);
+}
+
+static uint16_t admin_submit(Nvme *n, uint8_t opc, uint32_t nsid,
+                             uint64_t prp1, uint32_t cdw10, uint32_t cdw11,
+                             uint32_t cdw12)
+{
+    NvmeCmd cmd;
+
+    cmd_init(n, &cmd, opc, nsid);
+    cmd_prp(&cmd, prp1, 0);
+    cmd.cdw10 = cpu_to_le32(cdw10);
+    cmd.cdw11 = cpu_to_le32(cdw11);
+    cmd.cdw12 = cpu_to_le32(cdw12);
+    submit(n, &n->asq, 0, &cmd);
+    return n->cid;
 }
 
 static Cqe admin(Nvme *n, uint8_t opc, uint32_t nsid, uint64_t prp1,
                  uint32_t cdw10, uint32_t cdw11, uint32_t cdw12)
 {
-    uint32_t sqe[16];
-    Cqe c;
+    uint16_t cid = admin_submit(n, opc, nsid, prp1, cdw10, cdw11, cdw12);
+    Cqe c = poll_cqe(n, &n->acq, 0, 5000);
 
-    sqe_init(n, sqe, opc, nsid);
-    sqe_prp(sqe, prp1, 0);
-    sqe[10] = cpu_to_le32(cdw10);
-    sqe[11] = cpu_to_le32(cdw11);
-    sqe[12] = cpu_to_le32(cdw12);
-    submit(n, &n->asq, 0, sqe);
-    c = poll_cqe(n, &n->acq, 0, 5000);
-    g_assert_cmpuint(c.cid, ==, n->cid);
+    g_assert_cmpuint(c.cid, ==, cid);
     return c;
+}
+
+static Cqe get_features(Nvme *n, uint32_t cdw10, uint32_t cdw11)
+{
+    return admin(n, NVME_ADM_CMD_GET_FEATURES, 0, 0, cdw10, cdw11, 0);
+}
+
+static Cqe set_features(Nvme *n, uint32_t cdw10, uint32_t cdw11,
+                        uint32_t cdw12)
+{
+    return admin(n, NVME_ADM_CMD_SET_FEATURES, 0, 0, cdw10, cdw11, cdw12);
+}
+
+/* Abort command @cid of SQ 1. */
+static Cqe abort_cmd(Nvme *n, uint16_t cid)
+{
+    return admin(n, NVME_ADM_CMD_ABORT, 0, 0, 1 | (cid << 16), 0, 0);
 }
 
 static void create_io_queues(Nvme *n)
 {
+    uint32_t cq_flags = NVME_CQ_PC;
+
+    if (n->msix) {
+        cq_flags |= NVME_CQ_IEN | (1 << 16);
+    } else if (n->intx) {
+        cq_flags |= NVME_CQ_IEN;
+    }
     n->sq = (Queue) { .addr = n->sq.addr };
     n->cq = (Queue) { .addr = n->cq.addr, .phase = 1 };
     qtest_memset(n->qts, n->cq.addr, 0, 4096);
-    /* CQ 1, physically contiguous, interrupts off; SQ 1 on CQ 1. */
-    g_assert_cmphex(admin(n, 0x05, 0, n->cq.addr, ((QSIZE - 1) << 16) | 1,
-                          n->msix ? (1 << 16) | 3 : 1, 0).status, ==, 0);
-    g_assert_cmphex(admin(n, 0x01, 0, n->sq.addr, ((QSIZE - 1) << 16) | 1,
-                          (1 << 16) | 1, 0).status, ==, 0);
+    /* CQ 1, physically contiguous; SQ 1 on CQ 1. */
+    g_assert_cmphex(admin(n, NVME_ADM_CMD_CREATE_CQ, 0,
+                          n->cq_addr ? n->cq_addr : n->cq.addr,
+                          ((QSIZE - 1) << 16) | 1, cq_flags, 0).status,
+                    ==, NVME_SUCCESS);
+    g_assert_cmphex(admin(n, NVME_ADM_CMD_CREATE_SQ, 0, n->sq.addr,
+                          ((QSIZE - 1) << 16) | 1, (1 << 16) | NVME_SQ_PC,
+                          0).status, ==, NVME_SUCCESS);
 }
 
 /* Submit an I/O command; returns its cid. */
 static uint16_t io_submit(Nvme *n, uint8_t opc, uint64_t slba, uint16_t nlb,
                           uint64_t buf)
 {
-    uint32_t sqe[16];
+    NvmeCmd cmd;
+    NvmeRwCmd *rw = (NvmeRwCmd *)&cmd;
 
-    sqe_init(n, sqe, opc, 1);
-    sqe_prp(sqe, buf, 0);
-    sqe[10] = cpu_to_le32(slba);
-    sqe[11] = cpu_to_le32(slba >> 32);
-    sqe[12] = cpu_to_le32(nlb - 1);
-    submit(n, &n->sq, 1, sqe);
+    cmd_init(n, &cmd, opc, IO_NSID);
+    cmd_prp(&cmd, buf, 0);
+    rw->slba = cpu_to_le64(slba);
+    rw->nlb = cpu_to_le16(nlb - 1);
+    submit(n, &n->sq, 1, &cmd);
     return n->cid;
 }
 
@@ -195,6 +228,21 @@ static Cqe io(Nvme *n, uint8_t opc, uint64_t slba)
 
     g_assert_cmpuint(c.cid, ==, cid);
     return c;
+}
+
+/* The next CQE on CQ 1 is @cid's, with @status. */
+static void expect_cqe(Nvme *n, uint16_t cid, uint16_t status)
+{
+    Cqe c = poll_cqe(n, &n->cq, 1, 5000);
+
+    g_assert_cmpuint(c.cid, ==, cid);
+    g_assert_cmphex(c.status, ==, status);
+}
+
+/* No CQE on CQ 1 now. */
+static void assert_no_cqe(Nvme *n, int tries)
+{
+    g_assert_cmpuint(poll_cqe(n, &n->cq, 1, tries).result, ==, NO_CQE);
 }
 
 static void msix_setup(Nvme *n)
@@ -214,7 +262,8 @@ static void msix_setup(Nvme *n)
     n->msix_table = table & ~PCI_MSIX_FLAGS_BIRMASK;
     n->msix_pba = pba & ~PCI_MSIX_FLAGS_BIRMASK;
     /* Vector 1 masked: an interrupt only sets its pending bit. */
-    wr32(n, n->msix_table + 16 + 12, 1);
+    wr32(n, n->msix_table + PCI_MSIX_ENTRY_SIZE + PCI_MSIX_ENTRY_VECTOR_CTRL,
+         PCI_MSIX_ENTRY_CTRL_MASKBIT);
 }
 
 static bool msix_pending(Nvme *n)
@@ -225,69 +274,85 @@ static bool msix_pending(Nvme *n)
 /* Deliver (and so clear) a pending vector 1, then mask it again. */
 static void msix_ack(Nvme *n)
 {
-    wr32(n, n->msix_table + 16 + 12, 0);
-    wr32(n, n->msix_table + 16 + 12, 1);
+    uint32_t ctrl = n->msix_table + PCI_MSIX_ENTRY_SIZE +
+                    PCI_MSIX_ENTRY_VECTOR_CTRL;
+
+    wr32(n, ctrl, 0);
+    wr32(n, ctrl, PCI_MSIX_ENTRY_CTRL_MASKBIT);
     g_assert(!msix_pending(n));
 }
 
-/*
- * Deterministic mode runs under TCG with -icount: a 64 KiB "BIOS" of HLT
- * instructions keeps the vCPU halted (so nothing but the test drives the
- * device) while virtual time still moves: sleep=off warps an idle vCPU to
- * the next QEMU_CLOCK_VIRTUAL deadline.
- */
-#define DET_ACCEL "-accel tcg -icount shift=4,sleep=off,align=off "
-
-static char *hlt_bios(void)
+/* The controller's INTx line, as PCI Status reports it. */
+static bool intx_asserted(Nvme *n)
 {
-    g_autofree uint8_t *rom = g_malloc(65536);
-    char *path = g_build_filename(tmpdir, "hlt.bin", NULL);
-
-    memset(rom, 0xf4, 65536);
-    g_assert(g_file_set_contents(path, (char *)rom, 65536, NULL));
-    return path;
+    return qpci_config_readw(n->dev, PCI_STATUS) & PCI_STATUS_INTERRUPT;
 }
 
-static Nvme *nvme_start_full(const char *rules, bool msix, bool det)
+typedef enum NvmeMode {
+    MODE_NORMAL,
+    MODE_DET_ICOUNT,    /* deterministic=on under TCG -icount */
+    MODE_DET_QTEST,     /* deterministic=on under the qtest accelerator */
+} NvmeMode;
+
+typedef struct NvmeOpts {
+    const char *rules;  /* NULL: no fault-injector */
+    NvmeMode mode;
+    bool msix;
+    bool intx;
+    const char *dev_opts;   /* appended to -device nvme */
+    const char *blockdev;   /* -blockdev node "d0" instead of a disk file */
+    bool cq_in_bar0;    /* create CQ 1 with PRP1 = BAR0 */
+} NvmeOpts;
+
+static Nvme *nvme_start_opts(const NvmeOpts *o)
 {
     Nvme *n = g_new0(Nvme, 1);
     g_autofree char *fi = NULL;
     g_autofree char *accel = NULL;
     g_autofree char *bios = NULL;
+    g_autofree char *drive = NULL;
     uint64_t cap;
 
     n->disk = g_build_filename(tmpdir, "disk.img", NULL);
     g_assert(g_file_set_contents(n->disk, "", 0, NULL));
     g_assert(truncate(n->disk, 16 << 20) == 0);
-    if (rules) {
-        n->rules = g_build_filename(tmpdir, "nvme.rules", NULL);
-        g_assert(g_file_set_contents(n->rules, rules, -1, NULL));
+    if (o->rules) {
+        n->rules = fl_write_file(tmpdir, "nvme.rules", o->rules);
         fi = g_strdup_printf("-object fault-injector,id=fi0,rules=%s,seed=1%s ",
-                             n->rules, det ? ",deterministic=on" : "");
+                             n->rules, o->mode != MODE_NORMAL ?
+                             ",deterministic=on" : "");
     }
-    if (det) {
-        bios = hlt_bios();
-        accel = g_strdup_printf(DET_ACCEL "-bios %s ", bios);
+    if (o->mode == MODE_DET_ICOUNT) {
+        bios = fl_hlt_bios(tmpdir);
+        accel = g_strdup_printf(FL_DET_ICOUNT_ACCEL "-bios %s ", bios);
     }
-    n->qts = qtest_initf("%s%s-drive file=%s,if=none,id=d0,format=raw "
-                         "-device nvme,addr=04.0,serial=fl,drive=d0%s",
-                         accel ? accel : "", fi ? fi : "", n->disk,
-                         rules ? ",fault-injector=fi0" : "");
+    drive = o->blockdev ? g_strdup_printf("-blockdev %s", o->blockdev) :
+            g_strdup_printf("-drive file=%s,if=none,id=d0,format=raw",
+                            n->disk);
+    n->qts = qtest_initf("%s%s%s -device nvme,addr=04.0,serial=fl,drive=d0%s%s",
+                         accel ? accel : "", fi ? fi : "", drive,
+                         o->rules ? ",fault-injector=fi0" : "",
+                         o->dev_opts ? o->dev_opts : "");
     pc_alloc_init(&n->alloc, n->qts, ALLOC_NO_FLAGS);
     n->bus = qpci_new_pc(n->qts, &n->alloc);
     n->dev = qpci_device_find(n->bus, QPCI_DEVFN(4, 0));
     g_assert(n->dev);
     qpci_device_enable(n->dev);
     n->bar = qpci_iomap(n->dev, 0, NULL);
-    cap = qpci_io_readq(n->dev, n->bar, 0);
-    g_assert_cmpuint((cap >> 32) & 0xf, ==, 0);     /* DSTRD 0 */
+    cap = qpci_io_readq(n->dev, n->bar, NVME_REG_CAP);
+    g_assert_cmpuint(NVME_CAP_DSTRD(cap), ==, 0);
     n->asq.addr = guest_alloc(&n->alloc, 4096);
     n->acq.addr = guest_alloc(&n->alloc, 4096);
     n->sq.addr = guest_alloc(&n->alloc, 4096);
     n->cq.addr = guest_alloc(&n->alloc, 4096);
     n->buf = guest_alloc(&n->alloc, 65536);
-    n->msix = msix;
-    if (msix) {
+    n->msix = o->msix;
+    n->intx = o->intx;
+    if (o->cq_in_bar0) {
+        g_assert(!n->bar.is_io);
+        n->cq_addr = n->bar.addr;
+    }
+    if (o->msix) {
         msix_setup(n);
     }
     enable(n);
@@ -295,14 +360,17 @@ static Nvme *nvme_start_full(const char *rules, bool msix, bool det)
     return n;
 }
 
-static Nvme *nvme_start_opts(const char *rules, bool msix)
+static Nvme *nvme_start_full(const char *rules, bool msix, bool det)
 {
-    return nvme_start_full(rules, msix, false);
+    NvmeOpts o = { .rules = rules, .msix = msix,
+                   .mode = det ? MODE_DET_ICOUNT : MODE_NORMAL };
+
+    return nvme_start_opts(&o);
 }
 
 static Nvme *nvme_start(const char *rules)
 {
-    return nvme_start_opts(rules, false);
+    return nvme_start_full(rules, false, false);
 }
 
 static void nvme_stop(Nvme *n)
@@ -320,27 +388,9 @@ static void nvme_stop(Nvme *n)
     g_free(n);
 }
 
-static QDict *query_stats(Nvme *n)
-{
-    return qtest_qmp_assert_success_ref(n->qts,
-        "{'execute': 'x-fault-query-stats', 'arguments': {'id': 'fi0'}}");
-}
-
 static uint64_t rule_hits(Nvme *n, const char *name)
 {
-    QDict *st = query_stats(n);
-    QListEntry *e;
-    uint64_t hits = UINT64_MAX;
-
-    QLIST_FOREACH_ENTRY(qdict_get_qlist(st, "rules"), e) {
-        QDict *r = qobject_to(QDict, qlist_entry_obj(e));
-
-        if (!strcmp(qdict_get_str(r, "name"), name)) {
-            hits = qdict_get_int(r, "hits");
-        }
-    }
-    qobject_unref(st);
-    return hits;
+    return fl_rule_hits(n->qts, "fi0", name);
 }
 
 static void fill(Nvme *n, uint8_t byte)
@@ -360,17 +410,17 @@ static uint8_t first_byte(Nvme *n)
 static uint16_t get_log(Nvme *n, uint8_t lid, uint32_t len, uint64_t off)
 {
     uint32_t numd = len / 4 - 1;
-    uint32_t sqe[16];
+    NvmeCmd cmd;
     Cqe c;
 
     qtest_memset(n->qts, n->buf, 0xaa, len);
-    sqe_init(n, sqe, 0x02, 0xffffffff);
-    sqe_prp(sqe, n->buf, len > 4096 ? n->buf + 4096 : 0);
-    sqe[10] = cpu_to_le32(lid | (numd << 16));
-    sqe[11] = cpu_to_le32(numd >> 16);
-    sqe[12] = cpu_to_le32(off);
-    sqe[13] = cpu_to_le32(off >> 32);
-    submit(n, &n->asq, 0, sqe);
+    cmd_init(n, &cmd, NVME_ADM_CMD_GET_LOG_PAGE, NVME_NSID_BROADCAST);
+    cmd_prp(&cmd, n->buf, len > 4096 ? n->buf + 4096 : 0);
+    cmd.cdw10 = cpu_to_le32(lid | (numd << 16));
+    cmd.cdw11 = cpu_to_le32(numd >> 16);
+    cmd.cdw12 = cpu_to_le32(off);
+    cmd.cdw13 = cpu_to_le32(off >> 32);
+    submit(n, &n->asq, 0, &cmd);
     c = poll_cqe(n, &n->acq, 0, 5000);
     g_assert_cmpuint(c.cid, ==, n->cid);
     return c.status;
@@ -387,65 +437,68 @@ static void test_errors(gconstpointer opaque)
         "ie:  read nth=3 error=internal\n"
         "eio: read nth=4 error=eio\n"
         "nsp: read nth=5 error=enospc\n", false, opaque != NULL);
-    uint16_t want[8] = { 0, 0, 0, SC_WRITE_FAULT, 0,
-                         SC_WRITE_FAULT | SC_DNR, 0, SC_WRITE_FAULT };
+    uint16_t want[8] = { 0, 0, 0, NVME_WRITE_FAULT, 0,
+                         NVME_WRITE_FAULT | NVME_DNR, 0, NVME_WRITE_FAULT };
     uint16_t cids[8];
-    uint8_t smart[512];
-    uint8_t page[4096];
+    NvmeSmartLog smart;
+    NvmeErrorLog page[64];
 
     for (int i = 1; i <= 7; i++) {
         Cqe c;
 
         fill(n, 0x10 + i);
-        c = io(n, 0x01, i * 8);
+        c = io(n, NVME_CMD_WRITE, i * 8);
         cids[i] = c.cid;
         g_assert_cmphex(c.status, ==, want[i]);
     }
     /* when=before: nothing landed; when=after: the data is there. */
-    g_assert_cmphex(io(n, 0x02, 3 * 8).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 3 * 8).status, ==, 0);
     g_assert_cmphex(first_byte(n), ==, 0);
-    g_assert_cmphex(io(n, 0x02, 7 * 8).status, ==,
-                    SC_UNRECOVERED_READ | SC_DNR);
-    g_assert_cmphex(io(n, 0x02, 7 * 8).status, ==, SC_INTERNAL);
-    g_assert_cmphex(io(n, 0x02, 7 * 8).status, ==, SC_DATA_XFER);
-    g_assert_cmphex(io(n, 0x02, 7 * 8).status, ==, SC_CAP_EXCEEDED);
-    g_assert_cmphex(io(n, 0x02, 7 * 8).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==,
+                    NVME_UNRECOVERED_READ | NVME_DNR);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==,
+                    NVME_INTERNAL_DEV_ERROR);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==,
+                    NVME_DATA_TRAS_ERROR);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==, NVME_CAP_EXCEEDED);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==, 0);
     g_assert_cmphex(first_byte(n), ==, 0x17);
     g_assert_cmpuint(rule_hits(n, "wf"), ==, 1);
     g_assert_cmpuint(rule_hits(n, "wa"), ==, 1);
 
     /* Error Information log: 64 entries, newest first. */
-    g_assert_cmphex(get_log(n, 0x01, 4096, 0), ==, 0);
+    g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 4096, 0), ==, 0);
     qtest_memread(n->qts, n->buf, page, sizeof(page));
     for (int i = 0; i < 7; i++) {
-        uint8_t *e = page + i * 64;
-        uint16_t status = lduw_le_p(e + 12) >> 1;
+        NvmeErrorLog *e = &page[i];
+        uint16_t status = le16_to_cpu(e->status_field) >> 1;
 
-        g_assert_cmpuint(ldq_le_p(e), ==, 7 - i);
-        g_assert_cmpuint(lduw_le_p(e + 8), ==, 1);          /* sqid */
-        g_assert_cmpuint(ldl_le_p(e + 24), ==, 1);          /* nsid */
+        g_assert_cmpuint(le64_to_cpu(e->error_count), ==, 7 - i);
+        g_assert_cmpuint(le16_to_cpu(e->sqid), ==, 1);
+        g_assert_cmpuint(le32_to_cpu(e->nsid), ==, IO_NSID);
         if (i == 4) {
-            g_assert_cmphex(status, ==, SC_WRITE_FAULT);
-            g_assert_cmpuint(lduw_le_p(e + 10), ==, cids[7]);
-            g_assert_cmpuint(ldq_le_p(e + 16), ==, 7 * 8);
+            g_assert_cmphex(status, ==, NVME_WRITE_FAULT);
+            g_assert_cmpuint(le16_to_cpu(e->cid), ==, cids[7]);
+            g_assert_cmpuint(le64_to_cpu(e->lba), ==, 7 * 8);
         }
         if (i == 5) {
-            g_assert_cmphex(status, ==, SC_WRITE_FAULT | SC_DNR);
-            g_assert_cmpuint(lduw_le_p(e + 10), ==, cids[5]);
+            g_assert_cmphex(status, ==, NVME_WRITE_FAULT | NVME_DNR);
+            g_assert_cmpuint(le16_to_cpu(e->cid), ==, cids[5]);
         }
     }
     for (int i = 7; i < 64; i++) {
-        g_assert_cmpuint(ldq_le_p(page + i * 64), ==, 0);
+        g_assert_cmpuint(le64_to_cpu(page[i].error_count), ==, 0);
     }
     /* An offset inside the page works, past it is Invalid Field. */
-    g_assert_cmphex(get_log(n, 0x01, 64, 64), ==, 0);
+    g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 64, 64), ==, 0);
     g_assert_cmpuint(qtest_readq(n->qts, n->buf), ==, 6);
-    g_assert_cmphex(get_log(n, 0x01, 64, 4096), ==,
-                    SC_INVALID_FIELD | SC_DNR);
+    g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 64, 4096), ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
     /* SMART: Number of Error Information Log Entries. */
-    g_assert_cmphex(get_log(n, 0x02, 512, 0), ==, 0);
-    qtest_memread(n->qts, n->buf, smart, sizeof(smart));
-    g_assert_cmpuint(ldq_le_p(smart + 176), ==, 7);
+    g_assert_cmphex(get_log(n, NVME_LOG_SMART_INFO, sizeof(smart), 0), ==, 0);
+    qtest_memread(n->qts, n->buf, &smart, sizeof(smart));
+    g_assert_cmpuint(le64_to_cpu(smart.number_of_error_log_entries[0]), ==,
+                     7);
     nvme_stop(n);
 }
 
@@ -453,20 +506,15 @@ static void test_delay(void)
 {
     Nvme *n = nvme_start("slow: write nth=2 delay=5ms\n");
     uint16_t cid;
-    Cqe c;
 
-    g_assert_cmphex(io(n, 0x01, 0).status, ==, 0);
-    cid = io_submit(n, 0x01, 8, 8, n->buf);
-    c = poll_cqe(n, &n->cq, 1, 50);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    cid = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    assert_no_cqe(n, 50);
     qtest_clock_step(n->qts, 4 * SCALE_MS);
-    c = poll_cqe(n, &n->cq, 1, 50);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
+    assert_no_cqe(n, 50);
     qtest_clock_step(n->qts, 1 * SCALE_MS + 1);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, 0);
-    g_assert_cmphex(io(n, 0x01, 16).status, ==, 0);
+    expect_cqe(n, cid, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
     nvme_stop(n);
 }
 
@@ -476,11 +524,8 @@ static void assert_lost_until_abort(Nvme *n, uint16_t cid, int tries)
     Cqe c = poll_cqe(n, &n->cq, 1, tries);
 
     g_assert_cmpuint(c.result, ==, NO_CQE);
-    g_assert_cmphex(admin(n, 0x08, 0, 0, 1 | (cid << 16), 0, 0).status,
-                    ==, 0);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, SC_ABORT_REQ);
+    g_assert_cmphex(abort_cmd(n, cid).status, ==, 0);
+    expect_cqe(n, cid, NVME_CMD_ABORT_REQ);
 }
 
 static void test_drop_abort(void)
@@ -488,27 +533,22 @@ static void test_drop_abort(void)
     Nvme *n = nvme_start("lost: write nth=1 drop\n"
                          "slow: write nth=2 delay=1s\n");
     uint16_t cid;
-    Cqe c;
 
     /* A dropped command: only Abort completes it. */
-    cid = io_submit(n, 0x01, 0, 8, n->buf);
+    cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
     qtest_clock_step(n->qts, 10 * NANOSECONDS_PER_SECOND);
     assert_lost_until_abort(n, cid, 50);
 
     /* A delayed one: Abort completes it, its timer never fires later. */
-    cid = io_submit(n, 0x01, 8, 8, n->buf);
-    c = poll_cqe(n, &n->cq, 1, 50);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
-    admin(n, 0x08, 0, 0, 1 | (cid << 16), 0, 0);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, SC_ABORT_REQ);
+    cid = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    assert_no_cqe(n, 50);
+    abort_cmd(n, cid);
+    expect_cqe(n, cid, NVME_CMD_ABORT_REQ);
     qtest_clock_step(n->qts, 2 * NANOSECONDS_PER_SECOND);
-    c = poll_cqe(n, &n->cq, 1, 50);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
+    assert_no_cqe(n, 50);
     /* Aborting a command that is not outstanding is harmless. */
-    admin(n, 0x08, 0, 0, 1 | (cid << 16), 0, 0);
-    g_assert_cmphex(io(n, 0x01, 16).status, ==, 0);
+    abort_cmd(n, cid);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
     nvme_stop(n);
 }
 
@@ -516,62 +556,56 @@ static void test_drop_sq_delete_reset(gconstpointer opaque)
 {
     Nvme *n = nvme_start_full("lost: write drop\n", false, opaque != NULL);
     uint16_t cid, cid2;
-    Cqe c;
 
     /* Delete I/O SQ completes the held commands as aborted. */
-    cid = io_submit(n, 0x01, 0, 8, n->buf);
-    cid2 = io_submit(n, 0x01, 8, 8, n->buf);
-    c = poll_cqe(n, &n->cq, 1, 50);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
-    g_assert_cmphex(admin(n, 0x00, 0, 0, 1, 0, 0).status, ==, 0);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, SC_ABORT_SQ_DEL);
-    c = poll_cqe(n, &n->cq, 1, 5000);
-    g_assert_cmpuint(c.cid, ==, cid2);
-    g_assert_cmphex(c.status, ==, SC_ABORT_SQ_DEL);
-    g_assert_cmphex(admin(n, 0x04, 0, 0, 1, 0, 0).status, ==, 0);
+    cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    cid2 = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    assert_no_cqe(n, 50);
+    g_assert_cmphex(admin(n, NVME_ADM_CMD_DELETE_SQ, 0, 0, 1, 0, 0).status, ==,
+                    0);
+    expect_cqe(n, cid, NVME_CMD_ABORT_SQ_DEL);
+    expect_cqe(n, cid2, NVME_CMD_ABORT_SQ_DEL);
+    g_assert_cmphex(admin(n, NVME_ADM_CMD_DELETE_CQ, 0, 0, 1, 0, 0).status, ==,
+                    0);
     create_io_queues(n);
 
     /* Controller reset with held commands, then a working controller. */
-    io_submit(n, 0x01, 0, 8, n->buf);
-    io_submit(n, 0x01, 8, 8, n->buf);
-    c = poll_cqe(n, &n->cq, 1, 50);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
-    wr32(n, 0x14, 0);
+    io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    assert_no_cqe(n, 50);
+    wr32(n, NVME_REG_CC, 0);
     wait_rdy(n, 0);
     enable(n);
     create_io_queues(n);
-    g_assert_cmphex(io(n, 0x02, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
     g_assert_cmpuint(rule_hits(n, "lost"), ==, 4);
     nvme_stop(n);
 }
 
 static void test_irq(void)
 {
-    Nvme *n = nvme_start_opts("noirq:   write nth=2 irq=suppress\n"
-                              "slowirq: write nth=3 irq-delay=1ms\n", true);
-    Cqe c;
+    Nvme *n = nvme_start_full("noirq:   write nth=2 irq=suppress\n"
+                              "slowirq: write nth=3 irq-delay=1ms\n", true,
+                              false);
 
     /* A normal completion raises vector 1. */
     g_assert(!msix_pending(n));
-    g_assert_cmphex(io(n, 0x01, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
     g_assert(msix_pending(n));
     msix_ack(n);
     /* Suppressed: the CQE is there, no interrupt. */
-    g_assert_cmphex(io(n, 0x01, 8).status, ==, 0);
-    c = poll_cqe(n, &n->cq, 1, 50);
-    g_assert_cmpuint(c.result, ==, NO_CQE);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 8).status, ==, 0);
+    assert_no_cqe(n, 50);
     g_assert(!msix_pending(n));
     /* Delayed: the CQE is there, the interrupt comes 1 ms later. */
-    g_assert_cmphex(io(n, 0x01, 16).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
     g_assert(!msix_pending(n));
     qtest_clock_step(n->qts, SCALE_MS / 2);
     g_assert(!msix_pending(n));
     qtest_clock_step(n->qts, SCALE_MS / 2 + 1);
     g_assert(msix_pending(n));
     msix_ack(n);
-    g_assert_cmphex(io(n, 0x01, 24).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 24).status, ==, 0);
     g_assert(msix_pending(n));
     nvme_stop(n);
 }
@@ -580,67 +614,78 @@ static void test_vendor(void)
 {
     Nvme *n = nvme_start("st5:  write state=5 error=internal\n"
                          "arm:  read nth=1 set-state=7\n");
-    uint8_t log[16 + 2 * 48];
+    struct {
+        NvmeFaultHitsHdr hdr;
+        NvmeFaultHitsEntry e[2];
+    } log;
     QDict *st;
     Cqe c;
 
     /* Get/Set Features 0xC0: the engine state. */
-    c = admin(n, 0x0a, 0, 0, 0xc0, 0, 0);
+    c = get_features(n, NVME_FAULT_FID, 0);
     g_assert_cmphex(c.status, ==, 0);
     g_assert_cmpuint(c.result, ==, 0);
-    g_assert_cmphex(admin(n, 0x09, 0, 0, 0xc0, 5, 0).status, ==, 0);
-    c = admin(n, 0x0a, 0, 0, 0xc0, 0, 0);
+    g_assert_cmphex(set_features(n, NVME_FAULT_FID, 5, 0).status, ==, 0);
+    c = get_features(n, NVME_FAULT_FID, 0);
     g_assert_cmpuint(c.result, ==, 5);
-    st = query_stats(n);
+    st = fl_query_stats(n->qts, "fi0");
     g_assert_cmpuint(qdict_get_int(st, "state"), ==, 5);
     qobject_unref(st);
-    g_assert_cmphex(io(n, 0x01, 0).status, ==, SC_INTERNAL);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==,
+                    NVME_INTERNAL_DEV_ERROR);
     /* A rule's set-state shows up in Get Features. */
-    g_assert_cmphex(io(n, 0x02, 0).status, ==, 0);
-    g_assert_cmpuint(admin(n, 0x0a, 0, 0, 0xc0, 0, 0).result, ==, 7);
-    g_assert_cmphex(io(n, 0x01, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    g_assert_cmpuint(get_features(n, NVME_FAULT_FID, 0).result, ==, 7);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
     /* Supported capabilities: changeable. */
-    c = admin(n, 0x0a, 0, 0, 0xc0 | (3 << 8), 0, 0);
-    g_assert_cmpuint(c.result, ==, 1 << 2);
+    c = get_features(n, NVME_FAULT_FID |
+                     (NVME_GETFEAT_SELECT_CAP << NVME_GETFEAT_SELECT_SHIFT), 0);
+    g_assert_cmpuint(c.result, ==, NVME_FEAT_CAP_CHANGE);
 
     /* Bad arguments: Invalid Field (or not saveable), never a crash. */
-    g_assert_cmphex(admin(n, 0x09, 0, 0, 0xc0, 1, 1).status, ==,
-                    SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmphex(admin(n, 0x09, 0, 0, 0xc0 | (1u << 31), 1, 0).status,
-                    ==, SC_NOT_SAVEABLE | SC_DNR);
-    g_assert_cmphex(admin(n, 0x0a, 0, 0, 0xc0 | (5 << 8), 0, 0).status,
-                    ==, SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmphex(admin(n, 0x0a, 0, 0, 0xc0, 3, 0).status, ==,
-                    SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmphex(admin(n, 0x09, 0, 0, 0xc1, 1, 0).status, ==,
-                    SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmphex(admin(n, 0x0a, 0, 0, 0xff, 0, 0).status, ==,
-                    SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmpuint(admin(n, 0x0a, 0, 0, 0xc0, 0, 0).result, ==, 7);
+    g_assert_cmphex(set_features(n, NVME_FAULT_FID, 1, 1).status, ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmphex(set_features(n, NVME_FAULT_FID |
+                                 (1u << NVME_SETFEAT_SAVE_SHIFT), 1, 0).status,
+                    ==, NVME_FID_NOT_SAVEABLE | NVME_DNR);
+    g_assert_cmphex(get_features(n, NVME_FAULT_FID |
+                                 (5 << NVME_GETFEAT_SELECT_SHIFT), 0).status,
+                    ==, NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmphex(get_features(n, NVME_FAULT_FID, 3).status, ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmphex(set_features(n, NVME_FAULT_FID + 1, 1, 0).status, ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmphex(get_features(n, 0xff, 0).status, ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmpuint(get_features(n, NVME_FAULT_FID, 0).result, ==, 7);
 
     /* Log page 0xC0: per-rule hit counts. */
-    g_assert_cmphex(get_log(n, 0xc0, sizeof(log), 0), ==, 0);
-    qtest_memread(n->qts, n->buf, log, sizeof(log));
-    g_assert_cmpuint(ldl_le_p(log), ==, 1);             /* version */
-    g_assert_cmpuint(ldl_le_p(log + 4), ==, 2);         /* rules */
-    g_assert_cmpuint(ldl_le_p(log + 8), ==, 48);        /* entry size */
-    g_assert_cmpuint(ldl_le_p(log + 12), ==, 7);        /* state */
-    g_assert_cmpstr((char *)log + 16, ==, "st5");
-    g_assert_cmpuint(ldq_le_p(log + 16 + 32), ==, 1);   /* matched */
-    g_assert_cmpuint(ldq_le_p(log + 16 + 40), ==, 1);   /* hits */
-    g_assert_cmpstr((char *)log + 64, ==, "arm");
-    g_assert_cmpuint(ldq_le_p(log + 64 + 32), ==, 1);
-    g_assert_cmpuint(ldq_le_p(log + 64 + 40), ==, 1);
+    g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, sizeof(log), 0), ==, 0);
+    qtest_memread(n->qts, n->buf, &log, sizeof(log));
+    g_assert_cmpuint(le32_to_cpu(log.hdr.version), ==,
+                     NVME_FAULT_HITS_LOG_VERSION);
+    g_assert_cmpuint(le32_to_cpu(log.hdr.nrules), ==, 2);
+    g_assert_cmpuint(le32_to_cpu(log.hdr.entry_size), ==,
+                     sizeof(NvmeFaultHitsEntry));
+    g_assert_cmpuint(le32_to_cpu(log.hdr.state), ==, 7);
+    g_assert_cmpstr(log.e[0].name, ==, "st5");
+    g_assert_cmpuint(le64_to_cpu(log.e[0].matched), ==, 1);
+    g_assert_cmpuint(le64_to_cpu(log.e[0].hits), ==, 1);
+    g_assert_cmpstr(log.e[1].name, ==, "arm");
+    g_assert_cmpuint(le64_to_cpu(log.e[1].matched), ==, 1);
+    g_assert_cmpuint(le64_to_cpu(log.e[1].hits), ==, 1);
     /* A partial read at an offset; past the end is Invalid Field. */
-    g_assert_cmphex(get_log(n, 0xc0, 8, 64 + 40), ==, 0);
+    g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, 8,
+                            offsetof(typeof(log), e[1].hits)), ==, 0);
     g_assert_cmpuint(qtest_readq(n->qts, n->buf), ==, 1);
-    g_assert_cmphex(get_log(n, 0xc0, 4, sizeof(log)), ==,
-                    SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmphex(get_log(n, 0xc0, 4, 1ull << 40), ==,
-                    SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmphex(get_log(n, 0xc1, 4, 0), ==, SC_INVALID_FIELD | SC_DNR);
+    g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, 4, sizeof(log)), ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, 4, 1ull << 40), ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID + 1, 4, 0), ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
     /* Still alive and working. */
-    g_assert_cmphex(io(n, 0x01, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
     nvme_stop(n);
 }
 
@@ -648,15 +693,17 @@ static void test_no_injector(void)
 {
     Nvme *n = nvme_start(NULL);
 
-    g_assert_cmphex(admin(n, 0x0a, 0, 0, 0xc0, 0, 0).status, ==,
-                    SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmphex(admin(n, 0x09, 0, 0, 0xc0, 1, 0).status, ==,
-                    SC_INVALID_FIELD | SC_DNR);
-    g_assert_cmphex(get_log(n, 0xc0, 64, 0), ==, SC_INVALID_FIELD | SC_DNR);
+    g_assert_cmphex(get_features(n, NVME_FAULT_FID, 0).status, ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmphex(set_features(n, NVME_FAULT_FID, 1, 0).status, ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
+    g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, 64, 0), ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
     /* Upstream Error Information log: one zeroed entry. */
-    g_assert_cmphex(get_log(n, 0x01, 64, 64), ==, SC_INVALID_FIELD | SC_DNR);
+    g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 64, 64), ==,
+                    NVME_INVALID_FIELD | NVME_DNR);
     for (int i = 0; i < 20; i++) {
-        g_assert_cmphex(io(n, 0x01, i * 8).status, ==, 0);
+        g_assert_cmphex(io(n, NVME_CMD_WRITE, i * 8).status, ==, 0);
     }
     nvme_stop(n);
 }
@@ -674,46 +721,27 @@ static void test_deterministic(void)
     uint16_t cid;
 
     fill(n, 0x5a);
-    g_assert_cmphex(io(n, 0x01, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
     g_assert(msix_pending(n));
     msix_ack(n);
     fill(n, 0x33);
-    g_assert_cmphex(io(n, 0x01, 8).status, ==, SC_WRITE_FAULT);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 8).status, ==, NVME_WRITE_FAULT);
     fill(n, 0);
-    g_assert_cmphex(io(n, 0x02, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
     g_assert_cmphex(first_byte(n), ==, 0x5a);
-    g_assert_cmphex(io(n, 0x02, 8).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 8).status, ==, 0);
     g_assert_cmphex(first_byte(n), ==, 0);      /* when=before: not written */
     g_assert(msix_pending(n));
     msix_ack(n);
 
     /* A lost completion stays lost however far virtual time goes. */
-    cid = io_submit(n, 0x01, 16, 8, n->buf);
+    cid = io_submit(n, NVME_CMD_WRITE, 16, 8, n->buf);
     assert_lost_until_abort(n, cid, 200);
-    g_assert_cmphex(io(n, 0x01, 24).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 24).status, ==, 0);
     g_assert_cmpuint(rule_hits(n, "wf"), ==, 1);
     g_assert_cmpuint(rule_hits(n, "slow"), ==, 2);
     g_assert_cmpuint(rule_hits(n, "lost"), ==, 1);
     nvme_stop(n);
-}
-
-/* QEMU must refuse to start, with @msg on stderr. */
-static void expect_startup_error(const char *args, const char *msg)
-{
-    g_autofree char *cmd = g_strdup_printf("exec %s -machine pc -display none "
-                                           "-nodefaults %s",
-                                           getenv("QTEST_QEMU_BINARY"), args);
-    char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
-    g_autofree char *out = NULL, *err = NULL;
-    int status;
-
-    g_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                          &out, &err, &status, NULL));
-    if (!strstr(err, msg)) {
-        g_test_message("stderr: %s", err);
-    }
-    g_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-    g_assert(strstr(err, msg));
 }
 
 static void test_deterministic_errors(void)
@@ -728,18 +756,281 @@ static void test_deterministic_errors(void)
                            "-device nvme,serial=fl,drive=d0,"
                            "fault-injector=fi0", disk);
     /* No -icount. */
-    args = g_strdup_printf("-accel tcg %s", base);
-    expect_startup_error(args, "has deterministic=on, which needs -icount");
+    args = g_strdup_printf("-machine pc -accel tcg %s", base);
+    fl_expect_startup_error(args, "has deterministic=on, which needs -icount");
     g_free(args);
     /* Adaptive icount is not deterministic either. */
-    args = g_strdup_printf("-accel tcg -icount shift=auto %s", base);
-    expect_startup_error(args, "has deterministic=on, which needs -icount");
+    args = g_strdup_printf("-machine pc -accel tcg -icount shift=auto %s",
+                           base);
+    fl_expect_startup_error(args, "has deterministic=on, which needs -icount");
     g_free(args);
     /* Doorbells through ioeventfd are handled outside the vCPU. */
-    args = g_strdup_printf(DET_ACCEL "%s,ioeventfd=on", base);
-    expect_startup_error(args, "deterministic=on needs ioeventfd=off");
+    args = g_strdup_printf("-machine pc " FL_DET_ICOUNT_ACCEL "%s,ioeventfd=on",
+                           base);
+    fl_expect_startup_error(args, "deterministic=on needs ioeventfd=off");
     unlink(disk);
 }
+
+/*
+ * delay=DUR completes no earlier than DUR after the submission, not DUR
+ * after the backend: a 200 ms (real time) backend while 3 ms of virtual
+ * time pass leaves 2 ms of the delay.
+ */
+static void test_delay_from_submission(void)
+{
+    NvmeOpts o = { .rules = "slow: write delay=5ms\n",
+                   .blockdev = "driver=null-co,node-name=d0,size=16777216,"
+                               "latency-ns=200000000" };
+    Nvme *n = nvme_start_opts(&o);
+    uint16_t cid;
+
+    cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    qtest_clock_step(n->qts, 3 * SCALE_MS);
+    g_usleep(400 * 1000);           /* the backend is done meanwhile */
+    assert_no_cqe(n, 20);
+    qtest_clock_step(n->qts, 2 * SCALE_MS - 1);
+    assert_no_cqe(n, 20);
+    qtest_clock_step(n->qts, 1);
+    expect_cqe(n, cid, NVME_SUCCESS);
+    nvme_stop(n);
+}
+
+/*
+ * Regression tests for guest-triggered crash paths (issue 12).  The
+ * deterministic ones run under -icount and under the qtest accelerator.
+ */
+
+/* Let virtual time pass: clock_step under qtest, warps under -icount. */
+static void det_advance(Nvme *n, NvmeMode mode, int64_t ns)
+{
+    if (mode == MODE_DET_QTEST) {
+        qtest_clock_step(n->qts, ns);
+    }
+}
+
+/* Wait (up to ~2 s) until CSTS has all of @bits. */
+static bool wait_csts(Nvme *n, uint32_t bits)
+{
+    for (int i = 0; i < 2000; i++) {
+        if ((rd32(n, NVME_REG_CSTS) & bits) == bits) {
+            return true;
+        }
+        g_usleep(1000);
+    }
+    return false;
+}
+
+/*
+ * A CQ whose PRP1 points into BAR0: posting a CQE is DMA into the
+ * controller's own registers (the second CQE would clear CC.EN and free
+ * the queues under nvme_post_cqes).  As upstream: controller fatal
+ * status, and a reset brings the controller back.
+ */
+static void test_det_cq_in_bar0(gconstpointer opaque)
+{
+    NvmeOpts o = { .rules = "never: read lba=30000 error=eio\n",
+                   .mode = GPOINTER_TO_INT(opaque), .cq_in_bar0 = true };
+    Nvme *n = nvme_start_opts(&o);
+
+    io_submit(n, NVME_CMD_FLUSH, 0, 1, 0);
+    io_submit(n, NVME_CMD_FLUSH, 0, 1, 0);
+    det_advance(n, o.mode, 1);
+    g_assert(wait_csts(n, NVME_CSTS_FAILED));
+    qtest_qmp_assert_success(n->qts, "{'execute': 'query-status'}");
+
+    wr32(n, NVME_REG_CC, 0);
+    wait_rdy(n, 0);
+    n->cq_addr = 0;
+    enable(n);
+    create_io_queues(n);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    nvme_stop(n);
+}
+
+/*
+ * Deterministic mode with atomic writes: a write that conflicts with a
+ * held (delayed) write waits for it, and the main loop keeps running.
+ */
+static void test_det_atomic_held(gconstpointer opaque)
+{
+    NvmeOpts o = { .rules = "slow: write nth=1 delay=10ms\n",
+                   .mode = GPOINTER_TO_INT(opaque),
+                   .dev_opts = ",atomic.dn=off,atomic.awun=15" };
+    Nvme *n = nvme_start_opts(&o);
+    uint16_t held, blocked;
+
+    held = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    blocked = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    qtest_qmp_assert_success(n->qts, "{'execute': 'query-status'}");
+    if (o.mode == MODE_DET_QTEST) {
+        assert_no_cqe(n, 20);
+        det_advance(n, o.mode, 10 * SCALE_MS - 1);
+        assert_no_cqe(n, 20);
+        det_advance(n, o.mode, 1);
+    }
+    expect_cqe(n, held, NVME_SUCCESS);
+    expect_cqe(n, blocked, NVME_SUCCESS);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    nvme_stop(n);
+}
+
+/*
+ * Commands failed before their transfer and held (delay): a read failed
+ * by the fault layer, a fused write (unsupported) by upstream's check.
+ * The atomic write check of the next command walks them on out_req_list.
+ */
+static void test_held_error_atomic(void)
+{
+    NvmeOpts o = { .rules = "re:    read error=read-error delay=10ms\n"
+                            "fused: write lba=128-135 delay=10ms\n",
+                   .dev_opts = ",atomic.dn=off,atomic.awun=15" };
+    Nvme *n = nvme_start_opts(&o);
+    uint16_t rd, fused;
+    NvmeCmd cmd;
+
+    rd = io_submit(n, NVME_CMD_READ, 0, 8, n->buf);
+    cmd_init(n, &cmd, NVME_CMD_WRITE, IO_NSID);
+    cmd.flags = 1;      /* FUSE: first command of a fused operation */
+    cmd_prp(&cmd, n->buf, 0);
+    ((NvmeRwCmd *)&cmd)->slba = cpu_to_le64(128);
+    ((NvmeRwCmd *)&cmd)->nlb = cpu_to_le16(7);
+    submit(n, &n->sq, 1, &cmd);
+    fused = n->cid;
+    assert_no_cqe(n, 20);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 64).status, ==, NVME_SUCCESS);
+    qtest_clock_step(n->qts, 10 * SCALE_MS);
+    expect_cqe(n, rd, NVME_UNRECOVERED_READ);
+    expect_cqe(n, fused, NVME_INVALID_FIELD);
+    g_assert_cmpuint(rule_hits(n, "re"), ==, 1);
+    g_assert_cmpuint(rule_hits(n, "fused"), ==, 1);
+    nvme_stop(n);
+}
+
+/*
+ * Two writes whose data is in MMIO (the IOAPIC): the first holds the
+ * device's one DMA bounce buffer while its (slow) backend write runs, the
+ * second waits for a mapping.  A controller reset cancels both: it must
+ * finish, not wait forever for the second.
+ */
+#define MMIO_DATA   0xfec00000
+
+static void test_reset_dma_map_wait(void)
+{
+    NvmeOpts o = { .rules = "never: read lba=30000 error=eio\n",
+                   .blockdev = "driver=null-co,node-name=d0,size=16777216,"
+                               "latency-ns=300000000" };
+    Nvme *n = nvme_start_opts(&o);
+
+    io_submit(n, NVME_CMD_WRITE, 0, 8, MMIO_DATA);
+    io_submit(n, NVME_CMD_WRITE, 8, 8, MMIO_DATA);
+    wr32(n, NVME_REG_CC, 0);
+    wait_rdy(n, 0);
+    enable(n);
+    create_io_queues(n);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    nvme_stop(n);
+}
+
+/* Wait until CQ 1's next CQE is posted, without consuming it. */
+static void wait_cqe_posted(Nvme *n)
+{
+    NvmeCqe e;
+
+    for (int i = 0; i < 5000; i++) {
+        qtest_memread(n->qts, n->cq.addr + n->cq.head_or_tail * sizeof(e),
+                      &e, sizeof(e));
+        if ((le16_to_cpu(e.status) & 1) == n->cq.phase) {
+            return;
+        }
+        g_usleep(200);
+    }
+    g_assert_not_reached();
+}
+
+/*
+ * INTx and irq-delay: a delayed interrupt for a CQ the guest emptied
+ * meanwhile must not assert the line (nothing would deassert it).
+ */
+static void test_irq_delay_intx(void)
+{
+    NvmeOpts o = { .rules = "slowirq: write lba=0-7 irq-delay=1ms\n",
+                   .intx = true };
+    Nvme *n = nvme_start_opts(&o);
+
+    /* Consumed before the delay is over: no interrupt at all. */
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    g_assert(!intx_asserted(n));
+    qtest_clock_step(n->qts, SCALE_MS + 1);
+    g_assert(!intx_asserted(n));
+
+    /* Still there when the delay is over: the interrupt comes then. */
+    io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    wait_cqe_posted(n);
+    g_assert(!intx_asserted(n));
+    qtest_clock_step(n->qts, SCALE_MS + 1);
+    g_assert(intx_asserted(n));
+    g_assert_cmphex(poll_cqe(n, &n->cq, 1, 5000).status, ==, NVME_SUCCESS);
+    g_assert(!intx_asserted(n));
+
+    /* Not matching: at once. */
+    io_submit(n, NVME_CMD_WRITE, 64, 8, n->buf);
+    wait_cqe_posted(n);
+    g_assert(intx_asserted(n));
+    g_assert_cmphex(poll_cqe(n, &n->cq, 1, 5000).status, ==, NVME_SUCCESS);
+    g_assert(!intx_asserted(n));
+    nvme_stop(n);
+}
+
+/* An aborted held command completes with a normal interrupt. */
+static void test_abort_held_irq(void)
+{
+    NvmeOpts o = { .rules = "quiet: write nth=1 delay=1s irq=suppress\n",
+                   .msix = true };
+    Nvme *n = nvme_start_opts(&o);
+    uint16_t cid;
+
+    cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    assert_no_cqe(n, 20);
+    g_assert(!msix_pending(n));
+    g_assert_cmphex(abort_cmd(n, cid).status, ==, NVME_SUCCESS);
+    expect_cqe(n, cid, NVME_CMD_ABORT_REQ);
+    g_assert(msix_pending(n));
+    nvme_stop(n);
+}
+
+/*
+ * A controller whose realize fails after the fault layer's checks
+ * (namespace setup): a clear error, and QEMU stays up.  The layer
+ * allocates last in realize, so nothing leaks (the ASAN suite checks).
+ */
+static void test_realize_fails(void)
+{
+    Nvme *n = nvme_start("never: read lba=30000 error=eio\n");
+    g_autofree char *disk2 = g_build_filename(tmpdir, "disk2.img", NULL);
+    QDict *rsp;
+
+    g_assert(g_file_set_contents(disk2, "", 0, NULL));
+    g_assert(truncate(disk2, 1 << 20) == 0);
+    qtest_qmp_assert_success(n->qts,
+        "{'execute': 'blockdev-add', 'arguments': {'driver': 'raw', "
+        "'node-name': 'd2', 'file': {'driver': 'file', 'filename': %s}}}",
+        disk2);
+    for (int i = 0; i < 3; i++) {
+        rsp = qtest_qmp(n->qts, "{'execute': 'device_add', 'arguments': {"
+                        "'driver': 'nvme', 'id': 'bad', 'serial': 'bad', "
+                        "'drive': 'd2', 'fault-injector': 'fi0', "
+                        "'logical_block_size': 4096, "
+                        "'physical_block_size': 512}}");
+        g_assert(qdict_haskey(rsp, "error"));
+        g_assert(strstr(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"),
+                        "physical_block_size"));
+        qobject_unref(rsp);
+    }
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    nvme_stop(n);
+    unlink(disk2);
+}
+
 
 int main(int argc, char **argv)
 {
@@ -763,6 +1054,21 @@ int main(int argc, char **argv)
                         "det", test_drop_sq_delete_reset);
     qtest_add_func("/nvme-fault/deterministic/bad-config",
                    test_deterministic_errors);
+    qtest_add_data_func("/nvme-fault/deterministic/cq-in-bar0",
+                        GINT_TO_POINTER(MODE_DET_ICOUNT), test_det_cq_in_bar0);
+    qtest_add_data_func("/nvme-fault/deterministic-qtest/cq-in-bar0",
+                        GINT_TO_POINTER(MODE_DET_QTEST), test_det_cq_in_bar0);
+    qtest_add_data_func("/nvme-fault/deterministic/atomic-held",
+                        GINT_TO_POINTER(MODE_DET_ICOUNT), test_det_atomic_held);
+    qtest_add_data_func("/nvme-fault/deterministic-qtest/atomic-held",
+                        GINT_TO_POINTER(MODE_DET_QTEST), test_det_atomic_held);
+    qtest_add_func("/nvme-fault/delay-from-submission",
+                   test_delay_from_submission);
+    qtest_add_func("/nvme-fault/held-error-atomic", test_held_error_atomic);
+    qtest_add_func("/nvme-fault/irq-delay-intx", test_irq_delay_intx);
+    qtest_add_func("/nvme-fault/abort-held-irq", test_abort_held_irq);
+    qtest_add_func("/nvme-fault/realize-fails", test_realize_fails);
+    qtest_add_func("/nvme-fault/reset-dma-map-wait", test_reset_dma_map_wait);
     ret = g_test_run();
     {
         g_autofree char *bios = g_build_filename(tmpdir, "hlt.bin", NULL);
