@@ -16,6 +16,9 @@
  *                      [MIN, MAX] microseconds
  * --stride BYTES       distance between consecutive I/Os (default: len)
  * --verify             write: read every successful write back and compare
+ * --planted-bug I,J,...  a planted bug for `faultline minimize`'s self-test:
+ *                      any I/O may fail, and the one result fails only if
+ *                      all the listed I/Os failed (only failures are printed)
  *
  * Load mode: --bench SECONDS: random 4K (--len) writes (--op) at queue
  * depth --qd (default 32) over [OFFSET, OFFSET + --range), for SECONDS;
@@ -51,6 +54,8 @@ static struct {
     int exp_err[MAX_EXPECT];
     bool lat;
     uint64_t lat_min, lat_max;
+    int nplanted;
+    unsigned int planted[MAX_EXPECT];
 } o = { .len = 4096, .count = 1, .qd = 32, .range = 64 << 20 };
 
 static uint64_t now_ns(void)
@@ -100,7 +105,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: iocheck DEV [--op read|write] [--offset B] "
             "[--len B] [--stride B] [--count N] [--expect-err I=ERR]... "
-            "[--lat-us MIN-MAX] [--verify] | [--bench S --qd N --range B]\n");
+            "[--lat-us MIN-MAX] [--verify] [--planted-bug I,J,...] | "
+            "[--bench S --qd N --range B]\n");
     exit(2);
 }
 
@@ -163,6 +169,23 @@ static void parse(int argc, char **argv)
                 usage();
             }
             o.nexp++;
+        } else if (!strcmp(a, "--planted-bug")) {
+            char *p = (char *)v, *end;
+
+            do {
+                if (o.nplanted == MAX_EXPECT) {
+                    usage();
+                }
+                o.planted[o.nplanted] = strtoul(p, &end, 10);
+                if (end == p || !o.planted[o.nplanted]) {
+                    usage();
+                }
+                o.nplanted++;
+                p = end + 1;
+            } while (*end == ',');
+            if (*end) {
+                usage();
+            }
         } else if (!strcmp(a, "--lat-us")) {
             if (sscanf(v, "%" SCNu64 "-%" SCNu64, &o.lat_min,
                        &o.lat_max) != 2) {
@@ -221,6 +244,50 @@ static int cmp_u64(const void *a, const void *b)
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
     return x < y ? -1 : x > y;
+}
+
+/*
+ * The planted bug: every I/O is issued whatever happened before (no retry,
+ * so the I/O sequence never depends on the faults), and the result fails
+ * only if every listed I/O failed.  Its text names no counts, so every
+ * failing run fails with the same line.
+ */
+static int planted_mode(int fd, struct io_uring *ring)
+{
+    bool *failed = calloc(o.count + 1, sizeof(*failed));
+    unsigned int nfailed = 0;
+    char names[256];
+    size_t pos = 0;
+    uint8_t *buf;
+    bool all = true;
+
+    if (posix_memalign((void **)&buf, 4096, o.len) || !failed) {
+        ktap_bail("out of memory");
+    }
+    ktap_header(1);
+    for (unsigned int i = 1; i <= o.count; i++) {
+        uint64_t off = o.offset + (uint64_t)(i - 1) * o.stride, lat;
+        int res;
+
+        memset(buf, (int)(i & 0xff) ^ 0x5a, o.len);
+        res = one_io(ring, fd, o.write, buf, off, &lat);
+        if (res != (int)o.len) {
+            failed[i] = true;
+            nfailed++;
+            ktap_diag("io %u %s off %" PRIu64 " failed: res %d", i,
+                      o.write ? "write" : "read", off, res);
+        }
+    }
+    ktap_diag("io_errors %u", nfailed);
+    for (int k = 0; k < o.nplanted; k++) {
+        all &= o.planted[k] <= o.count && failed[o.planted[k]];
+        pos += snprintf(names + pos, pos < sizeof(names) ? sizeof(names) - pos
+                        : 0, "%s%u", k ? (k + 1 == o.nplanted ? " and " : ", ")
+                        : "", o.planted[k]);
+    }
+    ktap_ok(!all, "planted bug: I/Os %s not all failed", names);
+    free(failed);
+    return ktap_finish();
 }
 
 static int check_mode(int fd, struct io_uring *ring)
@@ -368,7 +435,8 @@ int main(int argc, char **argv)
         printf("Bail out! io_uring_queue_init: %s\n", strerror(-ret));
         return 1;
     }
-    ret = o.bench_s > 0 ? bench_mode(fd, &ring) : check_mode(fd, &ring);
+    ret = o.bench_s > 0 ? bench_mode(fd, &ring)
+        : o.nplanted ? planted_mode(fd, &ring) : check_mode(fd, &ring);
     io_uring_queue_exit(&ring);
     close(fd);
     return ret;

@@ -807,7 +807,8 @@ static void put_le(uint64_t *h, uint64_t v, int bytes)
 }
 
 static void log_append(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
-                       uint64_t now_ns, const char *rule, const char *action)
+                       uint64_t now_ns, const char *rule, uint64_t nth,
+                       const char *action)
 {
     FeLogEntry *e = &fe->log[fe->log_total & (FE_LOG_SIZE - 1)];
 
@@ -818,9 +819,14 @@ static void log_append(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     e->lba = lba;
     e->len = len;
     copy_str(e->rule, sizeof(e->rule), rule);
+    e->nth = nth;
     copy_str(e->action, sizeof(e->action), action);
 
-    /* Fixed little-endian layout: the digest is the same on every host. */
+    /*
+     * Fixed little-endian layout: the digest is the same on every host.
+     * nth is not in it: it follows from the rules and the I/O sequence,
+     * and digests stay comparable with logs written before it existed.
+     */
     put_le(&fe->digest, e->ordinal, 8);
     put_le(&fe->digest, (uint64_t)op, 1);
     put_le(&fe->digest, lba, 8);
@@ -1013,7 +1019,7 @@ static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
         }
         act(a, sizeof(a), &pos, "irq-delay=%" PRIu64 "ns", d);
     }
-    log_append(fe, op, lba, len, now_ns, r->name, a);
+    log_append(fe, op, lba, len, now_ns, r->name, n, a);
 }
 
 
@@ -1169,7 +1175,8 @@ int fe_log_entry_json(const FeLogEntry *e, char *buf, size_t buflen)
              e->lba, e->len);
     json_raw(buf, buflen, &pos, num);
     json_str(buf, buflen, &pos, e->rule, sizeof(e->rule));
-    json_raw(buf, buflen, &pos, "\",\"action\":\"");
+    snprintf(num, sizeof(num), "\",\"nth\":%" PRIu64 ",\"action\":\"", e->nth);
+    json_raw(buf, buflen, &pos, num);
     json_str(buf, buflen, &pos, e->action, sizeof(e->action));
     json_raw(buf, buflen, &pos, "\"}");
     if (buflen) {

@@ -119,6 +119,7 @@ typedef struct FeLogEntry {
     uint32_t len;           /* sectors */
     FeOp op;
     char rule[FE_NAME_MAX];
+    uint64_t nth;           /* the rule's ordinal n when it fired (its nth=) */
     char action[FE_ACTION_MAX]; /* e.g. "error=write-fault dnr" */
 } FeLogEntry;
 

@@ -3,11 +3,14 @@
   faultline run [SCENARIO ...] [--kernel BZIMAGE --modules DIR]
                 [--seed N | --seeds A..B] [--repeat N] [--keep-going]
                 [--memory M] [--cpus N] [--timeout S] [--deterministic]
-                [--backend qemu|libvirt|lava] [--connect URI]
+                [--rules FILE] [--backend qemu|libvirt|lava] [--connect URI]
                 [--out DIR] [--junit FILE] [--quiet] [--mutate lie|corrupt]
   faultline list                      scenarios with one-line descriptions
   faultline show RUN_DIR              summary of a past run or sweep
   faultline repro RUN_DIR             rerun exactly, compare outcome and digest
+  faultline minimize RUN_DIR [--budget N] [--jobs J]
+                                      shrink a failing --deterministic run to
+                                      the few faults that make it fail
   faultline cmdline SCENARIO          print the QEMU command line
   faultline libvirt-xml SCENARIO      write a domain XML for `virsh create`
   faultline compare SCENARIO --baseline BZIMAGE --series BZIMAGE [--runs N]
@@ -51,7 +54,8 @@ def run_options(args):
                       memory=args.memory, cpus=args.cpus, timeout=args.timeout,
                       quiet=getattr(args, "quiet", False),
                       backend=backend, backend_options=backend_options,
-                      mutate=getattr(args, "mutate", None))
+                      mutate=getattr(args, "mutate", None),
+                      rules=getattr(args, "rules", None))
 
 
 def cmd_run(args):
@@ -94,6 +98,11 @@ def cmd_lava(args):
 def cmd_repro(args):
     status, _ = runner.repro(args.rundir, args.out, args.deterministic, args.quiet)
     return status
+
+
+def cmd_minimize(args):
+    from . import minimize
+    return minimize.minimize(args.rundir, args.budget, args.jobs, args.quiet)
 
 
 def cmd_list(args):
@@ -184,6 +193,9 @@ def parser():
     r.add_argument("--repeat", type=int, default=1, help="run each seed N times")
     r.add_argument("--keep-going", action="store_true",
                    help="in a sweep, record failures and go on (default: stop)")
+    r.add_argument("--rules", metavar="FILE",
+                   help="fault rules from FILE instead of the scenario's "
+                        "(e.g. minimize/minimal.rules)")
     r.add_argument("--backend", default="qemu", choices=BACKENDS,
                    help="how to run the machine (default: qemu, started here)")
     r.add_argument("--connect", metavar="URI",
@@ -233,6 +245,14 @@ def parser():
                     help="default: as the original run")
     rp.add_argument("--out", default=DEFAULT_OUT)
     rp.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    mn = sub.add_parser("minimize", help="shrink a failing --deterministic run to the "
+                        "faults that make it fail (delta debugging)")
+    mn.add_argument("rundir")
+    mn.add_argument("--budget", type=int, default=200,
+                    help="at most N runs, the schedule check included (default 200)")
+    mn.add_argument("--jobs", type=int, default=1,
+                    help="runs at a time (default 1; each run is one VM)")
+    mn.add_argument("--quiet", action="store_true", help="only the summary")
     cl = sub.add_parser("cmdline", help="print the QEMU command line of a scenario")
     cl.add_argument("scenario")
     kernel_opts(cl)
@@ -291,6 +311,7 @@ def parser():
 
 COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check,
             "bench": cmd_bench, "repro": cmd_repro, "list": cmd_list,
+            "minimize": cmd_minimize,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,

@@ -68,6 +68,8 @@ def _where(sc, line, col):
     """'FILE: rules L:C' or, for a line from faults.rules_file, 'FILE:
     rules_file NAME L:C' with the line number inside that file."""
     name = os.path.basename(sc.path)
+    if sc.rules_override:
+        return f"{sc.rules_override}: {line}:{col}"
     if sc.faults.rules_file:
         rpath = os.path.join(os.path.dirname(sc.path), sc.faults.rules_file)
         try:

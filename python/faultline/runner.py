@@ -40,6 +40,7 @@ class RunOptions:
     backend: str = "qemu"
     backend_options: dict = field(default_factory=dict)
     mutate: str | None = None       # lie or corrupt: mutation self-test
+    rules: str | None = None    # a rules file replacing the scenario's rules
 
     def overrides(self):
         return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
@@ -72,6 +73,8 @@ def new_dir(base, name):
 
 def _load(name, opts):
     sc = scenario.apply_overrides(scenario.load(name), opts.memory, opts.cpus, opts.timeout)
+    if opts.rules:
+        scenario.replace_rules(sc, opts.rules)
     if opts.deterministic:
         scenario.check_deterministic(sc)
     if opts.mutate:
@@ -104,6 +107,8 @@ def run_command(sc_path, seed, opts):
         cmd += ["--backend", opts.backend]
     if opts.backend_options.get("connect"):
         cmd += ["--connect", opts.backend_options["connect"]]
+    if opts.rules:
+        cmd += ["--rules", os.path.abspath(opts.rules)]
     if opts.kernel:
         cmd += ["--kernel", os.path.abspath(opts.kernel)]
     if opts.modules:
@@ -121,6 +126,12 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time
         dst = os.path.join(rundir, sc.faults.rules_file)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy(os.path.join(os.path.dirname(sc.path), sc.faults.rules_file), dst)
+    rules_copy = None
+    if opts.rules:
+        # --rules: the rules this run used, for repro (rules.txt is the same text).
+        rules_copy = os.path.join(rundir, "rules-option.rules")
+        if os.path.abspath(opts.rules) != rules_copy:
+            shutil.copy(opts.rules, rules_copy)
     if os.path.exists(VERSIONS):
         shutil.copy(VERSIONS, os.path.join(rundir, "versions.env"))
     meta = {
@@ -141,6 +152,7 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time
         "repro": shlex.join([FAULTLINE, "repro", rundir]),
         "backend": opts.backend, "backend_options": opts.backend_options,
         "mutate": opts.mutate,
+        "rules": rules_copy,
     }
     if opts.mutate:
         meta["mutate_rule"] = mutate.rule(opts.mutate).split("  #")[0]
@@ -279,7 +291,8 @@ def repro_options(meta, deterministic, quiet):
                       memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
                       quiet=quiet, backend=meta.get("backend", "qemu"),
                       backend_options=meta.get("backend_options") or {},
-                      mutate=meta.get("mutate"))
+                      mutate=meta.get("mutate"),
+                      rules=meta.get("rules"))
 
 
 def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
@@ -291,6 +304,9 @@ def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
         say("note: the original run was not deterministic (--deterministic); "
             "its digest and KTAP need not match")
     opts = repro_options(meta, deterministic, quiet)
+    if opts.rules:
+        # The run's copy of its --rules file, wherever the directory is now.
+        opts.rules = os.path.join(rundir, os.path.basename(opts.rules))
     sc = load_scenarios([os.path.join(rundir, "scenario.toml")], opts)[0]
     if opts.kernel and not os.path.exists(opts.kernel):
         raise SetupError(f"the run's kernel {opts.kernel} is gone")

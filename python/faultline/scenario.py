@@ -97,6 +97,9 @@ class Scenario:
     compare: Compare = field(default_factory=Compare)
     kernel_mode: str = "auto"
     mutate: str = ""        # --mutate KIND (mutate.py): its rule is in faults.rules
+    # Why the scenario cannot be reproduced by --deterministic ("" = it can).
+    nondeterministic: str = ""
+    rules_override: str = ""    # --rules FILE: its path (the rules are its text)
 
 
 def _check_keys(table, allowed, where):
@@ -163,11 +166,15 @@ def load(name):
         raise ScenarioError(f"{path}: {e}") from None
     w = os.path.basename(path)
     _check_keys(d, {"description", "timeout", "vm", "device", "faults", "swap", "test",
-                    "expect", "compare", "kernel_mode"}, w)
+                    "expect", "compare", "kernel_mode", "nondeterministic"}, w)
     kernel_mode = d.get("kernel_mode", "auto")
     if kernel_mode not in KERNEL_MODES:
         raise ScenarioError(f"{w}: kernel_mode {kernel_mode!r} (expected one of "
                             f"{', '.join(KERNEL_MODES)})")
+    nondet = d.get("nondeterministic", "")
+    if not isinstance(nondet, str) or ("nondeterministic" in d and not nondet.strip()):
+        raise ScenarioError(f"{w}: nondeterministic must say why, e.g. "
+                            "nondeterministic = \"the workload reads host time\"")
     vm = Vm(**_table(d, "vm", Vm, w))
     parse_size(vm.memory, f"{w}: vm.memory")
     dev = Device(**_table(d, "device", Device, w, skip={"size_bytes"}))
@@ -222,7 +229,8 @@ def load(name):
                     description=d.get("description", ""),
                     timeout_s=parse_duration(d.get("timeout", "300s"), f"{w}: timeout"),
                     vm=vm, device=dev, faults=faults, swap=swap, tests=tests, expect=expect,
-                    compare=compare, kernel_mode=kernel_mode)
+                    compare=compare, kernel_mode=kernel_mode,
+                    nondeterministic=nondet.strip())
 
 
 def _compare(d, where):
@@ -277,11 +285,28 @@ def _table(d, key, cls, where, skip=()):
     return t
 
 
+def replace_rules(sc, path):
+    """--rules FILE: its rules instead of the scenario's.  The scenario's
+    rule_hits_min names the scenario's rules, so it no longer applies."""
+    try:
+        with open(path) as f:
+            sc.faults.rules = f.read()
+    except OSError as e:
+        raise ScenarioError(f"--rules: {e.strerror}: {path}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"--rules: {path} is not a text file") from None
+    sc.rules_override = path
+    sc.expect = {k: v for k, v in sc.expect.items() if k != "rule_hits_min"}
+
+
 def check_deterministic(sc):
     """Only I/O done inside the MMIO handler is reproducible under icount.
 
     The fault-injector's deterministic=on (always set by --deterministic)
-    gives that to NVMe and to every syncblk completion mode."""
+    gives that to NVMe and to every syncblk completion mode.  A scenario
+    that still cannot be reproduced says why (nondeterministic = "...")."""
+    if sc.nondeterministic:
+        raise ScenarioError(f"{sc.name} cannot run --deterministic: {sc.nondeterministic}")
     if sc.device.kind not in ("nvme", "syncblk"):
         raise ScenarioError(f"{sc.name}: --deterministic supports nvme and syncblk devices, "
                             f"not {sc.device.kind}")

@@ -1095,7 +1095,8 @@ static void test_log(void)
     fe_engine_log_get(fe, 4999, &e);
     fe_log_entry_json(&e, buf, sizeof(buf));
     EQ_STR(buf, "{\"seq\":4999,\"ordinal\":5000,\"vns\":0,\"op\":\"write\","
-           "\"lba\":4999,\"len\":1,\"rule\":\"r0\",\"action\":\"drop\"}",
+           "\"lba\":4999,\"len\":1,\"rule\":\"r0\",\"nth\":5000,"
+           "\"action\":\"drop\"}",
            "JSON of an entry");
     fe_engine_free(fe);
 
@@ -1106,6 +1107,7 @@ static void test_log(void)
     e.vns = 3;
     e.lba = 4;
     e.len = 5;
+    e.nth = 6;
     e.op = FE_OP_FLUSH;
     snprintf(e.rule, sizeof(e.rule), "q\"b\\s/\x01");
     snprintf(e.action, sizeof(e.action), "a\nb\tc\rd\x1f\x7f");
@@ -1113,7 +1115,7 @@ static void test_log(void)
         const char *want = "{\"seq\":1,\"ordinal\":2,\"vns\":3,"
             "\"op\":\"flush\","
             "\"lba\":4,\"len\":5,\"rule\":\"q\\\"b\\\\s/\\u0001\","
-            "\"action\":\"a\\nb\\tc\\rd\\u001f\\u007f\"}";
+            "\"nth\":6,\"action\":\"a\\nb\\tc\\rd\\u001f\\u007f\"}";
         int n = fe_log_entry_json(&e, buf, sizeof(buf));
         EQ_STR(buf, want, "JSON escaping");
         EQ_U64(n, strlen(want), "JSON length");
@@ -1532,6 +1534,79 @@ static void test_lazy_ordinals(void)
     fe_engine_free(fe);
 }
 
+/*
+ * The log's nth is the firing rule's own ordinal: a rule that keeps the
+ * original's match and adds nth=K (what `faultline minimize` pins) fires on
+ * exactly the I/O the original fired on, with set-state rules kept.
+ */
+static void test_log_nth_pins(void)
+{
+    static const char *const arm = "arm: write lba=0-999 nth=30 set-state=1\n";
+    static const struct { const char *name, *match; } m[] = {
+        { "p", "write lba=100-499" }, { "s", "write state=1" }, { "g", "any" },
+    };
+    char rules[512], err[FE_ERR_MSG_MAX];
+    FeEngine *a;
+    FeLogEntry e, f;
+    FeDecision d;
+    uint64_t x, total, faults = 0, pinned_ok = 0;
+
+    snprintf(rules, sizeof(rules), "%s%s", arm,
+             "p: write lba=100-499 prob=0.2 error=eio\n"
+             "s: write state=1 every=3 delay=uniform(1us,9us)\n"
+             "g: any prob=0.05 drop\n");
+    a = engine(rules);
+    x = 7;
+    for (int i = 0; i < 2000; i++) {
+        FeOp op = xs(&x) % 3 ? FE_OP_WRITE : FE_OP_READ;
+        fe_engine_decide(a, op, xs(&x) % 1000, 8, 0, &d);
+    }
+    total = fe_engine_log_total(a);
+    for (uint64_t seq = 0; seq < total; seq++) {
+        const char *match = NULL;
+        FeEngine *b;
+        int n = 0, same = 0;
+
+        fe_engine_log_get(a, seq, &e);
+        for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+            if (!strcmp(e.rule, m[k].name)) {
+                match = m[k].match;
+            }
+        }
+        if (!match) {
+            continue;       /* the state rule: kept, not pinned */
+        }
+        faults++;
+        snprintf(rules, sizeof(rules), "%spin: %s nth=%" PRIu64 " %s\n", arm,
+                 match, e.nth, e.action);
+        b = fe_engine_new(42);
+        if (fe_engine_add_rules(b, rules, err, sizeof(err)) < 0) {
+            printf("# pinned rule refused: %s\n", err);
+            fe_engine_free(b);
+            continue;
+        }
+        x = 7;
+        for (int i = 0; i < 2000; i++) {
+            FeOp op = xs(&x) % 3 ? FE_OP_WRITE : FE_OP_READ;
+            fe_engine_decide(b, op, xs(&x) % 1000, 8, 0, &d);
+        }
+        for (uint64_t s2 = 0; s2 < fe_engine_log_total(b); s2++) {
+            fe_engine_log_get(b, s2, &f);
+            if (!strcmp(f.rule, "pin")) {
+                n++;
+                same += f.ordinal == e.ordinal && f.lba == e.lba &&
+                        f.nth == e.nth && !strcmp(f.action, e.action);
+            }
+        }
+        pinned_ok += n == 1 && same == 1;
+        fe_engine_free(b);
+    }
+    OK(faults > 100 && pinned_ok == faults,
+       "every fault pinned by match + nth fires on its I/O alone (%" PRIu64
+       " of %" PRIu64 ")", pinned_ok, faults);
+    fe_engine_free(a);
+}
+
 int main(void)
 {
     test_canonical();
@@ -1554,6 +1629,7 @@ int main(void)
     test_no_truncation();
     test_naming_scales();
     test_lazy_ordinals();
+    test_log_nth_pins();
     printf("1..%d\n", ntests);
     return nfailed ? 1 : 0;
 }
