@@ -22,6 +22,16 @@ def console_health(console):
     return crash, splats
 
 
+def panic_line(console):
+    """The panic's own message ("Kernel panic - not syncing: ..."): the
+    console tail of a long trace no longer shows which panic it was."""
+    for ln in console.splitlines():
+        i = ln.find("Kernel panic - not syncing:")
+        if i >= 0:
+            return ln[i:].strip()
+    return None
+
+
 def tail(text, n=25):
     return "\n".join(text.splitlines()[-n:])
 
@@ -70,7 +80,9 @@ def _verdict(sc, w, console, k):
             + (", sysrq task dump in the report" if w.task_dump is not None
                else ", no task dump (guest did not answer sysrq)"))
     if crash:
-        return EXIT_CRASH, None, "kernel crash: " + ", ".join(crash)
+        panic = panic_line(console)
+        return EXIT_CRASH, None, "kernel crash: " + ", ".join(
+            [panic] + [m for m in crash if m != "Kernel panic"] if panic else crash)
     if w.guest_exit is None:
         if "faultline-init" not in console and w.stderr:
             return EXIT_SETUP, None, f"{machine} failed: " + w.stderr.splitlines()[-1]
