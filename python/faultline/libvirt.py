@@ -9,9 +9,10 @@ libvirt (virDomainQemuMonitorCommand).
 Two libvirt behaviours are bent back to what the qemu backend does:
 - libvirt kills QEMU on a guest power-off (its on_poweroff has no "preserve"
   for QEMU), which loses the injector's final statistics.  The domain uses
-  on_poweroff/on_reboot "restart" (a reset, the fault engine keeps its
-  counters) and an event callback pauses the domain on that reset, so it
-  stays like `-no-shutdown -no-reboot`: paused, QMP answering.
+  on_poweroff/on_reboot "restart" and an event callback pauses the domain
+  on that reset, so it stays like `-no-shutdown -no-reboot`: paused, QMP
+  answering.  The reset restarts the engine's per-rule counters (its log
+  and digest go on), so the hits are recounted from the fault log.
 - The domain is started with AUTODESTROY: libvirtd destroys it when our
   connection closes, so a killed launcher (even SIGKILL) leaves nothing
   running; SIGTERM/SIGINT also destroy it before exiting.
@@ -286,6 +287,30 @@ def _start_event_loop(lv):
 
 # ---------------------------------------------------------------- machine
 
+def recount_after_reset(stats, log_path):
+    """libvirt's power-off is a machine reset, which restarts the engine's
+    per-rule counters (docs/rules.md) while the log and digest go on.  Every
+    fired rule has its line in the fault log, flushed as it fires, so the
+    hits are counted again from there; "matched" cannot be, so it is dropped."""
+    counts = {}
+    try:
+        with open(log_path) as f:
+            for line in f:
+                try:
+                    rule = json.loads(line)["rule"]
+                except (ValueError, KeyError):
+                    continue
+                counts[rule] = counts.get(rule, 0) + 1
+    except OSError:
+        return stats
+    stats = dict(stats)
+    stats["rules"] = [dict({k: v for k, v in r.items() if k != "matched"},
+                           hits=counts.get(r.get("name"), 0))
+                      for r in stats.get("rules", [])]
+    stats["hits_from"] = "faults.jsonl (libvirt power-off reset the counters)"
+    return stats
+
+
 class LibvirtMachine(Machine):
     backend = "libvirt"
 
@@ -400,6 +425,13 @@ class LibvirtMachine(Machine):
         raise SystemExit(128 + signum)
 
     # -- the Machine contract
+
+    def run(self, timeout_s, progress=None):
+        w = super().run(timeout_s, progress)
+        if self.reset_paused.is_set() and isinstance(w.faults, dict):
+            w.faults = recount_after_reset(w.faults,
+                                           os.path.join(self.spec.rundir, "faults.jsonl"))
+        return w
 
     def running(self):
         if self.dom is None:

@@ -366,13 +366,21 @@ static int logged_offsets(const char *rule, uint64_t *off, int max)
 {
     g_autofree char *path = tmp_path("faults.jsonl");
     g_autofree char *text = NULL;
-    g_autofree char *key = g_strdup_printf("\"rule\":\"%s\",\"action\":"
-                                           "\"corrupt=", rule);
+    g_autofree char *key = g_strdup_printf("\"rule\":\"%s\",", rule);
     char *p, *end;
     int n = 0;
 
+    /* {..."rule":"R","nth":N,"action":"corrupt=K at=A,B"} */
     g_assert(g_file_get_contents(path, &text, NULL, NULL));
-    p = strstr(text, key);
+    for (p = strstr(text, key); p; p = strstr(p + 1, key)) {
+        char *eol = strchr(p, '\n');
+        char *act = strstr(p, "\"action\":\"corrupt=");
+
+        if (act && (!eol || act < eol)) {
+            p = act;
+            break;
+        }
+    }
     g_assert(p);
     p = strstr(p, " at=");
     g_assert(p);

@@ -168,5 +168,24 @@ class DomainXml(unittest.TestCase):
         self.assertRegex(libvirt.new_domain_name("we ird/name"), r"^faultline-we_ird_name-")
 
 
+
+class RecountTest(unittest.TestCase):
+    def test_hits_recounted_from_the_fault_log_after_the_reset(self):
+        d = tempfile.mkdtemp()
+        log = os.path.join(d, "faults.jsonl")
+        with open(log, "w") as f:
+            for rule in ("a", "b", "a", "a"):
+                f.write('{"seq":0,"op":"write","rule":"%s","action":"drop"}\n' % rule)
+        stats = {"digest": 7, "log-total": 4,
+                 "rules": [{"name": "a", "hits": 0, "matched": 0},
+                           {"name": "b", "hits": 0, "matched": 0},
+                           {"name": "c", "hits": 0, "matched": 0}]}
+        got = libvirt.recount_after_reset(stats, log)
+        self.assertEqual([(r["name"], r["hits"]) for r in got["rules"]],
+                         [("a", 3), ("b", 1), ("c", 0)])
+        self.assertEqual(got["digest"], 7)
+        self.assertNotIn("matched", got["rules"][0])
+        self.assertEqual(libvirt.recount_after_reset(stats, os.path.join(d, "none")), stats)
+
 if __name__ == "__main__":
     unittest.main()
