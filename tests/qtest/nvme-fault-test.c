@@ -3,28 +3,45 @@
  *
  * Drives the controller by hand: admin queue, one I/O queue pair, raw
  * SQEs/CQEs in guest memory, completions found by polling the CQ (no
- * interrupts needed).
+ * interrupts needed).  Registers, commands and statuses are named as in
+ * include/block/nvme.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "qemu/osdep.h"
 #include "qemu/bswap.h"
+#include "qemu/host-utils.h"
 #include "qemu/timer.h"
-#include "libqtest.h"
-#include "libqos/pci.h"
-#include "libqos/pci-pc.h"
-#include "libqos/malloc-pc.h"
 #include "hw/pci/pci_regs.h"
 #include "block/nvme.h"
 #include "hw/nvme/fault-vendor.h"
 #include "faultline-qtest.h"
 
 #define QSIZE       16
-/* Doorbells, with CAP.DSTRD 0. */
-#define SQ_TAIL_DB(qid)     (0x1000 + (qid) * 8)
-#define CQ_HEAD_DB(qid)     (0x1000 + (qid) * 8 + 4)
+#define ADMIN_QID   0
+#define IO_QID      1
+#define IO_NSID     1
+/* The I/O CQ's MSI-X vector (the admin CQ has vector 0). */
+#define IO_VECTOR   1
+
+/* Doorbells follow the register block; CAP.DSTRD 0 (asserted) packs them. */
+#define SQ_TAIL_DB(qid)     (sizeof(NvmeBar) + (qid) * 2 * sizeof(uint32_t))
+#define CQ_HEAD_DB(qid)     (SQ_TAIL_DB(qid) + sizeof(uint32_t))
+
+/* A CQE's status field: bit 0 the phase tag, then the status. */
+#define CQE_PHASE(sf)       ((sf) & 1)
+#define CQE_STATUS(sf)      ((sf) >> 1)
+
+/* Abort: CDW10 holds the SQ ID (bits 15:0) and the CID (bits 31:16). */
+#define ABORT_CDW10(sqid, cid)  ((sqid) | ((uint32_t)(cid) << 16))
+
+/* Command flags, FUSE (bits 1:0) = 01b: first command of a fused pair. */
+#define FUSE_FIRST          1
+
+/* A Feature Identifier no controller implements. */
+#define NO_SUCH_FID         (NVME_FID_MAX - 1)
+
 #define NO_CQE              0xffffffff
-#define IO_NSID             1
 
 typedef struct Queue {
     uint64_t addr;
@@ -34,19 +51,15 @@ typedef struct Queue {
 
 typedef struct Nvme {
     QTestState *qts;
-    QGuestAllocator alloc;
-    QPCIBus *bus;
-    QPCIDevice *dev;
-    QPCIBar bar;
+    FlPci pci;
     Queue asq, acq, sq, cq;
     uint16_t cid;
     uint64_t buf;   /* 64 KiB data buffer */
-    bool msix;      /* CQ 1 interrupts on, MSI-X vector 1 */
+    bool msix;      /* CQ 1 interrupts on, MSI-X vector IO_VECTOR */
     bool intx;      /* CQ 1 interrupts on, INTx (MSI-X off) */
     uint64_t cq_addr;   /* 0: n->cq.addr; else where CQ 1 is created */
     uint32_t msix_table, msix_pba;
     char *disk;
-    char *rules;
 } Nvme;
 
 typedef struct Cqe {
@@ -59,36 +72,43 @@ static char *tmpdir;
 
 static void wr32(Nvme *n, uint64_t off, uint32_t v)
 {
-    qpci_io_writel(n->dev, n->bar, off, v);
+    qpci_io_writel(n->pci.dev, n->pci.bar, off, v);
 }
 
 static uint32_t rd32(Nvme *n, uint64_t off)
 {
-    return qpci_io_readl(n->dev, n->bar, off);
+    return qpci_io_readl(n->pci.dev, n->pci.bar, off);
 }
 
 static void wait_rdy(Nvme *n, uint32_t want)
 {
-    for (int i = 0; i < 10000; i++) {
-        if (NVME_CSTS_RDY(rd32(n, NVME_REG_CSTS)) == want) {
-            return;
-        }
-        g_usleep(100);
-    }
-    g_assert_not_reached();
+    g_assert(FL_POLL(NVME_CSTS_RDY(rd32(n, NVME_REG_CSTS)) == want,
+                     10000, 100));
 }
 
 static void enable(Nvme *n)
 {
+    uint32_t cc = 0;
+
     n->asq = (Queue) { .addr = n->asq.addr };
     n->acq = (Queue) { .addr = n->acq.addr, .phase = 1 };
-    wr32(n, NVME_REG_AQA, ((QSIZE - 1) << AQA_ACQS_SHIFT) | (QSIZE - 1));
-    qpci_io_writeq(n->dev, n->bar, NVME_REG_ASQ, n->asq.addr);
-    qpci_io_writeq(n->dev, n->bar, NVME_REG_ACQ, n->acq.addr);
+    wr32(n, NVME_REG_AQA, ((QSIZE - 1) << AQA_ACQS_SHIFT) |
+                          ((QSIZE - 1) << AQA_ASQS_SHIFT));
+    qpci_io_writeq(n->pci.dev, n->pci.bar, NVME_REG_ASQ, n->asq.addr);
+    qpci_io_writeq(n->pci.dev, n->pci.bar, NVME_REG_ACQ, n->acq.addr);
     qtest_memset(n->qts, n->acq.addr, 0, 4096);
-    wr32(n, NVME_REG_CC, (4 << CC_IOCQES_SHIFT) | (6 << CC_IOSQES_SHIFT) |
-                         (1 << CC_EN_SHIFT));
+    NVME_SET_CC_IOCQES(cc, ctz32(sizeof(NvmeCqe)));
+    NVME_SET_CC_IOSQES(cc, ctz32(sizeof(NvmeCmd)));
+    NVME_SET_CC_EN(cc, 1);
+    wr32(n, NVME_REG_CC, cc);
     wait_rdy(n, 1);
+}
+
+/* Clear CC.EN and wait until the controller is disabled. */
+static void disable(Nvme *n)
+{
+    wr32(n, NVME_REG_CC, 0);
+    wait_rdy(n, 0);
 }
 
 static void submit(Nvme *n, Queue *sq, int qid, NvmeCmd *cmd)
@@ -99,6 +119,14 @@ static void submit(Nvme *n, Queue *sq, int qid, NvmeCmd *cmd)
     wr32(n, SQ_TAIL_DB(qid), sq->head_or_tail);
 }
 
+/* Whether @cq's next CQE is posted (into @e), without consuming it. */
+static bool cqe_posted(Nvme *n, Queue *cq, NvmeCqe *e)
+{
+    qtest_memread(n->qts, cq->addr + cq->head_or_tail * sizeof(*e), e,
+                  sizeof(*e));
+    return CQE_PHASE(le16_to_cpu(e->status)) == cq->phase;
+}
+
 /* Next CQE on @cq (polling up to @tries times), or result NO_CQE. */
 static Cqe poll_cqe(Nvme *n, Queue *cq, int qid, int tries)
 {
@@ -106,12 +134,10 @@ static Cqe poll_cqe(Nvme *n, Queue *cq, int qid, int tries)
     NvmeCqe e;
 
     for (int i = 0; i < tries; i++) {
-        qtest_memread(n->qts, cq->addr + cq->head_or_tail * sizeof(e), &e,
-                      sizeof(e));
-        if ((le16_to_cpu(e.status) & 1) == cq->phase) {
+        if (cqe_posted(n, cq, &e)) {
             c.result = le32_to_cpu(e.result);
             c.cid = le16_to_cpu(e.cid);
-            c.status = le16_to_cpu(e.status) >> 1;
+            c.status = CQE_STATUS(le16_to_cpu(e.status));
             cq->head_or_tail++;
             if (cq->head_or_tail == QSIZE) {
                 cq->head_or_tail = 0;
@@ -124,6 +150,15 @@ static Cqe poll_cqe(Nvme *n, Queue *cq, int qid, int tries)
             g_usleep(200);
         }
     }
+    return c;
+}
+
+/* The next CQE on @cq, which must be command @cid's. */
+static Cqe wait_cqe(Nvme *n, Queue *cq, int qid, uint16_t cid)
+{
+    Cqe c = poll_cqe(n, cq, qid, 5000);
+
+    g_assert_cmpuint(c.cid, ==, cid);
     return c;
 }
 
@@ -141,68 +176,99 @@ static void cmd_prp(NvmeCmd *cmd, uint64_t prp1, uint64_t prp2)
     cmd->dptr.prp2 = cpu_to_le64(prp2);
 }
 
-static uint16_t admin_submit(Nvme *n, uint8_t opc, uint32_t nsid,
-                             uint64_t prp1, uint32_t cdw10, uint32_t cdw11,
-                             uint32_t cdw12)
+/* Run admin command @cmd (cmd_init'ed); returns its CQE. */
+static Cqe admin_cmd(Nvme *n, NvmeCmd *cmd)
+{
+    submit(n, &n->asq, ADMIN_QID, cmd);
+    return wait_cqe(n, &n->acq, ADMIN_QID, le16_to_cpu(cmd->cid));
+}
+
+static Cqe admin(Nvme *n, uint8_t opc, uint32_t cdw10, uint32_t cdw11,
+                 uint32_t cdw12)
 {
     NvmeCmd cmd;
 
-    cmd_init(n, &cmd, opc, nsid);
-    cmd_prp(&cmd, prp1, 0);
+    cmd_init(n, &cmd, opc, 0);
     cmd.cdw10 = cpu_to_le32(cdw10);
     cmd.cdw11 = cpu_to_le32(cdw11);
     cmd.cdw12 = cpu_to_le32(cdw12);
-    submit(n, &n->asq, 0, &cmd);
-    return n->cid;
-}
-
-static Cqe admin(Nvme *n, uint8_t opc, uint32_t nsid, uint64_t prp1,
-                 uint32_t cdw10, uint32_t cdw11, uint32_t cdw12)
-{
-    uint16_t cid = admin_submit(n, opc, nsid, prp1, cdw10, cdw11, cdw12);
-    Cqe c = poll_cqe(n, &n->acq, 0, 5000);
-
-    g_assert_cmpuint(c.cid, ==, cid);
-    return c;
+    return admin_cmd(n, &cmd);
 }
 
 static Cqe get_features(Nvme *n, uint32_t cdw10, uint32_t cdw11)
 {
-    return admin(n, NVME_ADM_CMD_GET_FEATURES, 0, 0, cdw10, cdw11, 0);
+    return admin(n, NVME_ADM_CMD_GET_FEATURES, cdw10, cdw11, 0);
 }
 
 static Cqe set_features(Nvme *n, uint32_t cdw10, uint32_t cdw11,
                         uint32_t cdw12)
 {
-    return admin(n, NVME_ADM_CMD_SET_FEATURES, 0, 0, cdw10, cdw11, cdw12);
+    return admin(n, NVME_ADM_CMD_SET_FEATURES, cdw10, cdw11, cdw12);
 }
 
-/* Abort command @cid of SQ 1. */
+/* Abort command @cid of the I/O SQ. */
 static Cqe abort_cmd(Nvme *n, uint16_t cid)
 {
-    return admin(n, NVME_ADM_CMD_ABORT, 0, 0, 1 | (cid << 16), 0, 0);
+    return admin(n, NVME_ADM_CMD_ABORT, ABORT_CDW10(IO_QID, cid), 0, 0);
+}
+
+/* Delete I/O queue @opc (NVME_ADM_CMD_DELETE_SQ/CQ) IO_QID. */
+static uint16_t delete_io_queue(Nvme *n, uint8_t opc)
+{
+    NvmeCmd cmd;
+
+    cmd_init(n, &cmd, opc, 0);
+    ((NvmeDeleteQ *)&cmd)->qid = cpu_to_le16(IO_QID);
+    return admin_cmd(n, &cmd).status;
 }
 
 static void create_io_queues(Nvme *n)
 {
-    uint32_t cq_flags = NVME_CQ_PC;
+    NvmeCmd cmd;
+    NvmeCreateCq *ccq = (NvmeCreateCq *)&cmd;
+    NvmeCreateSq *csq = (NvmeCreateSq *)&cmd;
+    uint16_t cq_flags = NVME_CQ_PC;
 
-    if (n->msix) {
-        cq_flags |= NVME_CQ_IEN | (1 << 16);
-    } else if (n->intx) {
+    if (n->msix || n->intx) {
         cq_flags |= NVME_CQ_IEN;
     }
     n->sq = (Queue) { .addr = n->sq.addr };
     n->cq = (Queue) { .addr = n->cq.addr, .phase = 1 };
     qtest_memset(n->qts, n->cq.addr, 0, 4096);
-    /* CQ 1, physically contiguous; SQ 1 on CQ 1. */
-    g_assert_cmphex(admin(n, NVME_ADM_CMD_CREATE_CQ, 0,
-                          n->cq_addr ? n->cq_addr : n->cq.addr,
-                          ((QSIZE - 1) << 16) | 1, cq_flags, 0).status,
-                    ==, NVME_SUCCESS);
-    g_assert_cmphex(admin(n, NVME_ADM_CMD_CREATE_SQ, 0, n->sq.addr,
-                          ((QSIZE - 1) << 16) | 1, (1 << 16) | NVME_SQ_PC,
-                          0).status, ==, NVME_SUCCESS);
+    /* The I/O CQ, physically contiguous; the I/O SQ on it. */
+    cmd_init(n, &cmd, NVME_ADM_CMD_CREATE_CQ, 0);
+    ccq->prp1 = cpu_to_le64(n->cq_addr ? n->cq_addr : n->cq.addr);
+    ccq->cqid = cpu_to_le16(IO_QID);
+    ccq->qsize = cpu_to_le16(QSIZE - 1);
+    ccq->cq_flags = cpu_to_le16(cq_flags);
+    ccq->irq_vector = cpu_to_le16(n->msix ? IO_VECTOR : 0);
+    g_assert_cmphex(admin_cmd(n, &cmd).status, ==, NVME_SUCCESS);
+    cmd_init(n, &cmd, NVME_ADM_CMD_CREATE_SQ, 0);
+    csq->prp1 = cpu_to_le64(n->sq.addr);
+    csq->sqid = cpu_to_le16(IO_QID);
+    csq->qsize = cpu_to_le16(QSIZE - 1);
+    csq->sq_flags = cpu_to_le16(NVME_SQ_PC);
+    csq->cqid = cpu_to_le16(IO_QID);
+    g_assert_cmphex(admin_cmd(n, &cmd).status, ==, NVME_SUCCESS);
+}
+
+/* Disable, enable and recreate the I/O queues: a controller reset. */
+static void reset_ctrl(Nvme *n)
+{
+    disable(n);
+    enable(n);
+    create_io_queues(n);
+}
+
+static void rw_init(Nvme *n, NvmeCmd *cmd, uint8_t opc, uint64_t slba,
+                    uint16_t nlb, uint64_t buf)
+{
+    NvmeRwCmd *rw = (NvmeRwCmd *)cmd;
+
+    cmd_init(n, cmd, opc, IO_NSID);
+    cmd_prp(cmd, buf, 0);
+    rw->slba = cpu_to_le64(slba);
+    rw->nlb = cpu_to_le16(nlb - 1);     /* 0's based */
 }
 
 /* Submit an I/O command; returns its cid. */
@@ -210,13 +276,9 @@ static uint16_t io_submit(Nvme *n, uint8_t opc, uint64_t slba, uint16_t nlb,
                           uint64_t buf)
 {
     NvmeCmd cmd;
-    NvmeRwCmd *rw = (NvmeRwCmd *)&cmd;
 
-    cmd_init(n, &cmd, opc, IO_NSID);
-    cmd_prp(&cmd, buf, 0);
-    rw->slba = cpu_to_le64(slba);
-    rw->nlb = cpu_to_le16(nlb - 1);
-    submit(n, &n->sq, 1, &cmd);
+    rw_init(n, &cmd, opc, slba, nlb, buf);
+    submit(n, &n->sq, IO_QID, &cmd);
     return n->cid;
 }
 
@@ -224,79 +286,72 @@ static uint16_t io_submit(Nvme *n, uint8_t opc, uint64_t slba, uint16_t nlb,
 static Cqe io(Nvme *n, uint8_t opc, uint64_t slba)
 {
     uint16_t cid = io_submit(n, opc, slba, 8, n->buf);
-    Cqe c = poll_cqe(n, &n->cq, 1, 5000);
 
-    g_assert_cmpuint(c.cid, ==, cid);
-    return c;
+    return wait_cqe(n, &n->cq, IO_QID, cid);
 }
 
-/* The next CQE on CQ 1 is @cid's, with @status. */
+/* The next CQE on the I/O CQ is @cid's, with @status. */
 static void expect_cqe(Nvme *n, uint16_t cid, uint16_t status)
 {
-    Cqe c = poll_cqe(n, &n->cq, 1, 5000);
-
-    g_assert_cmpuint(c.cid, ==, cid);
-    g_assert_cmphex(c.status, ==, status);
+    g_assert_cmphex(wait_cqe(n, &n->cq, IO_QID, cid).status, ==, status);
 }
 
-/* No CQE on CQ 1 now. */
+/* No CQE on the I/O CQ now. */
 static void assert_no_cqe(Nvme *n, int tries)
 {
-    g_assert_cmpuint(poll_cqe(n, &n->cq, 1, tries).result, ==, NO_CQE);
+    g_assert_cmpuint(poll_cqe(n, &n->cq, IO_QID, tries).result, ==, NO_CQE);
+}
+
+static uint32_t msix_vector_ctrl(Nvme *n)
+{
+    return n->msix_table + IO_VECTOR * PCI_MSIX_ENTRY_SIZE +
+           PCI_MSIX_ENTRY_VECTOR_CTRL;
 }
 
 static void msix_setup(Nvme *n)
 {
-    uint8_t cap = qpci_find_capability(n->dev, PCI_CAP_ID_MSIX, 0);
+    QPCIDevice *dev = n->pci.dev;
+    uint8_t cap = qpci_find_capability(dev, PCI_CAP_ID_MSIX, 0);
     uint16_t flags;
     uint32_t table, pba;
 
     g_assert(cap);
-    flags = qpci_config_readw(n->dev, cap + PCI_MSIX_FLAGS);
-    qpci_config_writew(n->dev, cap + PCI_MSIX_FLAGS,
+    flags = qpci_config_readw(dev, cap + PCI_MSIX_FLAGS);
+    qpci_config_writew(dev, cap + PCI_MSIX_FLAGS,
                        flags | PCI_MSIX_FLAGS_ENABLE);
-    table = qpci_config_readl(n->dev, cap + PCI_MSIX_TABLE);
-    pba = qpci_config_readl(n->dev, cap + PCI_MSIX_PBA);
+    table = qpci_config_readl(dev, cap + PCI_MSIX_TABLE);
+    pba = qpci_config_readl(dev, cap + PCI_MSIX_PBA);
+    /* both in BAR0, which is mapped already */
     g_assert_cmpuint(table & PCI_MSIX_FLAGS_BIRMASK, ==, 0);
     g_assert_cmpuint(pba & PCI_MSIX_FLAGS_BIRMASK, ==, 0);
     n->msix_table = table & ~PCI_MSIX_FLAGS_BIRMASK;
     n->msix_pba = pba & ~PCI_MSIX_FLAGS_BIRMASK;
-    /* Vector 1 masked: an interrupt only sets its pending bit. */
-    wr32(n, n->msix_table + PCI_MSIX_ENTRY_SIZE + PCI_MSIX_ENTRY_VECTOR_CTRL,
-         PCI_MSIX_ENTRY_CTRL_MASKBIT);
+    /* The vector masked: an interrupt only sets its pending bit. */
+    wr32(n, msix_vector_ctrl(n), PCI_MSIX_ENTRY_CTRL_MASKBIT);
 }
 
 static bool msix_pending(Nvme *n)
 {
-    return rd32(n, n->msix_pba) & 2;
+    return rd32(n, n->msix_pba) & (1u << IO_VECTOR);
 }
 
-/* Deliver (and so clear) a pending vector 1, then mask it again. */
+/* Deliver (and so clear) a pending I/O vector, then mask it again. */
 static void msix_ack(Nvme *n)
 {
-    uint32_t ctrl = n->msix_table + PCI_MSIX_ENTRY_SIZE +
-                    PCI_MSIX_ENTRY_VECTOR_CTRL;
-
-    wr32(n, ctrl, 0);
-    wr32(n, ctrl, PCI_MSIX_ENTRY_CTRL_MASKBIT);
+    wr32(n, msix_vector_ctrl(n), 0);
+    wr32(n, msix_vector_ctrl(n), PCI_MSIX_ENTRY_CTRL_MASKBIT);
     g_assert(!msix_pending(n));
 }
 
 /* The controller's INTx line, as PCI Status reports it. */
 static bool intx_asserted(Nvme *n)
 {
-    return qpci_config_readw(n->dev, PCI_STATUS) & PCI_STATUS_INTERRUPT;
+    return qpci_config_readw(n->pci.dev, PCI_STATUS) & PCI_STATUS_INTERRUPT;
 }
-
-typedef enum NvmeMode {
-    MODE_NORMAL,
-    MODE_DET_ICOUNT,    /* deterministic=on under TCG -icount */
-    MODE_DET_QTEST,     /* deterministic=on under the qtest accelerator */
-} NvmeMode;
 
 typedef struct NvmeOpts {
     const char *rules;  /* NULL: no fault-injector */
-    NvmeMode mode;
+    FlMode mode;
     bool msix;
     bool intx;
     const char *dev_opts;   /* appended to -device nvme */
@@ -307,50 +362,32 @@ typedef struct NvmeOpts {
 static Nvme *nvme_start_opts(const NvmeOpts *o)
 {
     Nvme *n = g_new0(Nvme, 1);
-    g_autofree char *fi = NULL;
-    g_autofree char *accel = NULL;
-    g_autofree char *bios = NULL;
+    g_autofree char *machine = NULL;
     g_autofree char *drive = NULL;
     uint64_t cap;
 
-    n->disk = g_build_filename(tmpdir, "disk.img", NULL);
-    g_assert(g_file_set_contents(n->disk, "", 0, NULL));
-    g_assert(truncate(n->disk, 16 << 20) == 0);
-    if (o->rules) {
-        n->rules = fl_write_file(tmpdir, "nvme.rules", o->rules);
-        fi = g_strdup_printf("-object fault-injector,id=fi0,rules=%s,seed=1%s ",
-                             n->rules, o->mode != MODE_NORMAL ?
-                             ",deterministic=on" : "");
-    }
-    if (o->mode == MODE_DET_ICOUNT) {
-        bios = fl_hlt_bios(tmpdir);
-        accel = g_strdup_printf(FL_DET_ICOUNT_ACCEL "-bios %s ", bios);
-    }
+    n->disk = fl_zero_file(tmpdir, "disk.img", 16 << 20);
+    machine = fl_machine_args(tmpdir, o->rules, o->mode);
     drive = o->blockdev ? g_strdup_printf("-blockdev %s", o->blockdev) :
             g_strdup_printf("-drive file=%s,if=none,id=d0,format=raw",
                             n->disk);
-    n->qts = qtest_initf("%s%s%s -device nvme,addr=04.0,serial=fl,drive=d0%s%s",
-                         accel ? accel : "", fi ? fi : "", drive,
+    n->qts = qtest_initf("%s%s -device nvme,addr=04.0,serial=fl,drive=d0%s%s",
+                         machine, drive,
                          o->rules ? ",fault-injector=fi0" : "",
                          o->dev_opts ? o->dev_opts : "");
-    pc_alloc_init(&n->alloc, n->qts, ALLOC_NO_FLAGS);
-    n->bus = qpci_new_pc(n->qts, &n->alloc);
-    n->dev = qpci_device_find(n->bus, QPCI_DEVFN(4, 0));
-    g_assert(n->dev);
-    qpci_device_enable(n->dev);
-    n->bar = qpci_iomap(n->dev, 0, NULL);
-    cap = qpci_io_readq(n->dev, n->bar, NVME_REG_CAP);
+    fl_pci_start(&n->pci, n->qts, 4);
+    cap = qpci_io_readq(n->pci.dev, n->pci.bar, NVME_REG_CAP);
     g_assert_cmpuint(NVME_CAP_DSTRD(cap), ==, 0);
-    n->asq.addr = guest_alloc(&n->alloc, 4096);
-    n->acq.addr = guest_alloc(&n->alloc, 4096);
-    n->sq.addr = guest_alloc(&n->alloc, 4096);
-    n->cq.addr = guest_alloc(&n->alloc, 4096);
-    n->buf = guest_alloc(&n->alloc, 65536);
+    n->asq.addr = guest_alloc(&n->pci.alloc, 4096);
+    n->acq.addr = guest_alloc(&n->pci.alloc, 4096);
+    n->sq.addr = guest_alloc(&n->pci.alloc, 4096);
+    n->cq.addr = guest_alloc(&n->pci.alloc, 4096);
+    n->buf = guest_alloc(&n->pci.alloc, 65536);
     n->msix = o->msix;
     n->intx = o->intx;
     if (o->cq_in_bar0) {
-        g_assert(!n->bar.is_io);
-        n->cq_addr = n->bar.addr;
+        g_assert(!n->pci.bar.is_io);
+        n->cq_addr = n->pci.bar.addr;
     }
     if (o->msix) {
         msix_setup(n);
@@ -363,7 +400,7 @@ static Nvme *nvme_start_opts(const NvmeOpts *o)
 static Nvme *nvme_start_full(const char *rules, bool msix, bool det)
 {
     NvmeOpts o = { .rules = rules, .msix = msix,
-                   .mode = det ? MODE_DET_ICOUNT : MODE_NORMAL };
+                   .mode = det ? FL_MODE_DET_ICOUNT : FL_MODE_NORMAL };
 
     return nvme_start_opts(&o);
 }
@@ -375,16 +412,10 @@ static Nvme *nvme_start(const char *rules)
 
 static void nvme_stop(Nvme *n)
 {
-    g_free(n->dev);
-    qpci_free_pc(n->bus);
-    alloc_destroy(&n->alloc);
+    fl_pci_stop(&n->pci);
     qtest_quit(n->qts);
     unlink(n->disk);
-    if (n->rules) {
-        unlink(n->rules);
-    }
     g_free(n->disk);
-    g_free(n->rules);
     g_free(n);
 }
 
@@ -409,21 +440,17 @@ static uint8_t first_byte(Nvme *n)
 /* Get Log Page @lid into n->buf (@len bytes at @off); returns the status. */
 static uint16_t get_log(Nvme *n, uint8_t lid, uint32_t len, uint64_t off)
 {
-    uint32_t numd = len / 4 - 1;
+    uint32_t numd = len / 4 - 1;        /* dwords, 0's based */
     NvmeCmd cmd;
-    Cqe c;
 
     qtest_memset(n->qts, n->buf, 0xaa, len);
     cmd_init(n, &cmd, NVME_ADM_CMD_GET_LOG_PAGE, NVME_NSID_BROADCAST);
     cmd_prp(&cmd, n->buf, len > 4096 ? n->buf + 4096 : 0);
-    cmd.cdw10 = cpu_to_le32(lid | (numd << 16));
-    cmd.cdw11 = cpu_to_le32(numd >> 16);
-    cmd.cdw12 = cpu_to_le32(off);
-    cmd.cdw13 = cpu_to_le32(off >> 32);
-    submit(n, &n->asq, 0, &cmd);
-    c = poll_cqe(n, &n->acq, 0, 5000);
-    g_assert_cmpuint(c.cid, ==, n->cid);
-    return c.status;
+    cmd.cdw10 = cpu_to_le32(lid | (numd << 16));    /* LID, NUMDL */
+    cmd.cdw11 = cpu_to_le32(numd >> 16);            /* NUMDU */
+    cmd.cdw12 = cpu_to_le32(off);                   /* LPOL */
+    cmd.cdw13 = cpu_to_le32(off >> 32);             /* LPOU */
+    return admin_cmd(n, &cmd).status;
 }
 
 /* @opaque non-NULL: in deterministic mode. */
@@ -437,8 +464,11 @@ static void test_errors(gconstpointer opaque)
         "ie:  read nth=3 error=internal\n"
         "eio: read nth=4 error=eio\n"
         "nsp: read nth=5 error=enospc\n", false, opaque != NULL);
-    uint16_t want[8] = { 0, 0, 0, NVME_WRITE_FAULT, 0,
-                         NVME_WRITE_FAULT | NVME_DNR, 0, NVME_WRITE_FAULT };
+    uint16_t want[8] = {
+        NVME_SUCCESS, NVME_SUCCESS, NVME_SUCCESS, NVME_WRITE_FAULT,
+        NVME_SUCCESS, NVME_WRITE_FAULT | NVME_DNR, NVME_SUCCESS,
+        NVME_WRITE_FAULT,
+    };
     uint16_t cids[8];
     NvmeSmartLog smart;
     NvmeErrorLog page[64];
@@ -452,7 +482,7 @@ static void test_errors(gconstpointer opaque)
         g_assert_cmphex(c.status, ==, want[i]);
     }
     /* when=before: nothing landed; when=after: the data is there. */
-    g_assert_cmphex(io(n, NVME_CMD_READ, 3 * 8).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 3 * 8).status, ==, NVME_SUCCESS);
     g_assert_cmphex(first_byte(n), ==, 0);
     g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==,
                     NVME_UNRECOVERED_READ | NVME_DNR);
@@ -461,20 +491,20 @@ static void test_errors(gconstpointer opaque)
     g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==,
                     NVME_DATA_TRAS_ERROR);
     g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==, NVME_CAP_EXCEEDED);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 7 * 8).status, ==, NVME_SUCCESS);
     g_assert_cmphex(first_byte(n), ==, 0x17);
     g_assert_cmpuint(rule_hits(n, "wf"), ==, 1);
     g_assert_cmpuint(rule_hits(n, "wa"), ==, 1);
 
     /* Error Information log: 64 entries, newest first. */
-    g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 4096, 0), ==, 0);
+    g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 4096, 0), ==, NVME_SUCCESS);
     qtest_memread(n->qts, n->buf, page, sizeof(page));
     for (int i = 0; i < 7; i++) {
         NvmeErrorLog *e = &page[i];
-        uint16_t status = le16_to_cpu(e->status_field) >> 1;
+        uint16_t status = CQE_STATUS(le16_to_cpu(e->status_field));
 
         g_assert_cmpuint(le64_to_cpu(e->error_count), ==, 7 - i);
-        g_assert_cmpuint(le16_to_cpu(e->sqid), ==, 1);
+        g_assert_cmpuint(le16_to_cpu(e->sqid), ==, IO_QID);
         g_assert_cmpuint(le32_to_cpu(e->nsid), ==, IO_NSID);
         if (i == 4) {
             g_assert_cmphex(status, ==, NVME_WRITE_FAULT);
@@ -490,59 +520,28 @@ static void test_errors(gconstpointer opaque)
         g_assert_cmpuint(le64_to_cpu(page[i].error_count), ==, 0);
     }
     /* An offset inside the page works, past it is Invalid Field. */
-    g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 64, 64), ==, 0);
+    g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 64, 64), ==, NVME_SUCCESS);
     g_assert_cmpuint(qtest_readq(n->qts, n->buf), ==, 6);
     g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 64, 4096), ==,
                     NVME_INVALID_FIELD | NVME_DNR);
     /* SMART: Number of Error Information Log Entries. */
-    g_assert_cmphex(get_log(n, NVME_LOG_SMART_INFO, sizeof(smart), 0), ==, 0);
+    g_assert_cmphex(get_log(n, NVME_LOG_SMART_INFO, sizeof(smart), 0), ==,
+                    NVME_SUCCESS);
     qtest_memread(n->qts, n->buf, &smart, sizeof(smart));
     g_assert_cmpuint(le64_to_cpu(smart.number_of_error_log_entries[0]), ==,
                      7);
     nvme_stop(n);
 }
 
-/* The offsets of the first x-fault-query-log entry of rule @rule. */
-static int logged_offsets(Nvme *n, const char *rule, uint64_t *off, int max)
-{
-    QDict *rsp = qtest_qmp_assert_success_ref(n->qts,
-        "{'execute': 'x-fault-query-log', 'arguments': {'id': 'fi0'}}");
-    QListEntry *e;
-    int cnt = 0;
-
-    QLIST_FOREACH_ENTRY(qdict_get_qlist(rsp, "entries"), e) {
-        QDict *ent = qobject_to(QDict, qlist_entry_obj(e));
-        const char *p = qdict_get_str(ent, "action");
-        char *end;
-
-        if (strcmp(qdict_get_str(ent, "rule"), rule) || cnt) {
-            continue;
-        }
-        p = strstr(p, " at=");
-        g_assert(p);
-        for (p += 4; cnt < max; p = end + 1) {
-            off[cnt++] = g_ascii_strtoull(p, &end, 10);
-            if (*end != ',') {
-                break;
-            }
-        }
-    }
-    qobject_unref(rsp);
-    return cnt;
-}
-
 /* n->buf's 4 KiB are @byte, but for the bytes at @off[0..cnt), flipped. */
 static void assert_buf(Nvme *n, uint8_t byte, const uint64_t *off, int cnt)
 {
-    uint8_t got[4096];
+    fl_assert_guest_flipped(n->qts, n->buf, byte, off, cnt);
+}
 
-    qtest_memread(n->qts, n->buf, got, sizeof(got));
-    for (int i = 0, k = 0; i < 4096; i++) {
-        bool flip = k < cnt && off[k] == (uint64_t)i;
-
-        g_assert_cmphex(got[i], ==, flip ? byte ^ 0xff : byte);
-        k += flip;
-    }
+static int logged_offsets(Nvme *n, const char *rule, uint64_t *off, int max)
+{
+    return fl_logged_offsets(n->qts, "fi0", rule, off, max);
 }
 
 /*
@@ -561,37 +560,37 @@ static void test_lie_corrupt(gconstpointer opaque)
     uint64_t off[16];
 
     fill(n, 0x11);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     fill(n, 0x22);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     g_assert_cmpuint(rule_hits(n, "l"), ==, 1);
     fill(n, 0);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, NVME_SUCCESS);
     assert_buf(n, 0x11, NULL, 0);
 
     fill(n, 0x55);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 64).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 64).status, ==, NVME_SUCCESS);
     fill(n, 0x99);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 64).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 64).status, ==, NVME_SUCCESS);
     assert_buf(n, 0x99, NULL, 0);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 64).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 64).status, ==, NVME_SUCCESS);
     assert_buf(n, 0x55, NULL, 0);
 
     fill(n, 0x33);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, NVME_SUCCESS);
     assert_buf(n, 0x33, NULL, 0);       /* the guest's copy is intact */
     fill(n, 0);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 16).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 16).status, ==, NVME_SUCCESS);
     g_assert_cmpint(logged_offsets(n, "c", off, 16), ==, 3);
     assert_buf(n, 0x33, off, 3);
 
     fill(n, 0x44);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 32).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 32).status, ==, NVME_SUCCESS);
     fill(n, 0);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 32).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 32).status, ==, NVME_SUCCESS);
     g_assert_cmpint(logged_offsets(n, "r", off, 16), ==, 2);
     assert_buf(n, 0x44, off, 2);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 32).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 32).status, ==, NVME_SUCCESS);
     assert_buf(n, 0x44, NULL, 0);       /* the disk's copy is intact */
     nvme_stop(n);
 }
@@ -601,24 +600,24 @@ static void test_delay(void)
     Nvme *n = nvme_start("slow: write nth=2 delay=5ms\n");
     uint16_t cid;
 
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     cid = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
     assert_no_cqe(n, 50);
     qtest_clock_step(n->qts, 4 * SCALE_MS);
     assert_no_cqe(n, 50);
     qtest_clock_step(n->qts, 1 * SCALE_MS + 1);
-    expect_cqe(n, cid, 0);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
+    expect_cqe(n, cid, NVME_SUCCESS);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, NVME_SUCCESS);
     nvme_stop(n);
 }
 
 /* A command whose completion was dropped: no CQE until Abort ends it. */
 static void assert_lost_until_abort(Nvme *n, uint16_t cid, int tries)
 {
-    Cqe c = poll_cqe(n, &n->cq, 1, tries);
+    Cqe c = poll_cqe(n, &n->cq, IO_QID, tries);
 
     g_assert_cmpuint(c.result, ==, NO_CQE);
-    g_assert_cmphex(abort_cmd(n, cid).status, ==, 0);
+    g_assert_cmphex(abort_cmd(n, cid).status, ==, NVME_SUCCESS);
     expect_cqe(n, cid, NVME_CMD_ABORT_REQ);
 }
 
@@ -642,7 +641,7 @@ static void test_drop_abort(void)
     assert_no_cqe(n, 50);
     /* Aborting a command that is not outstanding is harmless. */
     abort_cmd(n, cid);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, NVME_SUCCESS);
     nvme_stop(n);
 }
 
@@ -655,23 +654,20 @@ static void test_drop_sq_delete_reset(gconstpointer opaque)
     cid = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
     cid2 = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
     assert_no_cqe(n, 50);
-    g_assert_cmphex(admin(n, NVME_ADM_CMD_DELETE_SQ, 0, 0, 1, 0, 0).status, ==,
-                    0);
+    g_assert_cmphex(delete_io_queue(n, NVME_ADM_CMD_DELETE_SQ), ==,
+                    NVME_SUCCESS);
     expect_cqe(n, cid, NVME_CMD_ABORT_SQ_DEL);
     expect_cqe(n, cid2, NVME_CMD_ABORT_SQ_DEL);
-    g_assert_cmphex(admin(n, NVME_ADM_CMD_DELETE_CQ, 0, 0, 1, 0, 0).status, ==,
-                    0);
+    g_assert_cmphex(delete_io_queue(n, NVME_ADM_CMD_DELETE_CQ), ==,
+                    NVME_SUCCESS);
     create_io_queues(n);
 
     /* Controller reset with held commands, then a working controller. */
     io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
     io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
     assert_no_cqe(n, 50);
-    wr32(n, NVME_REG_CC, 0);
-    wait_rdy(n, 0);
-    enable(n);
-    create_io_queues(n);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    reset_ctrl(n);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, NVME_SUCCESS);
     g_assert_cmpuint(rule_hits(n, "lost"), ==, 4);
     nvme_stop(n);
 }
@@ -684,22 +680,22 @@ static void test_irq(void)
 
     /* A normal completion raises vector 1. */
     g_assert(!msix_pending(n));
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     g_assert(msix_pending(n));
     msix_ack(n);
     /* Suppressed: the CQE is there, no interrupt. */
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 8).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 8).status, ==, NVME_SUCCESS);
     assert_no_cqe(n, 50);
     g_assert(!msix_pending(n));
     /* Delayed: the CQE is there, the interrupt comes 1 ms later. */
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, NVME_SUCCESS);
     g_assert(!msix_pending(n));
     qtest_clock_step(n->qts, SCALE_MS / 2);
     g_assert(!msix_pending(n));
     qtest_clock_step(n->qts, SCALE_MS / 2 + 1);
     g_assert(msix_pending(n));
     msix_ack(n);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 24).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 24).status, ==, NVME_SUCCESS);
     g_assert(msix_pending(n));
     nvme_stop(n);
 }
@@ -712,25 +708,23 @@ static void test_vendor(void)
         NvmeFaultHitsHdr hdr;
         NvmeFaultHitsEntry e[2];
     } log;
-    QDict *st;
     Cqe c;
 
     /* Get/Set Features 0xC0: the engine state. */
     c = get_features(n, NVME_FAULT_FID, 0);
-    g_assert_cmphex(c.status, ==, 0);
+    g_assert_cmphex(c.status, ==, NVME_SUCCESS);
     g_assert_cmpuint(c.result, ==, 0);
-    g_assert_cmphex(set_features(n, NVME_FAULT_FID, 5, 0).status, ==, 0);
+    g_assert_cmphex(set_features(n, NVME_FAULT_FID, 5, 0).status, ==,
+                    NVME_SUCCESS);
     c = get_features(n, NVME_FAULT_FID, 0);
     g_assert_cmpuint(c.result, ==, 5);
-    st = fl_query_stats(n->qts, "fi0");
-    g_assert_cmpuint(qdict_get_int(st, "state"), ==, 5);
-    qobject_unref(st);
+    g_assert_cmpint(fl_stat(n->qts, "fi0", "state"), ==, 5);
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==,
                     NVME_INTERNAL_DEV_ERROR);
     /* A rule's set-state shows up in Get Features. */
-    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, NVME_SUCCESS);
     g_assert_cmpuint(get_features(n, NVME_FAULT_FID, 0).result, ==, 7);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     /* Supported capabilities: changeable. */
     c = get_features(n, NVME_FAULT_FID |
                      (NVME_GETFEAT_SELECT_CAP << NVME_GETFEAT_SELECT_SHIFT), 0);
@@ -742,6 +736,7 @@ static void test_vendor(void)
     g_assert_cmphex(set_features(n, NVME_FAULT_FID |
                                  (1u << NVME_SETFEAT_SAVE_SHIFT), 1, 0).status,
                     ==, NVME_FID_NOT_SAVEABLE | NVME_DNR);
+    /* select 5: reserved */
     g_assert_cmphex(get_features(n, NVME_FAULT_FID |
                                  (5 << NVME_GETFEAT_SELECT_SHIFT), 0).status,
                     ==, NVME_INVALID_FIELD | NVME_DNR);
@@ -749,12 +744,13 @@ static void test_vendor(void)
                     NVME_INVALID_FIELD | NVME_DNR);
     g_assert_cmphex(set_features(n, NVME_FAULT_FID + 1, 1, 0).status, ==,
                     NVME_INVALID_FIELD | NVME_DNR);
-    g_assert_cmphex(get_features(n, 0xff, 0).status, ==,
+    g_assert_cmphex(get_features(n, NO_SUCH_FID, 0).status, ==,
                     NVME_INVALID_FIELD | NVME_DNR);
     g_assert_cmpuint(get_features(n, NVME_FAULT_FID, 0).result, ==, 7);
 
     /* Log page 0xC0: per-rule hit counts. */
-    g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, sizeof(log), 0), ==, 0);
+    g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, sizeof(log), 0), ==,
+                    NVME_SUCCESS);
     qtest_memread(n->qts, n->buf, &log, sizeof(log));
     g_assert_cmpuint(le32_to_cpu(log.hdr.version), ==,
                      NVME_FAULT_HITS_LOG_VERSION);
@@ -770,7 +766,8 @@ static void test_vendor(void)
     g_assert_cmpuint(le64_to_cpu(log.e[1].hits), ==, 1);
     /* A partial read at an offset; past the end is Invalid Field. */
     g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, 8,
-                            offsetof(typeof(log), e[1].hits)), ==, 0);
+                            offsetof(typeof(log), e[1].hits)), ==,
+                    NVME_SUCCESS);
     g_assert_cmpuint(qtest_readq(n->qts, n->buf), ==, 1);
     g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID, 4, sizeof(log)), ==,
                     NVME_INVALID_FIELD | NVME_DNR);
@@ -779,7 +776,7 @@ static void test_vendor(void)
     g_assert_cmphex(get_log(n, NVME_FAULT_LOG_ID + 1, 4, 0), ==,
                     NVME_INVALID_FIELD | NVME_DNR);
     /* Still alive and working. */
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     nvme_stop(n);
 }
 
@@ -797,7 +794,7 @@ static void test_no_injector(void)
     g_assert_cmphex(get_log(n, NVME_LOG_ERROR_INFO, 64, 64), ==,
                     NVME_INVALID_FIELD | NVME_DNR);
     for (int i = 0; i < 20; i++) {
-        g_assert_cmphex(io(n, NVME_CMD_WRITE, i * 8).status, ==, 0);
+        g_assert_cmphex(io(n, NVME_CMD_WRITE, i * 8).status, ==, NVME_SUCCESS);
     }
     nvme_stop(n);
 }
@@ -815,15 +812,15 @@ static void test_deterministic(void)
     uint16_t cid;
 
     fill(n, 0x5a);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     g_assert(msix_pending(n));
     msix_ack(n);
     fill(n, 0x33);
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 8).status, ==, NVME_WRITE_FAULT);
     fill(n, 0);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, NVME_SUCCESS);
     g_assert_cmphex(first_byte(n), ==, 0x5a);
-    g_assert_cmphex(io(n, NVME_CMD_READ, 8).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 8).status, ==, NVME_SUCCESS);
     g_assert_cmphex(first_byte(n), ==, 0);      /* when=before: not written */
     g_assert(msix_pending(n));
     msix_ack(n);
@@ -831,7 +828,7 @@ static void test_deterministic(void)
     /* A lost completion stays lost however far virtual time goes. */
     cid = io_submit(n, NVME_CMD_WRITE, 16, 8, n->buf);
     assert_lost_until_abort(n, cid, 200);
-    g_assert_cmphex(io(n, NVME_CMD_WRITE, 24).status, ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 24).status, ==, NVME_SUCCESS);
     g_assert_cmpuint(rule_hits(n, "wf"), ==, 1);
     g_assert_cmpuint(rule_hits(n, "slow"), ==, 2);
     g_assert_cmpuint(rule_hits(n, "lost"), ==, 1);
@@ -840,11 +837,9 @@ static void test_deterministic(void)
 
 static void test_deterministic_errors(void)
 {
-    g_autofree char *disk = g_build_filename(tmpdir, "disk.img", NULL);
+    g_autofree char *disk = fl_zero_file(tmpdir, "disk.img", 1 << 20);
     g_autofree char *base = NULL, *args = NULL;
 
-    g_assert(g_file_set_contents(disk, "", 0, NULL));
-    g_assert(truncate(disk, 1 << 20) == 0);
     base = g_strdup_printf("-object fault-injector,id=fi0,deterministic=on "
                            "-drive file=%s,if=none,id=d0,format=raw "
                            "-device nvme,serial=fl,drive=d0,"
@@ -895,9 +890,9 @@ static void test_delay_from_submission(void)
  */
 
 /* Let virtual time pass: clock_step under qtest, warps under -icount. */
-static void det_advance(Nvme *n, NvmeMode mode, int64_t ns)
+static void det_advance(Nvme *n, FlMode mode, int64_t ns)
 {
-    if (mode == MODE_DET_QTEST) {
+    if (mode == FL_MODE_DET_QTEST) {
         qtest_clock_step(n->qts, ns);
     }
 }
@@ -905,13 +900,7 @@ static void det_advance(Nvme *n, NvmeMode mode, int64_t ns)
 /* Wait (up to ~2 s) until CSTS has all of @bits. */
 static bool wait_csts(Nvme *n, uint32_t bits)
 {
-    for (int i = 0; i < 2000; i++) {
-        if ((rd32(n, NVME_REG_CSTS) & bits) == bits) {
-            return true;
-        }
-        g_usleep(1000);
-    }
-    return false;
+    return FL_POLL((rd32(n, NVME_REG_CSTS) & bits) == bits, 2000, 1000);
 }
 
 /*
@@ -930,10 +919,9 @@ static void test_det_cq_in_bar0(gconstpointer opaque)
     io_submit(n, NVME_CMD_FLUSH, 0, 1, 0);
     det_advance(n, o.mode, 1);
     g_assert(wait_csts(n, NVME_CSTS_FAILED));
-    qtest_qmp_assert_success(n->qts, "{'execute': 'query-status'}");
+    fl_assert_running(n->qts);
 
-    wr32(n, NVME_REG_CC, 0);
-    wait_rdy(n, 0);
+    disable(n);
     n->cq_addr = 0;
     enable(n);
     create_io_queues(n);
@@ -955,8 +943,8 @@ static void test_det_atomic_held(gconstpointer opaque)
 
     held = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
     blocked = io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
-    qtest_qmp_assert_success(n->qts, "{'execute': 'query-status'}");
-    if (o.mode == MODE_DET_QTEST) {
+    fl_assert_running(n->qts);
+    if (o.mode == FL_MODE_DET_QTEST) {
         assert_no_cqe(n, 20);
         det_advance(n, o.mode, 10 * SCALE_MS - 1);
         assert_no_cqe(n, 20);
@@ -983,12 +971,9 @@ static void test_held_error_atomic(void)
     NvmeCmd cmd;
 
     rd = io_submit(n, NVME_CMD_READ, 0, 8, n->buf);
-    cmd_init(n, &cmd, NVME_CMD_WRITE, IO_NSID);
-    cmd.flags = 1;      /* FUSE: first command of a fused operation */
-    cmd_prp(&cmd, n->buf, 0);
-    ((NvmeRwCmd *)&cmd)->slba = cpu_to_le64(128);
-    ((NvmeRwCmd *)&cmd)->nlb = cpu_to_le16(7);
-    submit(n, &n->sq, 1, &cmd);
+    rw_init(n, &cmd, NVME_CMD_WRITE, 128, 8, n->buf);
+    cmd.flags = FUSE_FIRST;
+    submit(n, &n->sq, IO_QID, &cmd);
     fused = n->cid;
     assert_no_cqe(n, 20);
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 64).status, ==, NVME_SUCCESS);
@@ -1017,28 +1002,17 @@ static void test_reset_dma_map_wait(void)
 
     io_submit(n, NVME_CMD_WRITE, 0, 8, MMIO_DATA);
     io_submit(n, NVME_CMD_WRITE, 8, 8, MMIO_DATA);
-    wr32(n, NVME_REG_CC, 0);
-    wait_rdy(n, 0);
-    enable(n);
-    create_io_queues(n);
+    reset_ctrl(n);
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     nvme_stop(n);
 }
 
-/* Wait until CQ 1's next CQE is posted, without consuming it. */
+/* Wait until the I/O CQ's next CQE is posted, without consuming it. */
 static void wait_cqe_posted(Nvme *n)
 {
     NvmeCqe e;
 
-    for (int i = 0; i < 5000; i++) {
-        qtest_memread(n->qts, n->cq.addr + n->cq.head_or_tail * sizeof(e),
-                      &e, sizeof(e));
-        if ((le16_to_cpu(e.status) & 1) == n->cq.phase) {
-            return;
-        }
-        g_usleep(200);
-    }
-    g_assert_not_reached();
+    g_assert(FL_POLL(cqe_posted(n, &n->cq, &e), 5000, 200));
 }
 
 /*
@@ -1063,14 +1037,14 @@ static void test_irq_delay_intx(void)
     g_assert(!intx_asserted(n));
     qtest_clock_step(n->qts, SCALE_MS + 1);
     g_assert(intx_asserted(n));
-    g_assert_cmphex(poll_cqe(n, &n->cq, 1, 5000).status, ==, NVME_SUCCESS);
+    g_assert_cmphex(poll_cqe(n, &n->cq, IO_QID, 5000).status, ==, NVME_SUCCESS);
     g_assert(!intx_asserted(n));
 
     /* Not matching: at once. */
     io_submit(n, NVME_CMD_WRITE, 64, 8, n->buf);
     wait_cqe_posted(n);
     g_assert(intx_asserted(n));
-    g_assert_cmphex(poll_cqe(n, &n->cq, 1, 5000).status, ==, NVME_SUCCESS);
+    g_assert_cmphex(poll_cqe(n, &n->cq, IO_QID, 5000).status, ==, NVME_SUCCESS);
     g_assert(!intx_asserted(n));
     nvme_stop(n);
 }
@@ -1100,25 +1074,20 @@ static void test_abort_held_irq(void)
 static void test_realize_fails(void)
 {
     Nvme *n = nvme_start("never: read lba=30000 error=eio\n");
-    g_autofree char *disk2 = g_build_filename(tmpdir, "disk2.img", NULL);
-    QDict *rsp;
+    g_autofree char *disk2 = fl_zero_file(tmpdir, "disk2.img", 1 << 20);
 
-    g_assert(g_file_set_contents(disk2, "", 0, NULL));
-    g_assert(truncate(disk2, 1 << 20) == 0);
     qtest_qmp_assert_success(n->qts,
         "{'execute': 'blockdev-add', 'arguments': {'driver': 'raw', "
         "'node-name': 'd2', 'file': {'driver': 'file', 'filename': %s}}}",
         disk2);
     for (int i = 0; i < 3; i++) {
-        rsp = qtest_qmp(n->qts, "{'execute': 'device_add', 'arguments': {"
-                        "'driver': 'nvme', 'id': 'bad', 'serial': 'bad', "
-                        "'drive': 'd2', 'fault-injector': 'fi0', "
-                        "'logical_block_size': 4096, "
-                        "'physical_block_size': 512}}");
-        g_assert(qdict_haskey(rsp, "error"));
-        g_assert(strstr(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"),
-                        "physical_block_size"));
-        qobject_unref(rsp);
+        g_autofree char *err = fl_qmp_error(n->qts,
+            "{'execute': 'device_add', 'arguments': {"
+            "'driver': 'nvme', 'id': 'bad', 'serial': 'bad', "
+            "'drive': 'd2', 'fault-injector': 'fi0', "
+            "'logical_block_size': 4096, 'physical_block_size': 512}}");
+
+        g_assert(strstr(err, "physical_block_size"));
     }
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
     nvme_stop(n);
@@ -1131,8 +1100,7 @@ int main(int argc, char **argv)
     int ret;
 
     g_test_init(&argc, &argv, NULL);
-    tmpdir = g_dir_make_tmp("nvme-fault-test-XXXXXX", NULL);
-    g_assert(tmpdir);
+    tmpdir = fl_tmpdir_make("nvme-fault-test");
     qtest_add_data_func("/nvme-fault/errors", NULL, test_errors);
     qtest_add_data_func("/nvme-fault/lie-corrupt", NULL, test_lie_corrupt);
     qtest_add_data_func("/nvme-fault/deterministic/lie-corrupt", "det",
@@ -1152,13 +1120,17 @@ int main(int argc, char **argv)
     qtest_add_func("/nvme-fault/deterministic/bad-config",
                    test_deterministic_errors);
     qtest_add_data_func("/nvme-fault/deterministic/cq-in-bar0",
-                        GINT_TO_POINTER(MODE_DET_ICOUNT), test_det_cq_in_bar0);
+                        GINT_TO_POINTER(FL_MODE_DET_ICOUNT),
+                        test_det_cq_in_bar0);
     qtest_add_data_func("/nvme-fault/deterministic-qtest/cq-in-bar0",
-                        GINT_TO_POINTER(MODE_DET_QTEST), test_det_cq_in_bar0);
+                        GINT_TO_POINTER(FL_MODE_DET_QTEST),
+                        test_det_cq_in_bar0);
     qtest_add_data_func("/nvme-fault/deterministic/atomic-held",
-                        GINT_TO_POINTER(MODE_DET_ICOUNT), test_det_atomic_held);
+                        GINT_TO_POINTER(FL_MODE_DET_ICOUNT),
+                        test_det_atomic_held);
     qtest_add_data_func("/nvme-fault/deterministic-qtest/atomic-held",
-                        GINT_TO_POINTER(MODE_DET_QTEST), test_det_atomic_held);
+                        GINT_TO_POINTER(FL_MODE_DET_QTEST),
+                        test_det_atomic_held);
     qtest_add_func("/nvme-fault/delay-from-submission",
                    test_delay_from_submission);
     qtest_add_func("/nvme-fault/held-error-atomic", test_held_error_atomic);
@@ -1167,12 +1139,6 @@ int main(int argc, char **argv)
     qtest_add_func("/nvme-fault/realize-fails", test_realize_fails);
     qtest_add_func("/nvme-fault/reset-dma-map-wait", test_reset_dma_map_wait);
     ret = g_test_run();
-    {
-        g_autofree char *bios = g_build_filename(tmpdir, "hlt.bin", NULL);
-
-        unlink(bios);
-    }
-    rmdir(tmpdir);
-    g_free(tmpdir);
+    fl_tmpdir_remove(tmpdir);
     return ret;
 }
