@@ -10,9 +10,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "qemu/osdep.h"
-#include "libqtest.h"
-#include "qobject/qdict.h"
-#include "qobject/qlist.h"
+#include "faultline-qtest.h"
 
 #define IMG_SIZE (1024 * 1024)
 
@@ -26,11 +24,7 @@ static char *tmp_path(const char *name)
 /* A zero-filled raw image. */
 static char *make_image(const char *name)
 {
-    char *path = tmp_path(name);
-    g_autofree char *zeros = g_malloc0(IMG_SIZE);
-
-    g_assert(g_file_set_contents(path, zeros, IMG_SIZE, NULL));
-    return path;
+    return fl_zero_file(tmpdir, name, IMG_SIZE);
 }
 
 /*
@@ -44,7 +38,8 @@ static QTestState *start(uint64_t seed, const char *child, const char *log)
                        PRIu64 ",log=%s/faults.jsonl"
                        " -drive if=none,id=d0,node-name=fi,"
                        "driver=fault-inject,fault-injector=fi0,"
-                       "discard=unmap,%s%s%s >>%s/qemu-io.out", seed, tmpdir, child,
+                       "discard=unmap,%s%s%s >>%s/qemu-io.out", seed, tmpdir,
+                       child,
                        log ? " -trace enable=fault_inject_* -D " : "",
                        log ? log : "", tmpdir);
 }
@@ -73,9 +68,7 @@ static gsize qemu_io_output_end(void)
 
 static void add_rules(QTestState *qts, const char *rules)
 {
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules',"
-                             " 'arguments': {'id': 'fi0', 'rules': %s}}",
-                             rules);
+    fl_add_rules(qts, "fi0", rules);
 }
 
 static void qemu_io(QTestState *qts, const char *node, const char *cmd)
@@ -110,66 +103,31 @@ static int64_t blockstat(QTestState *qts, const char *key)
 /* Wait (real time, bounded) for an asynchronous completion to be counted. */
 static void wait_blockstat(QTestState *qts, const char *key, int64_t want)
 {
-    for (int i = 0; i < 500 && blockstat(qts, key) != want; i++) {
-        g_usleep(10 * 1000);
-    }
+    FL_POLL(blockstat(qts, key) == want, 500, 10 * 1000);
     g_assert_cmpint(blockstat(qts, key), ==, want);
-}
-
-/* hits and matched of rule @name */
-static void rule_counts(QTestState *qts, const char *name, int64_t *hits,
-                        int64_t *matched)
-{
-    QDict *rsp = qtest_qmp_assert_success_ref(qts,
-        "{'execute': 'x-fault-query-stats', 'arguments': {'id': 'fi0'}}");
-    QListEntry *e;
-    bool found = false;
-
-    QLIST_FOREACH_ENTRY(qdict_get_qlist(rsp, "rules"), e) {
-        QDict *r = qobject_to(QDict, qlist_entry_obj(e));
-
-        if (!strcmp(qdict_get_str(r, "name"), name)) {
-            *hits = qdict_get_int(r, "hits");
-            *matched = qdict_get_int(r, "matched");
-            found = true;
-        }
-    }
-    qobject_unref(rsp);
-    g_assert(found);
 }
 
 static int64_t rule_hits(QTestState *qts, const char *name)
 {
-    int64_t hits, matched;
+    return fl_rule_hits(qts, "fi0", name);
+}
 
-    rule_counts(qts, name, &hits, &matched);
-    return hits;
+static int64_t rule_matched(QTestState *qts, const char *name)
+{
+    return fl_rule_count(qts, "fi0", name, "matched");
 }
 
 static uint64_t digest(QTestState *qts)
 {
-    QDict *rsp = qtest_qmp_assert_success_ref(qts,
-        "{'execute': 'x-fault-query-stats', 'arguments': {'id': 'fi0'}}");
-    uint64_t d = qdict_get_int(rsp, "digest");
-
-    qobject_unref(rsp);
-    return d;
+    return fl_stat(qts, "fi0", "digest");
 }
 
 /* Lines of the injector's faults.jsonl (of the last QEMU) containing @s. */
 static int log_lines_with(const char *s)
 {
     g_autofree char *path = tmp_path("faults.jsonl");
-    g_autofree char *text = NULL;
-    g_auto(GStrv) lines = NULL;
-    int n = 0;
 
-    g_assert(g_file_get_contents(path, &text, NULL, NULL));
-    lines = g_strsplit(text, "\n", -1);
-    for (int i = 0; lines[i]; i++) {
-        n += strstr(lines[i], s) != NULL;
-    }
-    return n;
+    return fl_file_lines_with(path, s);
 }
 
 static char *null_child(void)
@@ -240,8 +198,7 @@ static void test_ops(void)
     /* Flush: qemu-io's flush reports nothing, the filter's trace does. */
     qemu_io(qts, "d0", "flush");
     g_assert_cmpint(rule_hits(qts, "f"), ==, 0);
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-set-state',"
-                             " 'arguments': {'id': 'fi0', 'state': 1}}");
+    fl_set_state(qts, "fi0", 1);
     qemu_io(qts, "d0", "flush");
     g_assert_cmpint(rule_hits(qts, "f"), ==, 1);
     qtest_quit(qts);
@@ -270,33 +227,43 @@ static int64_t write_n(QTestState *qts, int n)
     return blockstat(qts, "failed_wr_operations") - failed;
 }
 
+/*
+ * Writes under rule @rule alone: @want of @n fail, and the rule matched
+ * all @n and fired @want times.
+ */
+static void trigger_run(QTestState *qts, const char *name, const char *rule,
+                        int n, int64_t want)
+{
+    add_rules(qts, rule);
+    g_assert_cmpint(write_n(qts, n), ==, want);
+    g_assert_cmpint(rule_hits(qts, name), ==, want);
+    g_assert_cmpint(rule_matched(qts, name), ==, n);
+    fl_delete_rule(qts, "fi0", name);
+}
+
+/* nth=, after/every/count=, then prob=0.5: returns prob's failures. */
+static int64_t trigger_sequence(QTestState *qts)
+{
+    int64_t prob_hits;
+
+    trigger_run(qts, "n3", "n3: write nth=3 error=eio\n", 6, 1);
+    /* after=2 every=3 count=2 fires at 5 and 8 of 12 */
+    trigger_run(qts, "ev", "ev: write after=2 every=3 count=2 error=eio\n",
+                12, 2);
+    add_rules(qts, "p: write prob=0.5 error=eio\n");
+    prob_hits = write_n(qts, 64);
+    g_assert_cmpint(rule_hits(qts, "p"), ==, prob_hits);
+    return prob_hits;
+}
+
 static void test_triggers(void)
 {
     g_autofree char *child = null_child();
     QTestState *qts = start(7, child, NULL);
-    int64_t hits, matched, prob_hits;
+    int64_t prob_hits;
     uint64_t first_digest;
 
-    add_rules(qts, "n3: write nth=3 error=eio\n");
-    g_assert_cmpint(write_n(qts, 6), ==, 1);
-    rule_counts(qts, "n3", &hits, &matched);
-    g_assert_cmpint(hits, ==, 1);
-    g_assert_cmpint(matched, ==, 6);
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-delete-rule',"
-                             " 'arguments': {'id': 'fi0', 'name': 'n3'}}");
-
-    /* after=2 every=3 count=2 fires at 5 and 8 of 12 */
-    add_rules(qts, "ev: write after=2 every=3 count=2 error=eio\n");
-    g_assert_cmpint(write_n(qts, 12), ==, 2);
-    rule_counts(qts, "ev", &hits, &matched);
-    g_assert_cmpint(hits, ==, 2);
-    g_assert_cmpint(matched, ==, 12);
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-delete-rule',"
-                             " 'arguments': {'id': 'fi0', 'name': 'ev'}}");
-
-    add_rules(qts, "p: write prob=0.5 error=eio\n");
-    prob_hits = write_n(qts, 64);
-    g_assert_cmpint(rule_hits(qts, "p"), ==, prob_hits);
+    prob_hits = trigger_sequence(qts);
     g_assert_cmpint(prob_hits, >, 0);
     g_assert_cmpint(prob_hits, <, 64);
     first_digest = digest(qts);
@@ -310,16 +277,7 @@ static void test_triggers(void)
 
     /* The same seed gives the same outcomes and the same digest. */
     qts = start(7, child, NULL);
-    add_rules(qts, "n3: write nth=3 error=eio\n");
-    g_assert_cmpint(write_n(qts, 6), ==, 1);
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-delete-rule',"
-                             " 'arguments': {'id': 'fi0', 'name': 'n3'}}");
-    add_rules(qts, "ev: write after=2 every=3 count=2 error=eio\n");
-    g_assert_cmpint(write_n(qts, 12), ==, 2);
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-delete-rule',"
-                             " 'arguments': {'id': 'fi0', 'name': 'ev'}}");
-    add_rules(qts, "p: write prob=0.5 error=eio\n");
-    g_assert_cmpint(write_n(qts, 64), ==, prob_hits);
+    g_assert_cmpint(trigger_sequence(qts), ==, prob_hits);
     g_assert_cmpuint(digest(qts), ==, first_digest);
     qtest_quit(qts);
 }
@@ -367,8 +325,7 @@ static int logged_offsets(const char *rule, uint64_t *off, int max)
     g_autofree char *path = tmp_path("faults.jsonl");
     g_autofree char *text = NULL;
     g_autofree char *key = g_strdup_printf("\"rule\":\"%s\",", rule);
-    char *p, *end;
-    int n = 0;
+    char *p;
 
     /* {..."rule":"R","nth":N,"action":"corrupt=K at=A,B"} */
     g_assert(g_file_get_contents(path, &text, NULL, NULL));
@@ -382,15 +339,7 @@ static int logged_offsets(const char *rule, uint64_t *off, int max)
         }
     }
     g_assert(p);
-    p = strstr(p, " at=");
-    g_assert(p);
-    for (p += 4; n < max; p = end + 1) {
-        off[n++] = g_ascii_strtoull(p, &end, 10);
-        if (*end != ',') {
-            break;
-        }
-    }
-    return n;
+    return fl_parse_offsets(p, off, max);
 }
 
 /* The bytes a "read -v" printed (qemu-io's hex dump), into @buf. */
@@ -434,7 +383,6 @@ static void test_lie_corrupt(void)
     QTestState *qts = start(5, child, NULL);
     uint64_t off[16];
     gsize size, from;
-    int n, diff = 0;
 
     qemu_io(qts, "d0", "write -P 0x11 0 4096");
     qemu_io(qts, "d0", "write -P 0x44 16384 4096");
@@ -450,32 +398,17 @@ static void test_lie_corrupt(void)
     qemu_io(qts, "d0", "read -v 16384 4096");
     out = qemu_io_output(from);
     g_assert_cmpint(dumped_bytes(out, got, sizeof(got)), ==, 4096);
-    n = logged_offsets("r", off, 16);
-    g_assert_cmpint(n, ==, 2);
-    for (int i = 0, k = 0; i < 4096; i++) {
-        bool flip = k < n && off[k] == (uint64_t)i;
-
-        g_assert_cmpint(got[i], ==, flip ? 0x44 ^ 0xff : 0x44);
-        k += flip;
-    }
+    g_assert_cmpint(logged_offsets("r", off, 16), ==, 2);
+    fl_assert_flipped(got, sizeof(got), 0x44, off, 2);
     qtest_quit(qts);
 
     /* The lied write left the old data; the corrupt one 3 bytes off. */
     g_assert(image_bytes_are(img, 0, 4096, 0x11));
     g_assert(image_bytes_are(img, 16384, 4096, 0x44));
-    n = logged_offsets("c", off, 16);
-    g_assert_cmpint(n, ==, 3);
+    g_assert_cmpint(logged_offsets("c", off, 16), ==, 3);
     g_assert(g_file_get_contents(img, &data, &size, NULL));
-    for (int i = 0; i < 4096; i++) {
-        unsigned char b = data[8192 + i];
-
-        if (b != 0x33) {
-            g_assert_cmpint(b, ==, 0x33 ^ 0xff);
-            g_assert(i == off[0] || i == off[1] || i == off[2]);
-            diff++;
-        }
-    }
-    g_assert_cmpint(diff, ==, 3);
+    g_assert_cmpint(size, >=, 8192 + 4096);
+    fl_assert_flipped((uint8_t *)data + 8192, 4096, 0x33, off, 3);
     unlink(img);
 }
 
@@ -631,24 +564,20 @@ static void test_throttle_chain(void)
 static void expect_add_error(QTestState *qts, const char *injector,
                              const char *msg)
 {
-    QDict *rsp = injector ?
-        qtest_qmp(qts, "{'execute': 'blockdev-add', 'arguments':"
-                  " {'driver': 'fault-inject', 'node-name': 'bad',"
-                  "  'fault-injector': %s, 'file': {'driver': 'null-co'}}}",
-                  injector) :
-        qtest_qmp(qts, "{'execute': 'blockdev-add', 'arguments':"
-                  " {'driver': 'fault-inject', 'node-name': 'bad',"
-                  "  'file': {'driver': 'null-co'}}}");
-    const char *desc;
+    g_autofree char *desc = injector ?
+        fl_qmp_error(qts, "{'execute': 'blockdev-add', 'arguments':"
+                     " {'driver': 'fault-inject', 'node-name': 'bad',"
+                     "  'fault-injector': %s, 'file': {'driver': 'null-co'}}}",
+                     injector) :
+        fl_qmp_error(qts, "{'execute': 'blockdev-add', 'arguments':"
+                     " {'driver': 'fault-inject', 'node-name': 'bad',"
+                     "  'file': {'driver': 'null-co'}}}");
 
-    g_assert(qdict_haskey(rsp, "error"));
-    desc = qdict_get_str(qdict_get_qdict(rsp, "error"), "desc");
     if (!strstr(desc, msg)) {
         g_test_message("error: %s", desc);
     }
     g_assert(strstr(desc, msg));
     g_assert(!strchr(desc, '\n'));
-    qobject_unref(rsp);
     g_assert(!node_exists(qts, "bad"));
 }
 
@@ -656,13 +585,8 @@ static void test_bad_options(void)
 {
     QTestState *qts = qtest_init("-machine none -object fault-injector,id=fi0"
                                  " -object throttle-group,id=tg0");
-    const char *qemu = getenv("QTEST_QEMU_BINARY");
-    char *argv[] = { (char *)qemu, (char *)"-machine", (char *)"none",
-                     (char *)"-display", (char *)"none", (char *)"-drive",
-                     (char *)"if=none,driver=fault-inject,file.driver=null-co",
-                     NULL };
-    g_autofree char *out = NULL, *err = NULL;
-    int status;
+    g_autofree char *err = NULL;
+    int code;
 
     expect_add_error(qts, NULL, "'fault-injector' is missing");
     expect_add_error(qts, "nope", "fault-inject: no fault-injector with id "
@@ -678,9 +602,9 @@ static void test_bad_options(void)
     qtest_quit(qts);
 
     /* -drive has no schema: the driver's own message */
-    g_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                          &out, &err, &status, NULL));
-    g_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    err = fl_startup_error("-machine none -drive if=none,driver=fault-inject,"
+                           "file.driver=null-co", &code);
+    g_assert_cmpint(code, ==, 1);
     g_assert(strstr(err, "fault-inject: parameter 'fault-injector' is "
                     "required"));
 }
@@ -690,7 +614,7 @@ int main(int argc, char **argv)
     int ret;
 
     g_test_init(&argc, &argv, NULL);
-    tmpdir = g_dir_make_tmp("fault-inject-test-XXXXXX", NULL);
+    tmpdir = fl_tmpdir_make("fault-inject-test");
     qtest_add_func("/fault-inject/ops", test_ops);
     qtest_add_func("/fault-inject/triggers", test_triggers);
     qtest_add_func("/fault-inject/when", test_when);
@@ -701,14 +625,6 @@ int main(int argc, char **argv)
     qtest_add_func("/fault-inject/throttle-chain", test_throttle_chain);
     qtest_add_func("/fault-inject/bad-options", test_bad_options);
     ret = g_test_run();
-    {
-        g_autofree char *out = tmp_path("qemu-io.out");
-        g_autofree char *log = tmp_path("faults.jsonl");
-
-        unlink(out);
-        unlink(log);
-    }
-    rmdir(tmpdir);
-    g_free(tmpdir);
+    fl_tmpdir_remove(tmpdir);
     return ret;
 }

@@ -4,47 +4,16 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "qemu/osdep.h"
-#include "libqtest.h"
-#include "qobject/qdict.h"
-#include "qobject/qlist.h"
+#include "qapi/error.h"
+#include "qobject/qjson.h"
 #include "qobject/qnum.h"
+#include "faultline-qtest.h"
 
 static char *tmpdir;
-static const char *const rule_files[] = {
-    "ok.rules", "bad.rules", "nul.rules", "reset.jsonl", "durable.jsonl",
-    "corrupt.jsonl",
-};
-
-static char *write_rules(const char *name, const char *text)
-{
-    char *path = g_build_filename(tmpdir, name, NULL);
-
-    g_assert(g_file_set_contents(path, text, -1, NULL));
-    return path;
-}
-
-/* Run a command that must fail; return its error description. */
-static char * G_GNUC_PRINTF(2, 3) qmp_error(QTestState *qts, const char *fmt, ...)
-{
-    QDict *rsp, *err;
-    char *desc;
-    va_list ap;
-
-    va_start(ap, fmt);
-    rsp = qtest_vqmp(qts, fmt, ap);
-    va_end(ap);
-
-    g_assert(qdict_haskey(rsp, "error"));
-    err = qdict_get_qdict(rsp, "error");
-    desc = g_strdup(qdict_get_str(err, "desc"));
-    qobject_unref(rsp);
-    return desc;
-}
 
 static QDict *query_stats(QTestState *qts)
 {
-    return qtest_qmp_assert_success_ref(qts,
-        "{'execute': 'x-fault-query-stats', 'arguments': {'id': 'fi0'}}");
+    return fl_query_stats(qts, "fi0");
 }
 
 static QDict *rule_at(QDict *stats, int i)
@@ -86,7 +55,7 @@ static void test_properties(void)
 
 static void test_create_and_stats(void)
 {
-    g_autofree char *rules = write_rules("ok.rules",
+    g_autofree char *rules = fl_write_file(tmpdir, "ok.rules",
         "# two rules\n"
         "wfail: write lba=0-99 nth=3 error=write-fault dnr\n"
         "slow:  read prob=0.5 delay=2ms\n");
@@ -118,12 +87,12 @@ static void test_add_delete(void)
     qobject_unref(rsp);
 
     /* A bad line names LINE:COL and arms nothing, QEMU keeps running. */
-    e1 = qmp_error(qts, "{'execute': 'x-fault-add-rules', 'arguments':"
+    e1 = fl_qmp_error(qts, "{'execute': 'x-fault-add-rules', 'arguments':"
                    " {'id': 'fi0', 'rules': 'c: read drop\\nd: wrte drop\\n'}}");
     g_assert(g_str_has_prefix(e1, "2:"));
     g_assert(strstr(e1, "wrte"));
     /* Duplicate names are refused as a whole too. */
-    e2 = qmp_error(qts, "{'execute': 'x-fault-add-rules', 'arguments':"
+    e2 = fl_qmp_error(qts, "{'execute': 'x-fault-add-rules', 'arguments':"
                    " {'id': 'fi0', 'rules': 'a: read drop'}}");
     g_assert(strstr(e2, "'a'"));
     st = query_stats(qts);
@@ -131,9 +100,8 @@ static void test_add_delete(void)
     g_assert_null(rule_at(st, 2));
     qobject_unref(st);
 
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-delete-rule',"
-                             " 'arguments': {'id': 'fi0', 'name': 'a'}}");
-    e3 = qmp_error(qts, "{'execute': 'x-fault-delete-rule',"
+    fl_delete_rule(qts, "fi0", "a");
+    e3 = fl_qmp_error(qts, "{'execute': 'x-fault-delete-rule',"
                    " 'arguments': {'id': 'fi0', 'name': 'a'}}");
     g_assert(strstr(e3, "no rule 'a'"));
     st = query_stats(qts);
@@ -142,7 +110,7 @@ static void test_add_delete(void)
     qobject_unref(st);
 
     /* Wrong argument types are QMP errors, not crashes. */
-    e4 = qmp_error(qts, "{'execute': 'x-fault-add-rules', 'arguments':"
+    e4 = fl_qmp_error(qts, "{'execute': 'x-fault-add-rules', 'arguments':"
                    " {'id': 'fi0', 'rules': 5}}");
     g_assert(strstr(e4, "rules"));
     qtest_quit(qts);
@@ -154,15 +122,14 @@ static void test_state_log_reset(void)
     g_autofree char *e1 = NULL, *e2 = NULL;
     QDict *rsp, *st;
 
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-set-state',"
-                             " 'arguments': {'id': 'fi0', 'state': 3}}");
+    fl_set_state(qts, "fi0", 3);
     st = query_stats(qts);
     g_assert_cmpuint(qdict_get_int(st, "state"), ==, 3);
     qobject_unref(st);
     rsp = qtest_qmp_assert_success_ref(qts, "{'execute': 'qom-get',"
         " 'arguments': {'path': '/objects/fi0', 'property': 'state'}}");
     qobject_unref(rsp);
-    e1 = qmp_error(qts, "{'execute': 'x-fault-set-state',"
+    e1 = fl_qmp_error(qts, "{'execute': 'x-fault-set-state',"
                    " 'arguments': {'id': 'fi0', 'state': -1}}");
     g_assert(strstr(e1, "state"));
 
@@ -171,7 +138,7 @@ static void test_state_log_reset(void)
     g_assert_cmpuint(qdict_get_int(rsp, "total"), ==, 0);
     g_assert(qlist_empty(qdict_get_qlist(rsp, "entries")));
     qobject_unref(rsp);
-    e2 = qmp_error(qts, "{'execute': 'x-fault-query-log',"
+    e2 = fl_qmp_error(qts, "{'execute': 'x-fault-query-log',"
                    " 'arguments': {'id': 'fi0', 'max': 0}}");
     g_assert(strstr(e2, "max"));
 
@@ -195,28 +162,15 @@ static int64_t decide_write(QTestState *qts, uint64_t lba)
     return fired;
 }
 
-static int count_lines(const char *path, const char *needle)
-{
-    g_autofree char *text = NULL;
-    int n = 0;
-
-    g_assert(g_file_get_contents(path, &text, NULL, NULL));
-    for (char *p = text; (p = strstr(p, needle)); p++) {
-        n++;
-    }
-    return n;
-}
-
 static void test_decide(void)
 {
     QTestState *qts = qtest_init("-machine none -object fault-injector,id=fi0");
     g_autofree char *e1 = NULL;
     QDict *rsp;
 
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules',"
-        " 'arguments': {'id': 'fi0', 'rules':"
-        " 'a: write lba=0-7 delay=1ms error=write-fault dnr\\n"
-        "b: write irq-delay=5us complete=task'}}");
+    fl_add_rules(qts, "fi0",
+                 "a: write lba=0-7 delay=1ms error=write-fault dnr\n"
+                 "b: write irq-delay=5us complete=task");
     rsp = qtest_qmp_assert_success_ref(qts,
         "{'execute': 'x-fault-decide', 'arguments': {'id': 'fi0',"
         " 'op': 'write', 'lba': 4, 'len': 8}}");
@@ -229,7 +183,7 @@ static void test_decide(void)
     g_assert_cmpint(qdict_get_int(rsp, "irq-delay-ns"), ==, 5000);
     qobject_unref(rsp);
     g_assert_cmpint(decide_write(qts, 100), ==, 1);
-    e1 = qmp_error(qts, "{'execute': 'x-fault-decide', 'arguments':"
+    e1 = fl_qmp_error(qts, "{'execute': 'x-fault-decide', 'arguments':"
                    " {'id': 'fi0', 'op': 'any', 'lba': 0, 'len': 1}}");
     g_assert(strstr(e1, "unknown op 'any'"));
     qtest_quit(qts);
@@ -247,9 +201,7 @@ static void test_decide_lie_corrupt(void)
     QDict *rsp;
     int n = 0;
 
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules',"
-        " 'arguments': {'id': 'fi0', 'rules':"
-        " 'l: write lba=0-7 lie\\nc: read corrupt=2'}}");
+    fl_add_rules(qts, "fi0", "l: write lba=0-7 lie\nc: read corrupt=2");
     rsp = qtest_qmp_assert_success_ref(qts,
         "{'execute': 'x-fault-decide', 'arguments': {'id': 'fi0',"
         " 'op': 'write', 'lba': 0, 'len': 8}}");
@@ -270,10 +222,10 @@ static void test_decide_lie_corrupt(void)
     g_assert_cmpuint(off[0], <, off[1]);
     g_assert_cmpuint(off[1], <, 8 * 512);
     qobject_unref(query_stats(qts));
-    g_assert_cmpint(count_lines(log, "\"action\":\"lie\""), ==, 1);
+    g_assert_cmpint(fl_file_lines_with(log, "\"action\":\"lie\""), ==, 1);
     want = g_strdup_printf("\"action\":\"corrupt=2 at=%" PRIu64 ",%" PRIu64
                            "\"", off[0], off[1]);
-    g_assert_cmpint(count_lines(log, want), ==, 1);
+    g_assert_cmpint(fl_file_lines_with(log, want), ==, 1);
     qtest_quit(qts);
 }
 
@@ -285,22 +237,21 @@ static void test_reset_log_cursor(void)
                                   "id=fi0,log=%s,events=on", log);
     QDict *ev;
 
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules',"
-        " 'arguments': {'id': 'fi0', 'rules': 'w: write error=eio'}}");
+    fl_add_rules(qts, "fi0", "w: write error=eio");
     g_assert_cmpint(decide_write(qts, 0), ==, 1);
     qobject_unref(qtest_qmp_eventwait_ref(qts, "X_FAULT_INJECTED"));
     g_assert_cmpint(decide_write(qts, 8), ==, 1);
     qobject_unref(qtest_qmp_eventwait_ref(qts, "X_FAULT_INJECTED"));
     qobject_unref(query_stats(qts));
-    g_assert_cmpint(count_lines(log, "\"seq\":"), ==, 2);
+    g_assert_cmpint(fl_file_lines_with(log, "\"seq\":"), ==, 2);
     qtest_qmp_assert_success(qts, "{'execute': 'x-fault-reset',"
                              " 'arguments': {'id': 'fi0'}}");
     g_assert_cmpint(decide_write(qts, 16), ==, 1);
     qobject_unref(query_stats(qts));
     /* The file goes on: its third line is the new log's seq 0. */
-    g_assert_cmpint(count_lines(log, "\"seq\":"), ==, 3);
-    g_assert_cmpint(count_lines(log, "\"seq\":0,\"ordinal\":1,"), ==, 2);
-    g_assert_cmpint(count_lines(log, "\"lba\":16,"), ==, 1);
+    g_assert_cmpint(fl_file_lines_with(log, "\"seq\":"), ==, 3);
+    g_assert_cmpint(fl_file_lines_with(log, "\"seq\":0,\"ordinal\":1,"), ==, 2);
+    g_assert_cmpint(fl_file_lines_with(log, "\"lba\":16,"), ==, 1);
     ev = qtest_qmp_eventwait_ref(qts, "X_FAULT_INJECTED");
     g_assert_cmpint(qdict_get_int(qdict_get_qdict(ev, "data"), "lba"), ==, 16);
     qobject_unref(ev);
@@ -317,11 +268,10 @@ static void test_log_durable(void)
     QTestState *qts = qtest_initf("-machine none -object fault-injector,"
                                   "id=fi0,log=%s", log);
 
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules',"
-        " 'arguments': {'id': 'fi0', 'rules': 'w: write every=2 drop'}}");
+    fl_add_rules(qts, "fi0", "w: write every=2 drop");
     for (int i = 1; i <= 6; i++) {
         decide_write(qts, i);
-        g_assert_cmpint(count_lines(log, "\"rule\":\"w\""), ==, i / 2);
+        g_assert_cmpint(fl_file_lines_with(log, "\"rule\":\"w\""), ==, i / 2);
     }
     qtest_quit(qts);
 }
@@ -336,8 +286,7 @@ static void test_log_write_error(void)
     st = query_stats(qts);
     g_assert(!qdict_haskey(st, "log-error"));
     qobject_unref(st);
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules',"
-        " 'arguments': {'id': 'fi0', 'rules': 'w: write drop'}}");
+    fl_add_rules(qts, "fi0", "w: write drop");
     g_assert_cmpint(decide_write(qts, 0), ==, 1);
     g_assert_cmpint(decide_write(qts, 8), ==, 1);
     st = query_stats(qts);
@@ -364,11 +313,9 @@ static void test_machine_reset(void)
     QDict *st;
     int64_t digest;
 
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules',"
-        " 'arguments': {'id': 'fi0', 'rules': 'first: write nth=1 error=eio"
-        "\\nany: write delay=1us'}}");
-    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-set-state',"
-                             " 'arguments': {'id': 'fi0', 'state': 2}}");
+    fl_add_rules(qts, "fi0", "first: write nth=1 error=eio\n"
+                 "any: write delay=1us");
+    fl_set_state(qts, "fi0", 2);
     g_assert_cmpint(decide_write(qts, 0), ==, 2);
     g_assert_cmpint(decide_write(qts, 0), ==, 1);
     st = query_stats(qts);
@@ -405,7 +352,7 @@ static void test_delete_in_use(void)
     g_autofree char *e1 = NULL;
     QDict *st;
 
-    e1 = qmp_error(qts, "{'execute': 'object-del', 'arguments':"
+    e1 = fl_qmp_error(qts, "{'execute': 'object-del', 'arguments':"
                    " {'id': 'fi0'}}");
     g_assert(strstr(e1, "fi0") && strstr(e1, "in use"));
     st = query_stats(qts);
@@ -413,34 +360,33 @@ static void test_delete_in_use(void)
     /* An unused one goes. */
     qtest_qmp_assert_success(qts, "{'execute': 'object-del', 'arguments':"
                              " {'id': 'fi1'}}");
-    g_free(qmp_error(qts, "{'execute': 'x-fault-query-stats', 'arguments':"
+    g_free(fl_qmp_error(qts, "{'execute': 'x-fault-query-stats', 'arguments':"
                      " {'id': 'fi1'}}"));
     qtest_quit(qts);
 }
 
 static void test_bad_ids(void)
 {
+    static const struct {
+        const char *cmd, *args;
+    } bad[] = {
+        { "x-fault-query-stats", "{'id': 'nope'}" },
+        { "x-fault-reset", "{'id': 'nope'}" },
+        { "x-fault-set-state", "{'id': 'nope', 'state': 1}" },
+        { "x-fault-query-log", "{'id': 'nope'}" },
+        { "x-fault-delete-rule", "{'id': 'nope', 'name': 'x'}" },
+        { "x-fault-add-rules", "{'id': 'nope', 'rules': ''}" },
+        { "x-fault-query-stats", "{'id': 'io0'}" },     /* not an injector */
+    };
     QTestState *qts = qtest_init("-machine none -object iothread,id=io0");
-    const char *want = "no fault-injector with id 'nope'";
-    char *e[7];
 
-    e[0] = qmp_error(qts, "{'execute': 'x-fault-query-stats',"
-                     " 'arguments': {'id': 'nope'}}");
-    e[1] = qmp_error(qts, "{'execute': 'x-fault-reset',"
-                     " 'arguments': {'id': 'nope'}}");
-    e[2] = qmp_error(qts, "{'execute': 'x-fault-set-state',"
-                     " 'arguments': {'id': 'nope', 'state': 1}}");
-    e[3] = qmp_error(qts, "{'execute': 'x-fault-query-log',"
-                     " 'arguments': {'id': 'nope'}}");
-    e[4] = qmp_error(qts, "{'execute': 'x-fault-delete-rule',"
-                     " 'arguments': {'id': 'nope', 'name': 'x'}}");
-    e[5] = qmp_error(qts, "{'execute': 'x-fault-add-rules',"
-                     " 'arguments': {'id': 'nope', 'rules': ''}}");
-    e[6] = qmp_error(qts, "{'execute': 'x-fault-query-stats',"
-                     " 'arguments': {'id': 'io0'}}");
-    for (int i = 0; i < ARRAY_SIZE(e); i++) {
-        g_assert(strstr(e[i], i < 6 ? want : "not a fault-injector"));
-        g_free(e[i]);
+    for (int i = 0; i < ARRAY_SIZE(bad); i++) {
+        g_autofree char *e = fl_qmp_error(qts,
+            "{'execute': %s, 'arguments': %p}", bad[i].cmd,
+            qobject_from_json(bad[i].args, &error_abort));
+
+        g_assert(strstr(e, i < 6 ? "no fault-injector with id 'nope'" :
+                        "not a fault-injector"));
     }
     qtest_quit(qts);
 }
@@ -448,30 +394,21 @@ static void test_bad_ids(void)
 /* Startup errors: QEMU must exit non-zero with a clear message. */
 static void expect_startup_error(const char *objopts, const char *msg)
 {
-    const char *qemu = getenv("QTEST_QEMU_BINARY");
-    g_autofree char *obj = g_strdup_printf("fault-injector,id=fi0%s", objopts);
-    char *argv[] = { (char *)qemu, (char *)"-machine", (char *)"none",
-                     (char *)"-display", (char *)"none", (char *)"-object",
-                     obj, NULL };
-    g_autofree char *out = NULL, *err = NULL;
-    int status;
+    g_autofree char *args = g_strdup_printf("-machine none "
+                                            "-object fault-injector,id=fi0%s",
+                                            objopts);
 
-    g_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                          &out, &err, &status, NULL));
-    g_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-    if (!strstr(err, msg)) {
-        g_test_message("stderr: %s", err);
-    }
-    g_assert(strstr(err, msg));
+    fl_expect_startup_error(args, msg);
 }
 
 static void test_startup_errors(void)
 {
-    g_autofree char *bad = write_rules("bad.rules", "ok: read drop\n"
+    g_autofree char *bad = fl_write_file(tmpdir, "bad.rules", "ok: read drop\n"
                                        "bad: read lba=9-3 drop\n");
     g_autofree char *badopt = g_strdup_printf(",rules=%s", bad);
 
-    expect_startup_error(",rules=/nonexistent/faultline.rules", "cannot read rules");
+    expect_startup_error(",rules=/nonexistent/faultline.rules",
+                         "cannot read rules");
     expect_startup_error(badopt, "bad.rules:2:");
     expect_startup_error(",seed=banana", "seed");
     expect_startup_error(",log=/nonexistent/dir/log", "cannot open log");
@@ -495,7 +432,7 @@ int main(int argc, char **argv)
     int ret;
 
     g_test_init(&argc, &argv, NULL);
-    tmpdir = g_dir_make_tmp("fault-injector-test-XXXXXX", NULL);
+    tmpdir = fl_tmpdir_make("fault-injector-test");
     qtest_add_func("/fault-injector/properties", test_properties);
     qtest_add_func("/fault-injector/create-and-stats", test_create_and_stats);
     qtest_add_func("/fault-injector/add-delete", test_add_delete);
@@ -512,12 +449,6 @@ int main(int argc, char **argv)
     qtest_add_func("/fault-injector/delete-in-use", test_delete_in_use);
     qtest_add_func("/fault-injector/rules-nul", test_rules_nul);
     ret = g_test_run();
-    for (int i = 0; i < ARRAY_SIZE(rule_files); i++) {
-        g_autofree char *path = g_build_filename(tmpdir, rule_files[i], NULL);
-
-        unlink(path);
-    }
-    rmdir(tmpdir);
-    g_free(tmpdir);
+    fl_tmpdir_remove(tmpdir);
     return ret;
 }
