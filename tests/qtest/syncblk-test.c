@@ -269,6 +269,14 @@ static uint64_t sb_list(SB *sb, uint64_t *data, unsigned n, uint32_t len)
     return list;
 }
 
+/* A one-entry scatter list over a fresh 4 KiB buffer. */
+static uint64_t sb_list1(SB *sb)
+{
+    uint64_t data[1] = { 0 };
+
+    return sb_list(sb, data, 1, 4096);
+}
+
 /* Write a command into @slot's registers, without ringing the doorbell. */
 static void sb_prepare(SB *sb, int slot, uint32_t op, uint64_t lba,
                        uint32_t nsec, uint64_t list, uint32_t nent)
@@ -400,12 +408,11 @@ static void test_spec_layout(void)
         SB_SLOT_NUM_SECTORS, SB_SLOT_LIST_LO, SB_SLOT_LIST_HI,
     };
     static const int slots[] = { 0, 7, SB_NUM_SLOTS - 1 };
-    uint64_t data[1] = { 0 };
     uint64_t list;
     SB sb;
 
     sb_start(&sb, "irq", true, SB_MSIX_ASYNC);
-    list = sb_list(&sb, data, 1, 4096);
+    list = sb_list1(&sb);
     for (int s = 0; s < ARRAY_SIZE(slots); s++) {
         int slot = slots[s];
 
@@ -635,12 +642,11 @@ static void test_drop(gconstpointer opaque)
 {
     const char *mode = opaque;
     bool task = mode_ctx(mode) == SB_CTX_TASK;
-    uint64_t data[1] = { 0 };
     uint64_t list;
     SB sb;
 
     sb_start(&sb, mode, true, SB_MSIX_ASYNC);
-    list = sb_list(&sb, data, 1, 4096);
+    list = sb_list1(&sb);
     for (uint64_t lba = 600; lba <= 700; lba += 100) {
         sb_submit(&sb, 2, SB_OP_WRITE, lba, 8, list, 1);
         g_assert_cmpuint(slot_rd(&sb, 2, SB_SLOT_STATUS), ==, SB_ST_BUSY);
@@ -680,12 +686,11 @@ static void test_latency(gconstpointer opaque)
 {
     const char *mode = opaque;
     uint32_t ctx = mode_ctx(mode);
-    uint64_t data[1] = { 0 };
     uint64_t list;
     SB sb;
 
     sb_start(&sb, mode, true, SB_MSIX_ASYNC);
-    list = sb_list(&sb, data, 1, 4096);
+    list = sb_list1(&sb);
     sb_submit(&sb, 1, SB_OP_WRITE, 1000, 8, list, 1);
     g_usleep(20 * 1000);        /* let any AIO finish: only time is missing */
     g_assert_cmpuint(slot_rd(&sb, 1, SB_SLOT_STATUS), ==, SB_ST_BUSY);
@@ -823,12 +828,11 @@ static void test_bad_commands(gconstpointer opaque)
 static void test_reset(gconstpointer opaque)
 {
     const char *mode = opaque;
-    uint64_t data[1] = { 0 };
     uint64_t list;
     SB sb;
 
     sb_start(&sb, mode, true, SB_MSIX_OFF);
-    list = sb_list(&sb, data, 1, 4096);
+    list = sb_list1(&sb);
     sb_submit(&sb, 0, SB_OP_WRITE, 1000, 8, list, 1);     /* delayed */
     sb_submit(&sb, 1, SB_OP_WRITE, 600, 8, list, 1);      /* dropped */
     sb_submit(&sb, 2, SB_OP_WRITE, 8, 8, list, 1);
@@ -970,14 +974,13 @@ static void test_msix_into_own_bar(gconstpointer opaque)
 {
     const char *mode = opaque;
     uint32_t ctx = mode_ctx(mode);
-    uint64_t data[1] = { 0 };
     uint64_t list;
     SB sb;
 
     sb_start(&sb, mode, false, SB_MSIX_OFF);
     sb_msix_route(&sb, sb.pci.bar.addr + SLOT(1, SB_SLOT_DOORBELL),
                   SB_DOORBELL_SUBMIT);
-    list = sb_list(&sb, data, 1, 4096);
+    list = sb_list1(&sb);
     /* slot 1 holds a valid command that only the MSI-X write would start */
     sb_prepare(&sb, 1, SB_OP_WRITE, 16, 8, list, 1);
     sb_submit(&sb, 0, SB_OP_WRITE, 8, 8, list, 1);
@@ -1000,13 +1003,12 @@ static void test_timeout_over_32bit_ns(void)
     SBOpts o = { .completion = "task", .faults = true,
                  .dev_opts = "timeout-ms=4295" };
     static const int64_t steps_ms[] = { 1, 4293, 1 };
-    uint64_t data[1] = { 0 };
     uint64_t list;
     SB sb;
 
     sb_start_opts(&sb, &o);
     g_assert_cmpuint(rd(&sb, SB_REG_TIMEOUT_MS), ==, 4295);
-    list = sb_list(&sb, data, 1, 4096);
+    list = sb_list1(&sb);
     sb_submit(&sb, 3, SB_OP_WRITE, 600, 8, list, 1);      /* dropped */
     for (int i = 0; i < ARRAY_SIZE(steps_ms); i++) {
         g_assert_cmpuint(slot_rd(&sb, 3, SB_SLOT_STATUS), ==, SB_ST_BUSY);
@@ -1028,12 +1030,11 @@ static void test_deterministic_qtest(gconstpointer opaque)
     uint32_t ctx = mode_ctx(mode);
     SBOpts o = { .completion = mode, .faults = true,
                  .mode = FL_MODE_DET_QTEST, .msix = SB_MSIX_ASYNC };
-    uint64_t data[1] = { 0 };
     uint64_t list;
     SB sb;
 
     sb_start_opts(&sb, &o);
-    list = sb_list(&sb, data, 1, 4096);
+    list = sb_list1(&sb);
     sb_submit(&sb, 0, SB_OP_WRITE, 1000, 8, list, 1);    /* 5 ms */
     g_usleep(20 * 1000);
     g_assert_cmpuint(slot_rd(&sb, 0, SB_SLOT_STATUS), ==, SB_ST_BUSY);
