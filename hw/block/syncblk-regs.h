@@ -2,11 +2,12 @@
  * syncblk wire format: BAR0 layout, command slots, scatter entries,
  * opcodes, statuses, completion contexts and error codes.
  *
- * The one definition shared by the device model (hw/block/syncblk.c), its
- * qtest and the guest driver (guest/module/syncblk.c, which build-guest
- * builds with a copy of this file): plain constants only, so the same
- * file compiles in QEMU, in the kernel and in tests.  docs/devices.md
- * describes the protocol.
+ * The one definition shared by the device model (hw/block/syncblk.c) and
+ * the guest driver (guest/module/syncblk.c, which build-guest builds with
+ * a copy of this file): plain constants only, so the same file compiles
+ * in QEMU and in the kernel.  docs/devices.md describes the protocol;
+ * tests/qtest/syncblk-test.c writes the layout out from there on its own,
+ * so that a mistake here fails it.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
