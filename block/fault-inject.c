@@ -391,99 +391,99 @@ static void fault_inject_corrupt_qiov(const FaultInjectReq *r, int64_t offset,
     }
 }
 
+/* The child I/O of @op, as asked for (@qiov and @flags where @op has them). */
 static int coroutine_fn GRAPH_RDLOCK
-fault_inject_co_preadv(BlockDriverState *bs, int64_t offset, int64_t bytes,
-                       QEMUIOVector *qiov, BdrvRequestFlags flags)
+fault_inject_child_io(BlockDriverState *bs, FeOp op, int64_t offset,
+                      int64_t bytes, QEMUIOVector *qiov, BdrvRequestFlags flags)
 {
-    FaultInjectReq r;
-    int ret = 0;
-
-    if (!fault_inject_decide(bs, FE_OP_READ, offset, bytes, &r)) {
+    switch (op) {
+    case FE_OP_READ:
         return bdrv_co_preadv(bs->file, offset, bytes, qiov, flags);
+    case FE_OP_WRITE:
+        return bdrv_co_pwritev(bs->file, offset, bytes, qiov, flags);
+    case FE_OP_WRITE_ZEROES:
+        return bdrv_co_pwrite_zeroes(bs->file, offset, bytes, flags);
+    case FE_OP_DISCARD:
+        return bdrv_co_pdiscard(bs->file, offset, bytes);
+    case FE_OP_FLUSH:
+        return bdrv_co_flush(bs->file->bs);
+    default:
+        g_assert_not_reached();
     }
-    if (fault_inject_do_io(&r)) {
-        ret = bdrv_co_preadv(bs->file, offset, bytes, qiov, flags);
-        if (ret >= 0 && r.d.ncorrupt) {
-            /* In the guest's buffer, after the read. */
-            fault_inject_corrupt_qiov(&r, offset, qiov);
-        }
-    }
-    return fault_inject_complete(bs, &r, ret);
 }
 
+/*
+ * Every request through the filter: ask the engine, do the child I/O or
+ * not, corrupt the data of a read or write, complete.
+ */
 static int coroutine_fn GRAPH_RDLOCK
-fault_inject_co_pwritev(BlockDriverState *bs, int64_t offset, int64_t bytes,
-                        QEMUIOVector *qiov, BdrvRequestFlags flags)
+fault_inject_co_request(BlockDriverState *bs, FeOp op, int64_t offset,
+                        int64_t bytes, QEMUIOVector *qiov,
+                        BdrvRequestFlags flags)
 {
     FaultInjectReq r;
-    int ret = 0;
+    QEMUIOVector bounce;
+    void *buf = NULL;
+    int ret;
 
-    if (!fault_inject_decide(bs, FE_OP_WRITE, offset, bytes, &r)) {
-        return bdrv_co_pwritev(bs->file, offset, bytes, qiov, flags);
+    if (!fault_inject_decide(bs, op, offset, bytes, &r)) {
+        return fault_inject_child_io(bs, op, offset, bytes, qiov, flags);
     }
-    if (fault_inject_do_io(&r) && r.d.ncorrupt) {
+    if (!fault_inject_do_io(&r)) {
+        return fault_inject_complete(bs, &r, 0);
+    }
+    if (op == FE_OP_WRITE && r.d.ncorrupt) {
         /* What is stored differs, the guest's buffer does not. */
-        void *buf = qemu_try_blockalign(bs->file->bs, bytes);
-        QEMUIOVector bounce;
-
+        buf = qemu_try_blockalign(bs->file->bs, bytes);
         if (!buf) {
             return -ENOMEM;
         }
         qemu_iovec_to_buf(qiov, 0, buf, bytes);
         qemu_iovec_init_buf(&bounce, buf, bytes);
         fault_inject_corrupt_qiov(&r, offset, &bounce);
-        ret = bdrv_co_pwritev(bs->file, offset, bytes, &bounce, flags);
-        qemu_vfree(buf);
-    } else if (fault_inject_do_io(&r)) {
-        ret = bdrv_co_pwritev(bs->file, offset, bytes, qiov, flags);
+        qiov = &bounce;
+    }
+    ret = fault_inject_child_io(bs, op, offset, bytes, qiov, flags);
+    qemu_vfree(buf);
+    if (op == FE_OP_READ && ret >= 0 && r.d.ncorrupt) {
+        /* In the guest's buffer, after the read. */
+        fault_inject_corrupt_qiov(&r, offset, qiov);
     }
     return fault_inject_complete(bs, &r, ret);
+}
+
+static int coroutine_fn GRAPH_RDLOCK
+fault_inject_co_preadv(BlockDriverState *bs, int64_t offset, int64_t bytes,
+                       QEMUIOVector *qiov, BdrvRequestFlags flags)
+{
+    return fault_inject_co_request(bs, FE_OP_READ, offset, bytes, qiov, flags);
+}
+
+static int coroutine_fn GRAPH_RDLOCK
+fault_inject_co_pwritev(BlockDriverState *bs, int64_t offset, int64_t bytes,
+                        QEMUIOVector *qiov, BdrvRequestFlags flags)
+{
+    return fault_inject_co_request(bs, FE_OP_WRITE, offset, bytes, qiov, flags);
 }
 
 static int coroutine_fn GRAPH_RDLOCK
 fault_inject_co_pwrite_zeroes(BlockDriverState *bs, int64_t offset,
                               int64_t bytes, BdrvRequestFlags flags)
 {
-    FaultInjectReq r;
-    int ret = 0;
-
-    if (!fault_inject_decide(bs, FE_OP_WRITE_ZEROES, offset, bytes, &r)) {
-        return bdrv_co_pwrite_zeroes(bs->file, offset, bytes, flags);
-    }
-    if (fault_inject_do_io(&r)) {
-        ret = bdrv_co_pwrite_zeroes(bs->file, offset, bytes, flags);
-    }
-    return fault_inject_complete(bs, &r, ret);
+    return fault_inject_co_request(bs, FE_OP_WRITE_ZEROES, offset, bytes,
+                                   NULL, flags);
 }
 
 static int coroutine_fn GRAPH_RDLOCK
 fault_inject_co_pdiscard(BlockDriverState *bs, int64_t offset, int64_t bytes)
 {
-    FaultInjectReq r;
-    int ret = 0;
-
-    if (!fault_inject_decide(bs, FE_OP_DISCARD, offset, bytes, &r)) {
-        return bdrv_co_pdiscard(bs->file, offset, bytes);
-    }
-    if (fault_inject_do_io(&r)) {
-        ret = bdrv_co_pdiscard(bs->file, offset, bytes);
-    }
-    return fault_inject_complete(bs, &r, ret);
+    return fault_inject_co_request(bs, FE_OP_DISCARD, offset, bytes, NULL, 0);
 }
 
 static int coroutine_fn GRAPH_RDLOCK
 fault_inject_co_flush(BlockDriverState *bs)
 {
-    FaultInjectReq r;
-    int ret = 0;
-
-    if (!fault_inject_decide(bs, FE_OP_FLUSH, 0, 0, &r)) {
-        return bdrv_co_flush(bs->file->bs);
-    }
-    if (fault_inject_do_io(&r)) {
-        ret = bdrv_co_flush(bs->file->bs);
-    }
-    return fault_inject_complete(bs, &r, ret);
+    return fault_inject_co_request(bs, FE_OP_FLUSH, 0, 0, NULL, 0);
 }
 
 static int fault_inject_reopen_prepare(BDRVReopenState *reopen_state,

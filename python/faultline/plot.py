@@ -106,29 +106,24 @@ def _plot_box():
     return (MARGIN_LEFT, MARGIN_TOP, WIDTH - MARGIN_RIGHT, HEIGHT - MARGIN_BOTTOM)
 
 
-def _y_axis(ticks, ymap, label, fmt=short_number):
+def _numeric_axis(ticks, vmap, label, fmt=short_number, vertical=False):
+    """A value axis with a grid line, tick mark and value per tick: the y
+    axis left of the plot box (vertical), else the x axis under it."""
     x0, top, x1, bottom = _plot_box()
-    out = [_line(x0, top, x0, bottom)]
+    out = [_line(x0, top, x0, bottom) if vertical else _line(x0, bottom, x1, bottom)]
     for t in ticks:
-        y = ymap(t)
-        out.append(_line(x0, y, x1, y, "#dddddd"))
-        out.append(_line(x0 - 5, y, x0, y))
-        out.append(_text(x0 - 8, y + 4, fmt(t), 11, "end"))
-    cy = (top + bottom) / 2
-    out.append(_text(18, cy, label, 12, "middle",
-                     f' transform="rotate(-90 18 {_num(cy)})"'))
-    return out
-
-
-def _x_axis_numeric(ticks, xmap, label, fmt=short_number):
-    x0, top, x1, bottom = _plot_box()
-    out = [_line(x0, bottom, x1, bottom)]
-    for t in ticks:
-        x = xmap(t)
-        out.append(_line(x, top, x, bottom, "#eeeeee"))
-        out.append(_line(x, bottom, x, bottom + 5))
-        out.append(_text(x, bottom + 18, fmt(t), 11, "middle"))
-    out.append(_text((x0 + x1) / 2, bottom + 42, label, 12, "middle"))
+        p = vmap(t)
+        if vertical:
+            out += [_line(x0, p, x1, p, "#dddddd"), _line(x0 - 5, p, x0, p),
+                    _text(x0 - 8, p + 4, fmt(t), 11, "end")]
+        else:
+            out += [_line(p, top, p, bottom, "#eeeeee"), _line(p, bottom, p, bottom + 5),
+                    _text(p, bottom + 18, fmt(t), 11, "middle")]
+    if vertical:
+        cy = (top + bottom) / 2
+        out.append(_text(18, cy, label, 12, "middle", f' transform="rotate(-90 18 {_num(cy)})"'))
+    else:
+        out.append(_text((x0 + x1) / 2, bottom + 42, label, 12, "middle"))
     return out
 
 
@@ -224,7 +219,7 @@ def bars_svg(title, metrics, baseline_label, series_label):
     ymap = _Axis(ticks[0], ticks[-1], bottom, top)
     slot = (x1 - x0) / max(1, len(groups))
     bar_w = min(60.0, slot * 0.35)
-    body = _y_axis(ticks, ymap, "% of baseline mean", lambda t: f"{t:g}%")
+    body = _numeric_axis(ticks, ymap, "% of baseline mean", lambda t: f"{t:g}%", vertical=True)
     body.append(_line(x0, ymap(100.0), x1, ymap(100.0), "#888888", 1, ' stroke-dasharray="4 3"'))
     centers = []
     for i, (name, bars) in enumerate(groups):
@@ -266,7 +261,7 @@ def scatter_svg(title, xlabel, ylabel, points, series_names, log_scale=False,
         yt = nice_ticks(*_value_range(ys))
     xmap = _Axis(xt[0], xt[-1], x0, x1, log_scale)
     ymap = _Axis(yt[0], yt[-1], bottom, top, log_scale)
-    body = _y_axis(yt, ymap, ylabel) + _x_axis_numeric(xt, xmap, xlabel)
+    body = _numeric_axis(yt, ymap, ylabel, vertical=True) + _numeric_axis(xt, xmap, xlabel)
     if identity_line:
         body += _identity(xt, yt, xmap, ymap)
     for i, pts in enumerate(shown):
@@ -331,7 +326,7 @@ def lines_svg(title, xlabel, ylabel, series):
     ymap = _Axis(ticks[0], ticks[-1], bottom, top)
     slot = (x1 - x0) / max(1, len(phases))
     centers = {p: x0 + slot * (i + 0.5) for i, p in enumerate(phases)}
-    body = _y_axis(ticks, ymap, ylabel)
+    body = _numeric_axis(ticks, ymap, ylabel, vertical=True)
     body += _x_axis_categories(phases, [centers[p] for p in phases], xlabel)
     for i, (name, vals) in enumerate(named):
         body += _polyline(phases, vals, centers, ymap, PALETTE[i % len(PALETTE)])

@@ -13,13 +13,15 @@ import os
 import subprocess
 import sys
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vmtest import FAULTLINE, TOP, verdict  # noqa: E402
+
 SCENARIO = "writeback-dropbehind-nvme"
 RUNS = os.environ.get("FAULTLINE_COMPARE_RUNS", "3")
 
 
 def compare(baseline, series, out, *extra):
-    cmd = [os.path.join(TOP, "scripts", "faultline"), "compare", SCENARIO,
+    cmd = [FAULTLINE, "compare", SCENARIO,
            "--baseline", baseline, "--series", series, "--runs", RUNS, "--out", out,
            "--quiet", *extra]
     print("+", " ".join(cmd), flush=True)
@@ -65,8 +67,7 @@ def main():
     if data["missing_metrics"] or data.get("failed_expectations") is None:
         problems.append(f"stock vs stock: missing metrics {data['missing_metrics']}")
 
-    print("compare seed kernels: " + ("; ".join(problems) or "ok"))
-    return 1 if problems else 0
+    return verdict("compare seed kernels", problems)
 
 
 if __name__ == "__main__":

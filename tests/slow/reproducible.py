@@ -16,37 +16,25 @@ import os
 import sys
 import time
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(TOP, "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vmtest import TOP, exit_with, read_bytes, run_one, run_options  # noqa: E402
 
-from faultline import runner, scenario  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
+from faultline import scenario  # noqa: E402
+from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
 
 OUT = os.path.join(TOP, "build", "reproducible-runs")
-
-
-def read(rundir, name):
-    try:
-        with open(os.path.join(rundir, name), "rb") as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def twice(name, opts):
     """(identical, what differed, wall seconds, vCPUs) of two runs."""
     t0 = time.monotonic()
-    runs = []
-    for _ in range(2):
-        _, results = runner.run_plan([name], opts, out=OUT)
-        runs.append(results[0])
-    (a, da), (b, db) = runs
+    (a, da), (b, db) = (run_one(name, opts, out=OUT)[1:] for _ in range(2))
     diffs = []
     if a.digest is None and a.faults is not None:
         diffs.append("no fault digest")
     if a.digest != b.digest:
         diffs.append(f"digest {a.digest} vs {b.digest}")
-    ka, kb = read(da, "ktap.log") or b"", read(db, "ktap.log") or b""
+    ka, kb = read_bytes(da, "ktap.log") or b"", read_bytes(db, "ktap.log") or b""
     if ka != kb:
         la, lb = ka.decode(errors="replace").splitlines(), kb.decode(errors="replace").splitlines()
         i = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), min(len(la), len(lb)))
@@ -66,9 +54,7 @@ def write_table(rows):
 
 def main():
     names = sys.argv[1:] or [n for n, _ in scenario.list_all()]
-    opts = runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
-                             modules=os.environ.get("FAULTLINE_MODULES"),
-                             deterministic=True, quiet=True)
+    opts = run_options(deterministic=True, quiet=True)
     rows = ["| scenario | vCPUs | identical | outcome | wall time (2 runs) |",
             "|---|---|---|---|---|"]
     bad = 0
@@ -104,8 +90,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (SetupError, scenario.ScenarioError) as e:
-        print(f"reproducible: error: {e}", file=sys.stderr)
-        sys.exit(EXIT_SETUP)
+    exit_with("reproducible", main)

@@ -33,6 +33,14 @@ def scenario(text):
         os.unlink(f.name)
 
 
+def assert_scenario_errors(test, cases):
+    """Each (scenario text, message) case fails to load, saying that message."""
+    for text, msg in cases:
+        with test.assertRaises(flscenario.ScenarioError) as cm:
+            scenario(text)
+        test.assertIn(msg, str(cm.exception), text)
+
+
 def run_report(**fields):
     return Report(scenario="s", seed=1, status=0, outcome="pass", reason="pass", **fields)
 
@@ -82,10 +90,7 @@ class ScenarioTest(unittest.TestCase):
             ("[expect]\nrule_hit_min = {}\n" + MINIMAL, "unknown key 'rule_hit_min'"),
             ("[vm\n", "Expected ']'"),
         ]
-        for text, msg in cases:
-            with self.assertRaises(flscenario.ScenarioError) as cm:
-                scenario(text)
-            self.assertIn(msg, str(cm.exception), text)
+        assert_scenario_errors(self, cases)
 
     def test_tools_select_the_guest_image(self):
         plain = Builds("/q", "/g")
@@ -265,10 +270,7 @@ class RulesFileAndCompareTableTest(unittest.TestCase):
             ("[vm]\ncpus = 0\n" + MINIMAL, "vm.cpus 0"),
             ("[device]\nsize = '1M'\n" + MINIMAL, "below 16M"),
         ]
-        for text, msg in cases:
-            with self.assertRaises(flscenario.ScenarioError) as cm:
-                scenario(text)
-            self.assertIn(msg, str(cm.exception), text)
+        assert_scenario_errors(self, cases)
 
     def test_test_args_are_quoted(self):
         sc = scenario('[[test]]\nrun = "swaptest writeback"\nargs = ["--mem", "64M", 3, "a b"]\n')

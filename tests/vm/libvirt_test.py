@@ -26,30 +26,14 @@ import sys
 import tempfile
 import time
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(TOP, "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vmtest import (FAULTLINE, OUT, exit_with, run_one, run_options,  # noqa: E402
+                    verdict)
 
-from faultline import runner  # noqa: E402
 from faultline.build import build_all  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
+from faultline.errors import EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
 from faultline.libvirt import LibvirtMachine, import_libvirt  # noqa: E402
 from faultline.machine import MachineSpec  # noqa: E402
-from faultline.scenario import ScenarioError  # noqa: E402
-
-OUT = os.path.join(TOP, "build", "vm-runs")
-FAULTLINE = os.path.join(TOP, "scripts", "faultline")
-
-
-def options(backend, deterministic=False, cpus=None):
-    return runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
-                             modules=os.environ.get("FAULTLINE_MODULES"),
-                             deterministic=deterministic, cpus=cpus, backend=backend)
-
-
-def run_one(scenario, backend, deterministic=False, cpus=None):
-    status, results = runner.run_plan([scenario], options(backend, deterministic, cpus),
-                                      out=OUT)
-    return status, results[0][0], results[0][1]
 
 
 def hits(report):
@@ -73,7 +57,7 @@ def check_libvirt_rundir(rundir):
 
 
 def test_run(scenario):
-    status, r, rundir = run_one(scenario, "libvirt")
+    status, r, rundir = run_one(scenario, run_options(backend="libvirt"))
     problems = check_libvirt_rundir(rundir)
     if status != EXIT_PASS:
         problems.append(f"libvirt run: {r.outcome}: {r.reason}")
@@ -81,8 +65,9 @@ def test_run(scenario):
 
 
 def test_same(scenario, deterministic, cpus=None):
-    qs, qr, qdir = run_one(scenario, "qemu", deterministic, cpus)
-    ls, lr, ldir = run_one(scenario, "libvirt", deterministic, cpus)
+    same = dict(deterministic=deterministic, cpus=cpus)
+    qs, qr, qdir = run_one(scenario, run_options(backend="qemu", **same))
+    ls, lr, ldir = run_one(scenario, run_options(backend="libvirt", **same))
     problems = check_libvirt_rundir(ldir)
     print(f"qemu    {qr.outcome:5} hits {hits(qr)} digest {qr.digest}")
     print(f"libvirt {lr.outcome:5} hits {hits(lr)} digest {lr.digest}")
@@ -217,13 +202,8 @@ def main():
         problems = test_kill(args.scenario)
     else:
         problems = test_errors()
-    print(f"libvirt {args.test}: {'; '.join(problems) or 'ok'}")
-    return EXIT_FAIL if problems else EXIT_PASS
+    return verdict(f"libvirt {args.test}", problems)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (SetupError, ScenarioError) as e:
-        print(f"libvirt test: error: {e}", file=sys.stderr)
-        sys.exit(EXIT_SETUP)
+    exit_with("libvirt test", main)

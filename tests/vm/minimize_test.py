@@ -23,14 +23,11 @@ import subprocess
 import sys
 import time
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(TOP, "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vmtest import OUT, exit_with, run_one, run_options, verdict  # noqa: E402
 
 from faultline import minimize, runner  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
-from faultline.scenario import ScenarioError  # noqa: E402
-
-OUT = os.path.join(TOP, "build", "vm-runs")
+from faultline.errors import EXIT_FAIL, EXIT_PASS  # noqa: E402
 
 
 def main():
@@ -42,11 +39,7 @@ def main():
     args = p.parse_args()
     want = sorted(int(x) for x in args.expect_lba.split(","))
     t0 = time.monotonic()
-    opts = runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
-                             modules=os.environ.get("FAULTLINE_MODULES"),
-                             deterministic=True, quiet=True)
-    status, results = runner.run_plan([args.scenario], opts, out=OUT)
-    r, rundir = results[0]
+    status, r, rundir = run_one(args.scenario, run_options(deterministic=True, quiet=True))
     problems = []
     if status != EXIT_FAIL:
         print(f"minimize self-test: the planted run did not fail ({r.reason})")
@@ -90,14 +83,9 @@ def main():
             problems.append(f"repro failed with {sig!r}, not {summary['signature']!r}")
     else:
         problems.append(f"repro printed no run dir ({ktap_fail})")
-    print(f"minimize self-test: {injected} log entries -> {got} in {summary['runs']} runs, "
-          f"{time.monotonic() - t0:.0f}s wall: {'; '.join(problems) or 'ok'}")
-    return EXIT_FAIL if problems else EXIT_PASS
+    return verdict(f"minimize self-test: {injected} log entries -> {got} in "
+                   f"{summary['runs']} runs, {time.monotonic() - t0:.0f}s wall", problems)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (SetupError, ScenarioError) as e:
-        print(f"minimize self-test: error: {e}", file=sys.stderr)
-        sys.exit(EXIT_SETUP)
+    exit_with("minimize self-test", main)

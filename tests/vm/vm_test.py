@@ -34,22 +34,12 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(TOP, "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vmtest import (FAULTLINE, OUT, exit_with, kernel_args, read_bytes,  # noqa: E402
+                    run_one, run_options, verdict)
 
 from faultline import mutate, runner  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
-from faultline.scenario import ScenarioError  # noqa: E402
-
-OUT = os.path.join(TOP, "build", "vm-runs")
-
-
-def read_bytes(rundir, name):
-    try:
-        with open(os.path.join(rundir, name), "rb") as f:
-            return f.read()
-    except OSError:
-        return None
+from faultline.errors import EXIT_FAIL, EXIT_PASS  # noqa: E402
 
 
 def check_sweep(seeds, status, results):
@@ -148,15 +138,8 @@ def check_lava(rundir, status, qemu_results, lava_results):
 def check_matrix(scenarios, seeds):
     """`faultline matrix` end to end: exit 0, one run per cell, the table,
     JUnit and KCIDB for all of them."""
-    cmd = [os.path.join(TOP, "scripts", "faultline"), "matrix",
-           "--scenarios", scenarios, "--seeds", seeds, "--out", OUT]
-    env = dict(os.environ)
-    kernel = env.get("FAULTLINE_KERNEL")
-    if kernel:
-        cmd += ["--kernel", kernel]
-        if env.get("FAULTLINE_MODULES"):
-            cmd += ["--modules", env["FAULTLINE_MODULES"]]
-    res = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    cmd = [FAULTLINE, "matrix", "--scenarios", scenarios, "--seeds", seeds, "--out", OUT]
+    res = subprocess.run(cmd + kernel_args(), stdout=subprocess.PIPE, text=True)
     print(res.stdout, end="")
     problems = [] if res.returncode == 0 else [f"matrix exit {res.returncode}"]
     group = next((ln.split()[1] for ln in res.stdout.splitlines()
@@ -203,39 +186,27 @@ def main():
                    help="text ktap.log must contain")
     args = p.parse_args()
     if args.matrix:
-        problems = check_matrix(args.matrix, args.sweep or "1..2")
-        print(f"matrix self-test: {'; '.join(problems) or 'ok'}")
-        return EXIT_FAIL if problems else EXIT_PASS
+        return verdict("matrix self-test", check_matrix(args.matrix, args.sweep or "1..2"))
     if args.backend == "lava":
-        kopts = dict(kernel=os.environ.get("FAULTLINE_KERNEL"),
-                     modules=os.environ.get("FAULTLINE_MODULES"))
-        _, qres = runner.run_plan([args.scenario], runner.RunOptions(**kopts), out=OUT)
-        status, lres = runner.run_plan([args.scenario],
-                                       runner.RunOptions(backend="lava", **kopts), out=OUT)
-        problems = [] if qres[0][0].status == EXIT_PASS else ["qemu run did not pass"]
-        problems += check_lava(lres[0][1], status, qres[0][0].results, lres[0][0].results)
-        print(f"lava backend self-test: {'; '.join(problems) or 'ok'}")
-        return EXIT_FAIL if problems else EXIT_PASS
-    opts = runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
-                             modules=os.environ.get("FAULTLINE_MODULES"),
-                             deterministic=args.deterministic, cpus=args.cpus,
-                             backend=args.backend, mutate=args.mutate)
+        _, qemu, _ = run_one(args.scenario, run_options())
+        status, lava, lava_dir = run_one(args.scenario, run_options(backend="lava"))
+        problems = [] if qemu.status == EXIT_PASS else ["qemu run did not pass"]
+        problems += check_lava(lava_dir, status, qemu.results, lava.results)
+        return verdict("lava backend self-test", problems)
+    opts = run_options(deterministic=args.deterministic, cpus=args.cpus,
+                       backend=args.backend, mutate=args.mutate)
     status, results = runner.run_plan([args.scenario], opts, seeds=args.sweep,
                                       keep_going=True, out=OUT)
     rundir = results[0][1]
     if args.sweep:
-        problems = check_sweep(runner.parse_seeds(args.sweep), status, results)
-        print(f"sweep self-test: {'; '.join(problems) or 'ok'}")
-        return EXIT_FAIL if problems else EXIT_PASS
+        return verdict("sweep self-test",
+                       check_sweep(runner.parse_seeds(args.sweep), status, results))
     if args.mutate:
-        problems = check_mutation(args.mutate, status, results[0][0])
-        print(f"mutation self-test: {'; '.join(problems) or 'ok'}")
-        return EXIT_FAIL if problems else EXIT_PASS
+        return verdict("mutation self-test", check_mutation(args.mutate, status, results[0][0]))
     if args.expect_status is not None:
-        problems = check_expected(rundir, status, args.expect_status, args.expect_report,
-                                  args.expect_ktap)
-        print(f"launcher self-test: {'; '.join(problems) or 'ok'}")
-        return EXIT_FAIL if problems else EXIT_PASS
+        return verdict("launcher self-test",
+                       check_expected(rundir, status, args.expect_status, args.expect_report,
+                                      args.expect_ktap))
     if args.repro:
         rc, new = runner.repro(rundir, OUT)
         problems = []
@@ -252,8 +223,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (SetupError, ScenarioError) as e:
-        print(f"vm test: error: {e}", file=sys.stderr)
-        sys.exit(EXIT_SETUP)
+    exit_with("vm test", main)

@@ -1,0 +1,65 @@
+"""What the vm and slow test scripts (tests/vm/, tests/slow/) share: where
+the tree and the run directories are, the kernel that FAULTLINE_KERNEL /
+FAULTLINE_MODULES select (set by `faultline check --kernel`), one scenario
+run, the verdict line and the exit convention: 0 pass, 1 fail, 2 setup
+error.  Importing it puts the launcher package (python/) on sys.path.
+"""
+
+import os
+import sys
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline import runner  # noqa: E402
+from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
+from faultline.scenario import ScenarioError  # noqa: E402
+
+OUT = os.path.join(TOP, "build", "vm-runs")
+FAULTLINE = os.path.join(TOP, "scripts", "faultline")
+
+
+def run_options(**opts):
+    """RunOptions for the selected kernel (the launcher's own when unset)."""
+    return runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
+                             modules=os.environ.get("FAULTLINE_MODULES"), **opts)
+
+
+def kernel_args():
+    """The same kernel as `faultline` command line options."""
+    kernel, modules = os.environ.get("FAULTLINE_KERNEL"), os.environ.get("FAULTLINE_MODULES")
+    if not kernel:
+        return []
+    return ["--kernel", kernel] + (["--modules", modules] if modules else [])
+
+
+def run_one(scenario, opts, out=OUT):
+    """(exit status, report, run directory) of one run of scenario."""
+    status, results = runner.run_plan([scenario], opts, out=out)
+    report, rundir = results[0]
+    return status, report, rundir
+
+
+def read_bytes(rundir, name):
+    """A run directory's file, None when it is missing."""
+    try:
+        with open(os.path.join(rundir, name), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def verdict(what, problems):
+    """Print `what: ok` or `what: the problems`; return the exit status."""
+    print(f"{what}: {'; '.join(problems) or 'ok'}")
+    return EXIT_FAIL if problems else EXIT_PASS
+
+
+def exit_with(name, main):
+    """Exit with main()'s status; a setup or scenario error is one line on
+    stderr and exit 2, never a traceback."""
+    try:
+        sys.exit(main())
+    except (SetupError, ScenarioError) as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        sys.exit(EXIT_SETUP)
