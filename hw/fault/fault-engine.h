@@ -104,6 +104,22 @@ typedef struct FeDecision {
 
 typedef struct FeEngine FeEngine;
 
+/*
+ * Where an I/O came from, for the sq= and cpu= match keys.  An attach
+ * point fills in what it knows and sets the matching FE_KEY_* bits in
+ * @have; a rule on a key the I/O does not carry does not match it.
+ */
+enum {
+    FE_KEY_SQ  = 1u << 0,   /* NVMe submission queue id */
+    FE_KEY_CPU = 1u << 1,   /* index of the vCPU that submitted the I/O */
+};
+
+typedef struct FeIoKeys {
+    uint32_t have;          /* FE_KEY_* */
+    uint32_t sq;
+    uint32_t cpu;
+} FeIoKeys;
+
 typedef struct FeRuleStats {
     char name[FE_NAME_MAX];
     char text[FE_TEXT_MAX]; /* the rule as parsed, normalised */
@@ -118,6 +134,7 @@ typedef struct FeLogEntry {
     uint64_t lba;
     uint32_t len;           /* sectors */
     FeOp op;
+    FeIoKeys keys;          /* logged (JSON "sq", "cpu"), not digested */
     char rule[FE_NAME_MAX];
     uint64_t nth;           /* the rule's ordinal n when it fired (its nth=) */
     char action[FE_ACTION_MAX]; /* e.g. "error=write-fault dnr" */
@@ -172,6 +189,21 @@ void fe_engine_reset_counters(FeEngine *fe);
  */
 bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
                       uint64_t now_ns, FeDecision *out);
+/* The same for an I/O that carries @keys (NULL: none). */
+bool fe_engine_decide_keys(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                           const FeIoKeys *keys, uint64_t now_ns,
+                           FeDecision *out);
+
+/* The FE_KEY_* bits that the engine's rules match on. */
+uint32_t fe_engine_keys_used(const FeEngine *fe);
+/*
+ * An attach point that cannot supply @keys (FE_KEY_*, named @who in the
+ * messages) refuses them: -1 with @err set if a rule already matches on
+ * one; otherwise 0, and from now on adding such a rule fails with
+ * "LINE:COL: ..." like any bad rule.  Refusals accumulate.
+ */
+int fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who,
+                          char *err, size_t errlen);
 
 /*
  * Flip the bytes of @d's corrupt set that fall in the piece [@off, @off +

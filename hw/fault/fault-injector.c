@@ -84,7 +84,7 @@ static void fault_injector_flush_log(FaultInjector *fi)
         trace_fault_rule_hit(id, e.rule, e.action, e.ordinal,
                              fe_op_name(e.op), e.lba, e.len);
         if (fi->log) {
-            char buf[512];
+            char buf[1024];
 
             fe_log_entry_json(&e, buf, sizeof(buf));
             ret |= fprintf(fi->log, "%s\n", buf);

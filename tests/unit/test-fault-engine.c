@@ -1607,6 +1607,151 @@ static void test_log_nth_pins(void)
     fe_engine_free(a);
 }
 
+/* One write of 8 sectors at lba 0 from queue @sq on vCPU @cpu. */
+static bool wr_keys(FeEngine *fe, uint32_t have, uint32_t sq, uint32_t cpu,
+                    FeDecision *d)
+{
+    FeIoKeys k = { .have = have, .sq = sq, .cpu = cpu };
+
+    return fe_engine_decide_keys(fe, FE_OP_WRITE, 0, 8, &k, 0, d);
+}
+
+/* Fires over 6 writes with sq 1,2,3,1,2,3 on cpu 0,1,0,1,0,1, as "a,b". */
+static const char *keys_fired(const char *rules, uint32_t have)
+{
+    static char buf[64];
+    FeEngine *fe = engine(rules);
+    FeDecision d;
+    size_t pos = 0;
+
+    buf[0] = '\0';
+    for (int i = 1; i <= 6; i++) {
+        if (wr_keys(fe, have, (uint32_t)(i - 1) % 3 + 1, (uint32_t)(i - 1) % 2,
+                    &d)) {
+            pos += (size_t)snprintf(buf + pos, sizeof(buf) - pos, "%s%d",
+                                    pos ? "," : "", i);
+        }
+    }
+    fe_engine_free(fe);
+    return buf;
+}
+
+static uint64_t keys_digest(const char *rules)
+{
+    FeEngine *fe = engine(rules);
+    FeDecision d;
+    uint64_t h;
+
+    for (int i = 1; i <= 6; i++) {
+        wr_keys(fe, FE_KEY_SQ | FE_KEY_CPU, (uint32_t)(i - 1) % 3 + 1,
+                (uint32_t)(i - 1) % 2, &d);
+    }
+    h = fe_engine_digest(fe);
+    fe_engine_free(fe);
+    return h;
+}
+
+static void test_sq_cpu(void)
+{
+    const uint32_t both = FE_KEY_SQ | FE_KEY_CPU;
+    char err[FE_ERR_MSG_MAX] = "", json[512];
+    FeEngine *fe;
+    FeLogEntry e;
+    FeDecision d;
+
+    canon("write cpu=1 sq=2 error=eio", "write sq=2 cpu=1 error=eio");
+    canon("write sq=0x1-3 cpu=0-1 len=8 lba=0 drop",
+          "write lba=0 len=8 sq=1-3 cpu=0-1 drop");
+    canon("write sq=65535 cpu=4294967295 drop",
+          "write sq=65535 cpu=4294967295 drop");
+    err_is("write sq=3-1 drop", "1:7: sq range 3-1 is empty");
+    err_is("write cpu=2-0 drop", "1:7: cpu range 2-0 is empty");
+    err_is("write drop sq=65536",
+           "1:12: number '65536' out of range (max 65535)");
+    err_is("write cpu=4294967296 drop",
+           "1:7: number '4294967296' out of range (max 4294967295)");
+    err_is("write sq=x drop",
+           "1:7: bad number 'x' (expected a decimal or 0x hex integer)");
+    err_is("write sq= drop", "1:7: missing value after 'sq='");
+    err_is("write cpu drop", "1:7: 'cpu' needs a value ('cpu=...')");
+    err_is("write cpu=1 drop cpu=1",
+           "1:18: duplicate key 'cpu' (already given at column 7)");
+    err_is("write sq=1", "1:1: rule has no action (expected delay=, error=, "
+           "dnr, drop, lie, corrupt, set-state=, complete=, irq= or "
+           "irq-delay=)");
+
+    EQ_STR(keys_fired("write sq=2 error=eio", both), "2,5",
+           "sq=2 matches the writes on SQ 2 only");
+    EQ_STR(keys_fired("write sq=2-3 error=eio", both), "2,3,5,6",
+           "sq=2-3 matches SQ 2 and 3");
+    EQ_STR(keys_fired("write cpu=1 error=eio", both), "2,4,6",
+           "cpu=1 matches the writes from vCPU 1 only");
+    EQ_STR(keys_fired("write sq=1 cpu=1 error=eio", both), "4",
+           "sq=1 cpu=1 needs both");
+    EQ_STR(keys_fired("write error=eio", both), "1,2,3,4,5,6",
+           "a rule without sq=/cpu= matches every queue and vCPU");
+    EQ_STR(keys_fired("write error=eio", 0), "1,2,3,4,5,6",
+           "... and I/Os that carry no keys");
+    EQ_STR(keys_fired("write sq=1 error=eio", FE_KEY_CPU), "",
+           "sq= never matches an I/O without a queue id");
+    EQ_STR(keys_fired("write cpu=0 error=eio", FE_KEY_SQ), "",
+           "cpu= never matches an I/O without a vCPU");
+    EQ_STR(keys_fired("write sq=2 nth=2 error=eio", both), "5",
+           "the ordinal counts the matching queue's I/Os only");
+    EQ_STR(keys_fired("write sq=3 lba=0-7 every=2 error=eio", both), "6",
+           "sq= with lba= and every=");
+    fe = engine("write sq=1 error=eio");
+    OK(!fe_engine_decide(fe, FE_OP_WRITE, 0, 8, 0, &d),
+       "fe_engine_decide() carries no keys: sq=1 does not match");
+    fe_engine_free(fe);
+
+    OK(keys_digest("write sq=1 error=eio") != keys_digest("write sq=2 error=eio"),
+       "the digest changes when sq= changes");
+    OK(keys_digest("write cpu=0 error=eio") !=
+       keys_digest("write cpu=1 error=eio"),
+       "the digest changes when cpu= changes");
+    OK(keys_digest("write sq=1 prob=0.5 error=eio") !=
+       keys_digest("write sq=1-3 prob=0.5 error=eio") &&
+       keys_digest("a: write sq=1 error=eio") ==
+       keys_digest("a: write sq=1 error=eio"),
+       "sq= is part of an unnamed rule's identity; a named rule's "
+       "digest is reproducible");
+
+    fe = engine("w: write sq=2 cpu=1 error=eio");
+    wr_keys(fe, both, 2, 1, &d);
+    OK(fe_engine_log_get(fe, 0, &e) == 0 && e.keys.have == both &&
+       e.keys.sq == 2 && e.keys.cpu == 1, "the log entry holds sq and cpu");
+    fe_log_entry_json(&e, json, sizeof(json));
+    OK(strstr(json, "\"len\":8,\"sq\":2,\"cpu\":1,\"rule\":\"w\"") != NULL,
+       "JSON log line has \"sq\" and \"cpu\": %s", json);
+    fe_engine_free(fe);
+    fe = engine("w: write error=eio");
+    wr(fe, 0, 8, &d);
+    fe_engine_log_get(fe, 0, &e);
+    fe_log_entry_json(&e, json, sizeof(json));
+    OK(!strstr(json, "\"sq\"") && !strstr(json, "\"cpu\""),
+       "an I/O without keys logs neither: %s", json);
+    fe_engine_free(fe);
+
+    /* An attach point refuses what it cannot supply. */
+    fe = engine("a: write error=eio\nb: read cpu=0 drop");
+    EQ_U64(fe_engine_keys_used(fe), FE_KEY_CPU, "keys_used sees cpu=");
+    OK(fe_engine_refuse_keys(fe, FE_KEY_SQ, "x", err, sizeof(err)) == 0,
+       "refusing sq with no sq= rule succeeds");
+    OK(fe_engine_refuse_keys(fe, FE_KEY_CPU, "nvme 'n0'", err,
+                             sizeof(err)) == -1, "refusing cpu fails");
+    EQ_STR(err, "rule 'b' matches on cpu=, which nvme 'n0' does not supply",
+           "refusal names the rule");
+    err[0] = '\0';
+    OK(fe_engine_add_rules(fe, "c: write delay=1us\nd: write sq=1 drop", err,
+                           sizeof(err)) == -1 && fe_engine_rule_count(fe) == 2,
+       "a refused key fails the add as a whole");
+    EQ_STR(err, "2:10: 'sq' is not supplied by x", "refused key: LINE:COL");
+    OK(fe_engine_add_rules(fe, "write cpu=1 drop", err, sizeof(err)) == 1,
+       "keys not refused still add");
+    fe_engine_free(fe);
+}
+
 int main(void)
 {
     test_canonical();
@@ -1630,6 +1775,7 @@ int main(void)
     test_naming_scales();
     test_lazy_ordinals();
     test_log_nth_pins();
+    test_sq_cpu();
     printf("1..%d\n", ntests);
     return nfailed ? 1 : 0;
 }
