@@ -138,7 +138,17 @@ bool nvme_fault_check(NvmeCtrl *n, Error **errp)
     NvmeFaultCtrl *f = &n->fault;
 
     f->det = false;
-    if (!f->fi || !fault_injector_deterministic(f->fi)) {
+    if (!f->fi) {
+        return true;
+    }
+    /*
+     * The SQ is processed in a bottom half, not in the vCPU's doorbell
+     * write: no vCPU is known to match cpu= on.
+     */
+    if (!fault_injector_refuse_keys(f->fi, FE_KEY_CPU, "nvme", errp)) {
+        return false;
+    }
+    if (!fault_injector_deterministic(f->fi)) {
         return true;
     }
     if (!fault_injector_check_deterministic(f->fi, "nvme", errp)) {
@@ -381,6 +391,7 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
     NvmeFaultReq *fr = &req->fault;
     uint32_t nsid = le32_to_cpu(req->cmd.nsid);
     NvmeNamespace *ns = NULL;
+    FeIoKeys keys = { .have = FE_KEY_SQ, .sq = req->sq->sqid };
     uint64_t lba;
     uint32_t len;
     FeOp op;
@@ -393,7 +404,8 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
         }
     }
     if (!nvme_fault_range(n, req, ns, &op, &fr->slba, &lba, &len) ||
-        !fault_injector_decide(n->fault.fi, op, lba, len, &fr->d)) {
+        !fault_injector_decide_keys(n->fault.fi, op, lba, len, &keys,
+                                    &fr->d)) {
         return NVME_SUCCESS;
     }
 

@@ -1115,6 +1115,97 @@ static void test_bad_completion(void)
     g_assert(strstr(err, "completion"));
 }
 
+/* QMP x-fault-add-rules: the error text, or NULL when the rules were added. */
+static char *add_rules(SB *sb, const char *rules)
+{
+    QDict *rsp = qtest_qmp(sb->qts, "{'execute': 'x-fault-add-rules', "
+                           "'arguments': {'id': 'fi0', 'rules': %s}}", rules);
+    char *err = NULL;
+
+    if (qdict_haskey(rsp, "error")) {
+        err = g_strdup(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"));
+    }
+    qobject_unref(rsp);
+    return err;
+}
+
+/*
+ * cpu= matches the vCPU of the doorbell write: under the qtest accelerator
+ * that is cpu 0 (qtest's accesses are first_cpu's), so cpu=0 fires and
+ * cpu=1 never does.  syncblk has no submission queues: sq= is refused.
+ */
+static void test_cpu_key(gconstpointer opaque)
+{
+    const char *mode = opaque;
+    bool task = !strcmp(mode, "task");
+    g_autofree char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+    uint64_t buf;
+    uint32_t err;
+    SB sb;
+
+    sb_start(&sb, mode, true);
+    if (!task) {
+        sb_msix_to_ram(&sb);
+    }
+    g_assert_null(add_rules(&sb, "cpu0: write lba=3000-3999 cpu=0 error=eio\n"
+                            "cpu1: write lba=3000-3999 cpu=1-7 "
+                            "error=internal\n"));
+    buf = guest_alloc(&sb.alloc, 4096);
+    for (int i = 0; i < 3; i++) {
+        g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_WRITE, 3000 + i * 8, buf, &err),
+                         ==, SYNCBLK_ST_ERROR);
+        g_assert_cmpuint(err, ==, SYNCBLK_ERR_EIO);
+        g_assert(task || sb_msi_seen(&sb));
+    }
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_READ, 3000, buf, &err), ==,
+                     SYNCBLK_ST_DONE);
+    g_assert(task || sb_msi_seen(&sb));
+    assert_hits(&sb, "cpu0", 3);
+    assert_hits(&sb, "cpu1", 0);
+
+    e1 = add_rules(&sb, "write lba=5 sq=1 error=eio");
+    g_assert_cmpstr(e1, ==, "1:13: 'sq' is not supplied by syncblk-pci");
+    e2 = add_rules(&sb, "write cpu=one error=eio");
+    g_assert_cmpstr(e2, ==, "1:7: bad number 'one' (expected a decimal or "
+                    "0x hex integer)");
+    e3 = add_rules(&sb, "write cpu=1 cpu=2 error=eio");
+    g_assert_cmpstr(e3, ==, "1:13: duplicate key 'cpu' (already given at "
+                    "column 7)");
+    sb_stop(&sb);
+}
+
+/* A rule file with sq= keeps syncblk-pci from realizing, in one line. */
+static void test_sq_key_refused(void)
+{
+    g_autofree char *rules = NULL;
+    g_autofree char *cmd = NULL;
+    g_autofree char *out = NULL, *err = NULL;
+    char *argv[] = { (char *)"/bin/sh", (char *)"-c", NULL, NULL };
+    int status;
+    int fd = g_file_open_tmp("syncblk-rules.XXXXXX", &rules, NULL);
+
+    g_assert(fd >= 0);
+    close(fd);
+    g_assert(g_file_set_contents(rules, "q2: write sq=2 error=eio\n", -1,
+                                 NULL));
+    cmd = g_strdup_printf(
+        "exec %s -machine q35 -nodefaults -display none -accel qtest "
+        "-object fault-injector,id=fi0,rules=%s "
+        "-blockdev driver=null-co,node-name=d0 "
+        "-device syncblk-pci,drive=d0,fault-injector=fi0",
+        getenv("QTEST_QEMU_BINARY"), rules);
+    argv[2] = cmd;
+    g_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                          &out, &err, &status, NULL));
+    unlink(rules);
+    if (!strstr(err, "does not supply")) {
+        g_test_message("stderr: %s", err);
+    }
+    g_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    g_assert(strstr(err, "fault-injector 'fi0': rule 'q2' matches on sq=, "
+                    "which syncblk-pci does not supply"));
+}
+
 int main(int argc, char **argv)
 {
     static const char *const modes[] = { "task", "irq", "thread" };
@@ -1169,5 +1260,8 @@ int main(int argc, char **argv)
     qtest_add_func("/syncblk/deterministic-no-icount",
                    test_deterministic_no_icount);
     qtest_add_func("/syncblk/bad-completion", test_bad_completion);
+    qtest_add_data_func("/syncblk/task/cpu-key", "task", test_cpu_key);
+    qtest_add_data_func("/syncblk/irq/cpu-key", "irq", test_cpu_key);
+    qtest_add_func("/syncblk/sq-key-refused", test_sq_key_refused);
     return g_test_run();
 }
