@@ -217,6 +217,9 @@ static void parse(int argc, char **argv)
     if (!o.stride) {
         o.stride = o.len;
     }
+    if (o.per_cpu_sq) {
+        o.write = true;     /* writers, which read back what they wrote */
+    }
     if (!o.len || o.len % 512 || !o.qd || o.qd > 256) {
         usage();
     }
