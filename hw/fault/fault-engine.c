@@ -843,6 +843,19 @@ static bool keys_match(const FeRule *r, const FeIoKeys *keys)
     return true;
 }
 
+/* state=, len=, sq= and cpu= of a rule that has one of them. */
+static bool hot_match(const FeEngine *fe, uint32_t idx, const FeHot *h,
+                      uint32_t len, const FeIoKeys *keys, uint32_t state)
+{
+    if ((h->flags & FE_HAS_STATE) && h->state != state) {
+        return false;
+    }
+    if ((h->flags & FE_HAS_LEN) && (len < h->len_lo || len > h->len_hi)) {
+        return false;
+    }
+    return !(h->flags & FE_HOT_KEYS) || keys_match(&fe->rules[idx], keys);
+}
+
 /* Rule @idx overlaps the I/O: check the rest of the match, then trigger. */
 static inline uint32_t consider(FeEngine *fe, uint32_t idx, uint32_t len,
                                 const FeIoKeys *keys, uint32_t state,
@@ -851,13 +864,9 @@ static inline uint32_t consider(FeEngine *fe, uint32_t idx, uint32_t len,
     FeHot *h = &fe->hot[idx];
     uint64_t n;
 
-    if ((h->flags & FE_HAS_STATE) && h->state != state) {
-        return 0;
-    }
-    if ((h->flags & FE_HAS_LEN) && (len < h->len_lo || len > h->len_hi)) {
-        return 0;
-    }
-    if ((h->flags & FE_HOT_KEYS) && !keys_match(&fe->rules[idx], keys)) {
+    /* One test for the common rule with lba= alone. */
+    if (__builtin_expect(h->flags != 0, 0) &&
+        !hot_match(fe, idx, h, len, keys, state)) {
         return 0;
     }
     n = ++h->matched;
@@ -1119,15 +1128,10 @@ static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
 
 static const FeIoKeys no_keys;
 
-bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
-                      uint64_t now_ns, FeDecision *out)
-{
-    return fe_engine_decide_keys(fe, op, lba, len, &no_keys, now_ns, out);
-}
-
-bool fe_engine_decide_keys(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
-                           const FeIoKeys *keys, uint64_t now_ns,
-                           FeDecision *out)
+/* Inlined into both entry points, so fe_engine_decide() pays no keys. */
+static inline __attribute__((always_inline))
+bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+            const FeIoKeys *keys, uint64_t now_ns, FeDecision *out)
 {
     const FeCand *c;
     FeGroup *g, *gany;
@@ -1137,7 +1141,6 @@ bool fe_engine_decide_keys(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
 
     /* corrupt[] is read only below ncorrupt: skip clearing it per I/O. */
     memset(out, 0, offsetof(FeDecision, corrupt));
-    keys = keys ? keys : &no_keys;
     fe->ordinal++;
     if ((unsigned)op >= FE_OP__MAX) {
         return false;
@@ -1199,6 +1202,19 @@ bool fe_engine_decide_keys(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
         change_state(fe, new_state);
     }
     return true;
+}
+
+bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                      uint64_t now_ns, FeDecision *out)
+{
+    return decide(fe, op, lba, len, &no_keys, now_ns, out);
+}
+
+bool fe_engine_decide_keys(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                           const FeIoKeys *keys, uint64_t now_ns,
+                           FeDecision *out)
+{
+    return decide(fe, op, lba, len, keys ? keys : &no_keys, now_ns, out);
 }
 
 uint64_t fe_engine_log_total(const FeEngine *fe)
