@@ -69,6 +69,10 @@ typedef struct FeHot {
 _Static_assert(!((FE_HAS_STATE | FE_HAS_LEN) & FE_HOT_KEYS),
                "FE_HOT_KEYS must not clash with a stored FE_HAS_* bit");
 #define FE_RULE_KEYS (FE_HAS_SQ | FE_HAS_CPU)
+/* The actions a rule may carry besides delay= and irq-delay=. */
+#define FE_ACTION_FLAGS (FE_HAS_ERROR | FE_HAS_SET_STATE | FE_HAS_COMPLETE | \
+                         FE_HAS_IRQ | FE_HAS_DNR | FE_HAS_DROP | FE_HAS_LIE | \
+                         FE_HAS_CORRUPT)
 
 typedef struct FeSortEnt {
     uint64_t lo, hi;
@@ -95,6 +99,7 @@ struct FeEngine {
     size_t cand_cap;            /* rules the arrays can hold */
     FeSortEnt *sort_tmp;
     FeFired *fired;             /* scratch, one slot per rule */
+    uint32_t gen;               /* bumped when rules or counters change */
     uint32_t refused_keys;      /* FE_KEY_* an attach point cannot supply */
     char refused_by[2][FE_NAME_MAX * 2]; /* who refused sq, cpu */
 
@@ -288,6 +293,7 @@ static int rebuild_candidates(FeEngine *fe)
         fe->cand_cap = per;
     }
     cap = fe->cand_cap;
+    fe->gen++;              /* rule indices move: older hit refs are void */
     /* All 64-bit arrays first, so every array stays aligned. */
     b64 = (uint64_t *)(void *)fe->cand_mem;
     b32 = (uint32_t *)(void *)(b64 + FE_OP__MAX * 3 * cap);
@@ -614,6 +620,24 @@ static uint64_t next_chance(const FeRule *r, uint64_t n)
     return m;
 }
 
+void fe_engine_void_hit(FeEngine *fe, FeHitRef ref, uint32_t times)
+{
+    FeRule *r;
+    FeHot *h;
+
+    if (ref.gen != fe->gen || ref.rule >= fe->nrules) {
+        return;
+    }
+    r = &fe->rules[ref.rule];
+    h = &fe->hot[ref.rule];
+    r->hits -= times < r->hits ? times : r->hits;
+    /* A count= it had used up may pass again. */
+    h->next = next_chance(r, rule_matched(fe, ref.rule));
+    if (h->group != FE_NOT_LAZY) {
+        group_update_due(fe, &fe->group[h->group]);
+    }
+}
+
 int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
                             char *err, size_t errlen)
 {
@@ -767,6 +791,7 @@ void fe_engine_reset_counters(FeEngine *fe)
         fe->group[g].count = 0;
     }
     fe->ordinal = 0;
+    fe->gen++;
     thaw_all(fe);
 }
 
@@ -1112,6 +1137,12 @@ static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
     }
     if (r->irq == FE_IRQ_SUPPRESS) {
         act(a, sizeof(a), &pos, "irq=suppress");
+        if (!(r->flags & FE_ACTION_FLAGS & ~FE_HAS_IRQ) &&
+            r->delay.kind == FE_DELAY_NONE &&
+            out->nvoidable < FE_VOIDABLE_MAX) {
+            out->voidable[out->nvoidable].rule = (uint32_t)(r - fe->rules);
+            out->voidable[out->nvoidable++].gen = fe->gen;
+        }
     }
     if (r->irq > out->irq) {
         out->irq = r->irq;

@@ -62,6 +62,20 @@ typedef enum FeIrq {
 #define FE_CORRUPT_MAX 16
 
 /*
+ * A hit of a rule whose only action is irq=suppress: a device whose
+ * interrupt was raised anyway (another completion needed it) takes it
+ * back with fe_engine_void_hit().  @gen ties it to the rule set and
+ * counters it was taken with.
+ */
+typedef struct FeHitRef {
+    uint32_t rule;
+    uint32_t gen;
+} FeHitRef;
+
+/* Most such hits one decision carries (more rules: their hits stay). */
+#define FE_VOIDABLE_MAX 4
+
+/*
  * What to do with one I/O.  All rules that fire for the I/O are merged; the
  * merge does not depend on rule order (see docs/rules.md):
  * delays add up, drop beats error, the most severe error wins (enum order),
@@ -79,6 +93,8 @@ typedef struct FeDecision {
     FeIrq irq;
     uint64_t irq_delay_ns;
     uint32_t fired;         /* number of rules that fired */
+    uint32_t nvoidable;
+    FeHitRef voidable[FE_VOIDABLE_MAX]; /* pure irq=suppress hits */
     bool lie;               /* report success without moving any data */
     uint32_t ncorrupt;
     /*
@@ -193,6 +209,15 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
 bool fe_engine_decide_keys(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
                            const FeIoKeys *keys, uint64_t now_ns,
                            FeDecision *out);
+
+/*
+ * Take back @times hits of the pure irq=suppress rule @ref whose
+ * suppression suppressed nothing (the interrupt was raised anyway, or
+ * interrupts were off), once per decision: the rule counts, and uses up
+ * count=, only real suppressions.  Ignored if the rules or counters
+ * changed since.  The fault log keeps the decision.
+ */
+void fe_engine_void_hit(FeEngine *fe, FeHitRef ref, uint32_t times);
 
 /* The FE_KEY_* bits that the engine's rules match on. */
 uint32_t fe_engine_keys_used(const FeEngine *fe);

@@ -123,6 +123,13 @@ bool fault_injector_decide_keys(FaultInjector *fi, FeOp op, uint64_t lba,
     return fired;
 }
 
+void fault_injector_void_hit(FaultInjector *fi, FeHitRef ref, uint32_t times)
+{
+    qemu_mutex_lock(&fi->lock);
+    fe_engine_void_hit(fi->engine, ref, times);
+    qemu_mutex_unlock(&fi->lock);
+}
+
 bool fault_injector_refuse_keys(FaultInjector *fi, uint32_t keys,
                                 const char *dev, Error **errp)
 {

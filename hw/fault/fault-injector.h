@@ -42,6 +42,9 @@ bool fault_injector_decide_keys(FaultInjector *fi, FeOp op, uint64_t lba,
 bool fault_injector_refuse_keys(FaultInjector *fi, uint32_t keys,
                                 const char *dev, Error **errp);
 
+/* fe_engine_void_hit(), for a device that raised the interrupt anyway. */
+void fault_injector_void_hit(FaultInjector *fi, FeHitRef ref, uint32_t times);
+
 void fault_injector_set_state(FaultInjector *fi, uint32_t state);
 uint32_t fault_injector_get_state(FaultInjector *fi);
 

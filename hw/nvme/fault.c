@@ -755,6 +755,36 @@ bool nvme_fault_complete(NvmeCQueue *cq, NvmeRequest *req)
     return false;
 }
 
+/* Remember @d's pure irq=suppress hits for the end of the CQ round. */
+static void nvme_fault_note_voidable(NvmeFaultCq *fc, const FeDecision *d)
+{
+    for (uint32_t i = 0; i < d->nvoidable; i++) {
+        const FeHitRef *r = &d->voidable[i];
+        unsigned int k = 0;
+
+        while (k < fc->nvoid && (fc->void_ref[k].rule != r->rule ||
+                                 fc->void_ref[k].gen != r->gen)) {
+            k++;
+        }
+        if (k == NVME_FAULT_VOID_MAX) {
+            continue;   /* too many distinct rules: their hits stay */
+        }
+        if (k == fc->nvoid) {
+            fc->void_ref[fc->nvoid++] = *r;
+        }
+        fc->void_times[k]++;
+    }
+}
+
+/* The round's suppressions suppressed nothing: take their hits back. */
+static void nvme_fault_void_hits(NvmeCtrl *n, const NvmeFaultCq *fc)
+{
+    for (unsigned int k = 0; k < fc->nvoid; k++) {
+        fault_injector_void_hit(n->fault.fi, fc->void_ref[k],
+                                fc->void_times[k]);
+    }
+}
+
 void nvme_fault_cqe_posted(NvmeCQueue *cq, NvmeRequest *req)
 {
     NvmeFaultCq *fc = &cq->fault;
@@ -768,6 +798,7 @@ void nvme_fault_cqe_posted(NvmeCQueue *cq, NvmeRequest *req)
     switch (fr->d.irq) {
     case FE_IRQ_SUPPRESS:
         fc->posted_suppress++;
+        nvme_fault_note_voidable(fc, &fr->d);
         break;
     case FE_IRQ_DELAY:
         fc->posted_delay++;
@@ -785,6 +816,14 @@ bool nvme_fault_irq(NvmeCtrl *n, NvmeCQueue *cq)
     QEMUTimer *irq;
 
     memset(&cq->fault, 0, sizeof(cq->fault));
+    /*
+     * A suppression counts only if it kept an interrupt from being
+     * raised: not when another CQE of the round raises one now or later,
+     * nor on a CQ without interrupts.
+     */
+    if (fc.posted_normal || fc.posted_delay || !cq->irq_enabled) {
+        nvme_fault_void_hits(n, &fc);
+    }
     if (fc.posted_normal || (!fc.posted_delay && !fc.posted_suppress)) {
         return false;
     }

@@ -1197,6 +1197,59 @@ static void test_cpu_key_refused(void)
     unlink(disk);
     unlink(rules);
 }
+/*
+ * irq=suppress counts a hit (and uses up count=) only when it kept an
+ * interrupt from being raised.  Deterministic mode under the qtest
+ * accelerator posts the CQEs of both writes in one round, when the
+ * clock steps.
+ */
+static void test_irq_suppress_hits(void)
+{
+    NvmeOpts o = { .rules = "noirq: write lba=8-15 count=1 irq=suppress\n",
+                   .msix = true, .mode = MODE_DET_QTEST };
+    Nvme *n = nvme_start_opts(&o);
+    uint16_t a, b;
+
+    /*
+     * A normal CQE in the same round raises the interrupt: no hit.  One
+     * doorbell for both: their CQEs are posted together.
+     */
+    for (int i = 0; i < 2; i++) {
+        NvmeCmd cmd;
+        NvmeRwCmd *rw = (NvmeRwCmd *)&cmd;
+
+        cmd_init(n, &cmd, NVME_CMD_WRITE, IO_NSID);
+        cmd_prp(&cmd, n->buf, 0);
+        rw->slba = cpu_to_le64(i * 8);
+        rw->nlb = cpu_to_le16(7);
+        qtest_memwrite(n->qts, n->sq.addr + n->sq.head_or_tail * sizeof(cmd),
+                       &cmd, sizeof(cmd));
+        n->sq.head_or_tail = (n->sq.head_or_tail + 1) % QSIZE;
+    }
+    a = n->cid - 1;
+    b = n->cid;
+    wr32(n, SQ_TAIL_DB(1), n->sq.head_or_tail);
+    det_advance(n, o.mode, 1);
+    expect_cqe(n, a, NVME_SUCCESS);
+    expect_cqe(n, b, NVME_SUCCESS);
+    g_assert(msix_pending(n));
+    g_assert_cmpuint(rule_hits(n, "noirq"), ==, 0);
+    msix_ack(n);
+
+    /* Alone, it suppresses the interrupt: a hit, count=1 used up. */
+    b = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    det_advance(n, o.mode, 1);
+    expect_cqe(n, b, NVME_SUCCESS);
+    g_assert(!msix_pending(n));
+    g_assert_cmpuint(rule_hits(n, "noirq"), ==, 1);
+
+    b = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    det_advance(n, o.mode, 1);
+    expect_cqe(n, b, NVME_SUCCESS);
+    g_assert(msix_pending(n));
+    g_assert_cmpuint(rule_hits(n, "noirq"), ==, 1);
+    nvme_stop(n);
+}
 
 int main(int argc, char **argv)
 {
@@ -1215,6 +1268,8 @@ int main(int argc, char **argv)
                         test_drop_sq_delete_reset);
     qtest_add_func("/nvme-fault/irq", test_irq);
     qtest_add_func("/nvme-fault/sq-key", test_sq_key);
+    qtest_add_func("/nvme-fault/deterministic-qtest/irq-suppress-hits",
+                   test_irq_suppress_hits);
     qtest_add_func("/nvme-fault/cpu-key-refused", test_cpu_key_refused);
     qtest_add_func("/nvme-fault/vendor", test_vendor);
     qtest_add_func("/nvme-fault/no-injector", test_no_injector);

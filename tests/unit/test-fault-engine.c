@@ -1752,6 +1752,60 @@ static void test_sq_cpu(void)
     fe_engine_free(fe);
 }
 
+static uint64_t hits_of(FeEngine *fe, int i)
+{
+    FeRuleStats st;
+
+    fe_engine_rule_stats(fe, i, &st);
+    return st.hits;
+}
+
+/* A pure irq=suppress hit that suppressed nothing is taken back. */
+static void test_void_hit(void)
+{
+    static const char *const rules[] = {
+        "noirq: write count=1 irq=suppress",            /* lazy group */
+        "noirq: write lba=0-7 count=1 irq=suppress",    /* candidate */
+    };
+    FeEngine *fe;
+    FeDecision d;
+    FeHitRef ref;
+
+    for (int k = 0; k < 2; k++) {
+        fe = engine(rules[k]);
+        OK(wr(fe, 0, 8, &d) && d.nvoidable == 1 && d.voidable[0].rule == 0,
+           "%s: a pure irq=suppress hit is voidable", rules[k]);
+        ref = d.voidable[0];
+        EQ_U64(hits_of(fe, 0), 1, "counted at the decision");
+        fe_engine_void_hit(fe, ref, 1);
+        EQ_U64(hits_of(fe, 0), 0, "voided: no hit");
+        OK(wr(fe, 0, 8, &d) && d.nvoidable == 1,
+           "a voided hit does not use up count=1");
+        OK(!wr(fe, 0, 8, &d), "a real one does");
+        EQ_U64(hits_of(fe, 0), 1, "one real hit");
+        fe_engine_free(fe);
+    }
+    fe = engine("a: write irq=suppress delay=1us\nb: write irq=suppress "
+                "error=eio\nc: write irq=suppress set-state=0\n"
+                "d: write irq=suppress when=after\n");
+    OK(wr(fe, 0, 8, &d) && d.fired == 4 && d.nvoidable == 1 &&
+       d.voidable[0].rule == 3,
+       "only a rule whose one action is irq=suppress is voidable");
+    ref = d.voidable[0];
+    fe_engine_add_rules(fe, "e: read drop", NULL, 0);
+    fe_engine_void_hit(fe, ref, 1);
+    EQ_U64(hits_of(fe, 3), 1, "a ref from before an add is ignored");
+    wr(fe, 0, 8, &d);
+    ref = d.voidable[0];
+    fe_engine_reset_counters(fe);
+    wr(fe, 0, 8, &d);
+    fe_engine_void_hit(fe, ref, 1);
+    EQ_U64(hits_of(fe, 3), 1, "a ref from before a counter reset is ignored");
+    fe_engine_void_hit(fe, d.voidable[0], 5);
+    EQ_U64(hits_of(fe, 3), 0, "voiding more than the hits stops at 0");
+    fe_engine_free(fe);
+}
+
 int main(void)
 {
     test_canonical();
@@ -1776,6 +1830,7 @@ int main(void)
     test_lazy_ordinals();
     test_log_nth_pins();
     test_sq_cpu();
+    test_void_hit();
     printf("1..%d\n", ntests);
     return nfailed ? 1 : 0;
 }
