@@ -420,20 +420,20 @@ static int lookup(const char *const *names, int n, const char *s, size_t len)
 }
 
 enum {
-    K_LBA, K_LEN, K_SQ, K_CPU, K_STATE, K_NTH, K_AFTER, K_EVERY, K_COUNT, K_PROB,
-    K_DELAY, K_ERROR, K_SET_STATE, K_COMPLETE, K_WHEN, K_IRQ, K_IRQ_DELAY,
-    K_DNR, K_DROP, K_LIE, K_CORRUPT, K__MAX,
+    K_LBA, K_LEN, K_SQ, K_CPU, K_STATE, K_NTH, K_AFTER, K_EVERY, K_COUNT,
+    K_PROB, K_DELAY, K_ERROR, K_SET_STATE, K_COMPLETE, K_WHEN, K_IRQ,
+    K_IRQ_DELAY, K_DNR, K_DROP, K_LIE, K_CORRUPT, K__MAX,
 };
 
 static const char *const key_names[K__MAX] = {
     "lba", "len", "sq", "cpu", "state", "nth", "after", "every", "count",
-    "prob", "delay", "error", "set-state", "complete", "when", "irq", "irq-delay",
-    "dnr", "drop", "lie", "corrupt",
+    "prob", "delay", "error", "set-state", "complete", "when", "irq",
+    "irq-delay", "dnr", "drop", "lie", "corrupt",
 };
 
-#define KEYS_EXPECTED "lba, len, sq, cpu, state, nth, after, every, count, prob, " \
-    "delay, error, set-state, complete, when, irq, irq-delay, dnr, drop, " \
-    "lie or corrupt"
+#define KEYS_EXPECTED "lba, len, sq, cpu, state, nth, after, every, " \
+    "count, prob, delay, error, set-state, complete, when, irq, irq-delay, " \
+    "dnr, drop, lie or corrupt"
 
 static int key_value(FeParser *p, const FeTok *t, int k, const char *v,
                      size_t vlen, FeRule *r)

@@ -1705,7 +1705,8 @@ static void test_sq_cpu(void)
        "fe_engine_decide() carries no keys: sq=1 does not match");
     fe_engine_free(fe);
 
-    OK(keys_digest("write sq=1 error=eio") != keys_digest("write sq=2 error=eio"),
+    OK(keys_digest("write sq=1 error=eio") !=
+       keys_digest("write sq=2 error=eio"),
        "the digest changes when sq= changes");
     OK(keys_digest("write cpu=0 error=eio") !=
        keys_digest("write cpu=1 error=eio"),
