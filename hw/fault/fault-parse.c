@@ -460,23 +460,23 @@ static int key_value(FeParser *p, const FeTok *t, int k, const char *v,
         r->len_hi = (uint32_t)hi;
         return 0;
     case K_SQ:
-        /* NVMe queue ids are 16-bit. */
-        if (range(p, t, "sq", v, vlen, UINT16_MAX, &lo, &hi) < 0) {
-            return -1;
-        }
-        r->flags |= FE_HAS_SQ;
-        r->sq_lo = (uint32_t)lo;
-        r->sq_hi = (uint32_t)hi;
-        r->sq_col = t->col;
-        return 0;
     case K_CPU:
-        if (range(p, t, "cpu", v, vlen, UINT32_MAX, &lo, &hi) < 0) {
+        /* NVMe queue ids are 16-bit. */
+        if (range(p, t, key_names[k], v, vlen,
+                  k == K_SQ ? UINT16_MAX : UINT32_MAX, &lo, &hi) < 0) {
             return -1;
         }
-        r->flags |= FE_HAS_CPU;
-        r->cpu_lo = (uint32_t)lo;
-        r->cpu_hi = (uint32_t)hi;
-        r->cpu_col = t->col;
+        if (k == K_SQ) {
+            r->flags |= FE_HAS_SQ;
+            r->sq_lo = (uint32_t)lo;
+            r->sq_hi = (uint32_t)hi;
+            r->sq_col = t->col;
+        } else {
+            r->flags |= FE_HAS_CPU;
+            r->cpu_lo = (uint32_t)lo;
+            r->cpu_hi = (uint32_t)hi;
+            r->cpu_col = t->col;
+        }
         return 0;
     case K_STATE:
     case K_SET_STATE:

@@ -135,6 +135,18 @@ static void sb_start(SB *sb, const char *completion, bool faults)
     sb_start_full(sb, completion, faults, false);
 }
 
+/* With faults, MSI-X into RAM unless in task mode; true for task mode. */
+static bool sb_start_faults(SB *sb, const char *mode)
+{
+    bool task = !strcmp(mode, "task");
+
+    sb_start(sb, mode, true);
+    if (!task) {
+        sb_msix_to_ram(sb);
+    }
+    return task;
+}
+
 /* Point MSI-X vector 0 at guest RAM: a delivered message shows up there. */
 static void sb_msix_to_ram(SB *sb)
 {
@@ -1136,17 +1148,12 @@ static char *add_rules(SB *sb, const char *rules)
  */
 static void test_cpu_key(gconstpointer opaque)
 {
-    const char *mode = opaque;
-    bool task = !strcmp(mode, "task");
     g_autofree char *e1 = NULL, *e2 = NULL, *e3 = NULL;
     uint64_t buf;
     uint32_t err;
     SB sb;
+    bool task = sb_start_faults(&sb, opaque);
 
-    sb_start(&sb, mode, true);
-    if (!task) {
-        sb_msix_to_ram(&sb);
-    }
     g_assert_null(add_rules(&sb, "cpu0: write lba=3000-3999 cpu=0 error=eio\n"
                             "cpu1: write lba=3000-3999 cpu=1-7 "
                             "error=internal\n"));

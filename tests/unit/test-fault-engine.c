@@ -131,8 +131,13 @@ static bool wr(FeEngine *fe, uint64_t lba, uint32_t len, FeDecision *d)
     return fe_engine_decide(fe, FE_OP_WRITE, lba, len, 0, d);
 }
 
-/* Ordinals (1..n) at which @n writes to lba 0 fire, as "a,b,c". */
-static const char *fired_at(const char *rules, int n)
+/*
+ * Ordinals (1..n) at which @n writes to lba 0 fire, as "a,b,c".  Write i
+ * comes from SQ (i - 1) % 3 + 1 on vCPU (i - 1) % 2, as far as @have
+ * (FE_KEY_*) says; the digest goes to @digest unless NULL.
+ */
+static const char *fired_keys(const char *rules, int n, uint32_t have,
+                              uint64_t *digest)
 {
     static char buf[512];
     FeEngine *fe = engine(rules);
@@ -141,13 +146,25 @@ static const char *fired_at(const char *rules, int n)
 
     buf[0] = '\0';
     for (int i = 1; i <= n; i++) {
-        if (wr(fe, 0, 8, &d) && pos < sizeof(buf) - 16) {
+        FeIoKeys k = { .have = have, .sq = (uint32_t)(i - 1) % 3 + 1,
+                       .cpu = (uint32_t)(i - 1) % 2 };
+
+        if (fe_engine_decide_keys(fe, FE_OP_WRITE, 0, 8, &k, 0, &d) &&
+            pos < sizeof(buf) - 16) {
             pos += (size_t)snprintf(buf + pos, sizeof(buf) - pos, "%s%d",
                                     pos ? "," : "", i);
         }
     }
+    if (digest) {
+        *digest = fe_engine_digest(fe);
+    }
     fe_engine_free(fe);
     return buf;
+}
+
+static const char *fired_at(const char *rules, int n)
+{
+    return fired_keys(rules, n, 0, NULL);
 }
 
 static void test_canonical(void)
@@ -1607,53 +1624,48 @@ static void test_log_nth_pins(void)
     fe_engine_free(a);
 }
 
-/* One write of 8 sectors at lba 0 from queue @sq on vCPU @cpu. */
-static bool wr_keys(FeEngine *fe, uint32_t have, uint32_t sq, uint32_t cpu,
-                    FeDecision *d)
-{
-    FeIoKeys k = { .have = have, .sq = sq, .cpu = cpu };
-
-    return fe_engine_decide_keys(fe, FE_OP_WRITE, 0, 8, &k, 0, d);
-}
-
-/* Fires over 6 writes with sq 1,2,3,1,2,3 on cpu 0,1,0,1,0,1, as "a,b". */
 static const char *keys_fired(const char *rules, uint32_t have)
 {
-    static char buf[64];
-    FeEngine *fe = engine(rules);
-    FeDecision d;
-    size_t pos = 0;
-
-    buf[0] = '\0';
-    for (int i = 1; i <= 6; i++) {
-        if (wr_keys(fe, have, (uint32_t)(i - 1) % 3 + 1, (uint32_t)(i - 1) % 2,
-                    &d)) {
-            pos += (size_t)snprintf(buf + pos, sizeof(buf) - pos, "%s%d",
-                                    pos ? "," : "", i);
-        }
-    }
-    fe_engine_free(fe);
-    return buf;
+    return fired_keys(rules, 6, have, NULL);
 }
 
 static uint64_t keys_digest(const char *rules)
 {
-    FeEngine *fe = engine(rules);
-    FeDecision d;
     uint64_t h;
 
-    for (int i = 1; i <= 6; i++) {
-        wr_keys(fe, FE_KEY_SQ | FE_KEY_CPU, (uint32_t)(i - 1) % 3 + 1,
-                (uint32_t)(i - 1) % 2, &d);
-    }
-    h = fe_engine_digest(fe);
-    fe_engine_free(fe);
+    fired_keys(rules, 6, FE_KEY_SQ | FE_KEY_CPU, &h);
     return h;
 }
 
 static void test_sq_cpu(void)
 {
-    const uint32_t both = FE_KEY_SQ | FE_KEY_CPU;
+    enum { both = FE_KEY_SQ | FE_KEY_CPU };
+    /* Writes 1..6 come from SQ 1,2,3,1,2,3 on vCPU 0,1,0,1,0,1. */
+    static const struct {
+        const char *rule;
+        uint32_t have;
+        const char *want, *desc;
+    } fires[] = {
+        { "write sq=2 error=eio", both, "2,5",
+          "sq=2 matches the writes on SQ 2 only" },
+        { "write sq=2-3 error=eio", both, "2,3,5,6",
+          "sq=2-3 matches SQ 2 and 3" },
+        { "write cpu=1 error=eio", both, "2,4,6",
+          "cpu=1 matches the writes from vCPU 1 only" },
+        { "write sq=1 cpu=1 error=eio", both, "4", "sq=1 cpu=1 needs both" },
+        { "write error=eio", both, "1,2,3,4,5,6",
+          "a rule without sq=/cpu= matches every queue and vCPU" },
+        { "write error=eio", 0, "1,2,3,4,5,6",
+          "... and I/Os that carry no keys" },
+        { "write sq=1 error=eio", FE_KEY_CPU, "",
+          "sq= never matches an I/O without a queue id" },
+        { "write cpu=0 error=eio", FE_KEY_SQ, "",
+          "cpu= never matches an I/O without a vCPU" },
+        { "write sq=2 nth=2 error=eio", both, "5",
+          "the ordinal counts the matching queue's I/Os only" },
+        { "write sq=3 lba=0-7 every=2 error=eio", both, "6",
+          "sq= with lba= and every=" },
+    };
     char err[FE_ERR_MSG_MAX] = "", json[512];
     FeEngine *fe;
     FeLogEntry e;
@@ -1680,26 +1692,10 @@ static void test_sq_cpu(void)
            "dnr, drop, lie, corrupt, set-state=, complete=, irq= or "
            "irq-delay=)");
 
-    EQ_STR(keys_fired("write sq=2 error=eio", both), "2,5",
-           "sq=2 matches the writes on SQ 2 only");
-    EQ_STR(keys_fired("write sq=2-3 error=eio", both), "2,3,5,6",
-           "sq=2-3 matches SQ 2 and 3");
-    EQ_STR(keys_fired("write cpu=1 error=eio", both), "2,4,6",
-           "cpu=1 matches the writes from vCPU 1 only");
-    EQ_STR(keys_fired("write sq=1 cpu=1 error=eio", both), "4",
-           "sq=1 cpu=1 needs both");
-    EQ_STR(keys_fired("write error=eio", both), "1,2,3,4,5,6",
-           "a rule without sq=/cpu= matches every queue and vCPU");
-    EQ_STR(keys_fired("write error=eio", 0), "1,2,3,4,5,6",
-           "... and I/Os that carry no keys");
-    EQ_STR(keys_fired("write sq=1 error=eio", FE_KEY_CPU), "",
-           "sq= never matches an I/O without a queue id");
-    EQ_STR(keys_fired("write cpu=0 error=eio", FE_KEY_SQ), "",
-           "cpu= never matches an I/O without a vCPU");
-    EQ_STR(keys_fired("write sq=2 nth=2 error=eio", both), "5",
-           "the ordinal counts the matching queue's I/Os only");
-    EQ_STR(keys_fired("write sq=3 lba=0-7 every=2 error=eio", both), "6",
-           "sq= with lba= and every=");
+    for (size_t i = 0; i < sizeof(fires) / sizeof(fires[0]); i++) {
+        EQ_STR(keys_fired(fires[i].rule, fires[i].have), fires[i].want,
+               fires[i].desc);
+    }
     fe = engine("write sq=1 error=eio");
     OK(!fe_engine_decide(fe, FE_OP_WRITE, 0, 8, 0, &d),
        "fe_engine_decide() carries no keys: sq=1 does not match");
@@ -1719,7 +1715,9 @@ static void test_sq_cpu(void)
        "digest is reproducible");
 
     fe = engine("w: write sq=2 cpu=1 error=eio");
-    wr_keys(fe, both, 2, 1, &d);
+    fe_engine_decide_keys(fe, FE_OP_WRITE, 0, 8,
+                          &(FeIoKeys){ .have = both, .sq = 2, .cpu = 1 }, 0,
+                          &d);
     OK(fe_engine_log_get(fe, 0, &e) == 0 && e.keys.have == both &&
        e.keys.sq == 2 && e.keys.cpu == 1, "the log entry holds sq and cpu");
     fe_log_entry_json(&e, json, sizeof(json));
