@@ -135,18 +135,6 @@ static void sb_start(SB *sb, const char *completion, bool faults)
     sb_start_full(sb, completion, faults, false);
 }
 
-/* With faults, MSI-X into RAM unless in task mode; true for task mode. */
-static bool sb_start_faults(SB *sb, const char *mode)
-{
-    bool task = !strcmp(mode, "task");
-
-    sb_start(sb, mode, true);
-    if (!task) {
-        sb_msix_to_ram(sb);
-    }
-    return task;
-}
-
 /* Point MSI-X vector 0 at guest RAM: a delivered message shows up there. */
 static void sb_msix_to_ram(SB *sb)
 {
@@ -162,6 +150,18 @@ static void sb_msix_to_ram(SB *sb)
                    sb->msi_addr >> 32);
     qpci_io_writel(d, d->msix_table_bar, e + PCI_MSIX_ENTRY_DATA, MSI_DATA);
     qpci_io_writel(d, d->msix_table_bar, e + PCI_MSIX_ENTRY_VECTOR_CTRL, 0);
+}
+
+/* With faults, MSI-X into RAM unless in task mode; true for task mode. */
+static bool sb_start_faults(SB *sb, const char *mode)
+{
+    bool task = !strcmp(mode, "task");
+
+    sb_start(sb, mode, true);
+    if (!task) {
+        sb_msix_to_ram(sb);
+    }
+    return task;
 }
 
 /* True once (and clears it) if an MSI-X message arrived. */
