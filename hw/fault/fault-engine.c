@@ -869,7 +869,7 @@ static bool keys_match(const FeRule *r, const FeIoKeys *keys)
 }
 
 /* state=, len=, sq= and cpu= of a rule that has one of them. */
-static bool hot_match(const FeEngine *fe, uint32_t idx, const FeHot *h,
+static __attribute__((noinline, cold)) bool hot_match(const FeEngine *fe, uint32_t idx, const FeHot *h,
                       uint32_t len, const FeIoKeys *keys, uint32_t state)
 {
     if ((h->flags & FE_HAS_STATE) && h->state != state) {
@@ -1170,8 +1170,8 @@ bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     uint32_t nf = 0, state = fe->state, new_state = 0;
     bool set = false;
 
-    /* corrupt[] is read only below ncorrupt: skip clearing it per I/O. */
-    memset(out, 0, offsetof(FeDecision, corrupt));
+    /* voidable[] and corrupt[] are read only below their counts. */
+    memset(out, 0, offsetof(FeDecision, voidable));
     fe->ordinal++;
     if ((unsigned)op >= FE_OP__MAX) {
         return false;

@@ -93,10 +93,14 @@ typedef struct FeDecision {
     FeIrq irq;
     uint64_t irq_delay_ns;
     uint32_t fired;         /* number of rules that fired */
-    uint32_t nvoidable;
-    FeHitRef voidable[FE_VOIDABLE_MAX]; /* pure irq=suppress hits */
     bool lie;               /* report success without moving any data */
     uint32_t ncorrupt;
+    uint32_t nvoidable;
+    /*
+     * Pure irq=suppress hits (fe_engine_void_hit()); only [0, nvoidable)
+     * is filled, and, like corrupt[], not cleared per I/O.
+     */
+    FeHitRef voidable[FE_VOIDABLE_MAX];
     /*
      * Byte offsets into the I/O's data (0 = first byte of @lba), distinct
      * and ascending, to flip (XOR 0xff) on the way: in the guest buffer
