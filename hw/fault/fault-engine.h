@@ -112,7 +112,7 @@ typedef struct FeDecision {
 
 #define FE_NAME_MAX 32
 #define FE_ERR_MSG_MAX 256
-/* Holds the longest canonical rule text (about 420 bytes) with room. */
+/* Holds the longest canonical rule text (about 460 bytes) with room. */
 #define FE_TEXT_MAX 512
 /* Holds the longest action string (about 360 bytes: 16 corrupt offsets). */
 #define FE_ACTION_MAX 384
