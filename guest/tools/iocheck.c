@@ -28,6 +28,8 @@
  * N + 1 (nvme_init_hctx).  Every write of a CPU served by SQ must fail
  * with EIO; every other CPU's writes must succeed and read back
  * byte-exact.  Checks that SQ serves some CPUs and not all.
+ * --per-cpu-fail-cpu C: the same with every online CPU, where CPU C's
+ * writes must fail (a cpu= rule, e.g. on syncblk).
  *
  * Load mode: --bench SECONDS: random 4K (--len) writes (--op) at queue
  * depth --qd (default 32) over [OFFSET, OFFSET + --range), for SECONDS;
@@ -69,7 +71,9 @@ static struct {
     int nplanted;
     unsigned int planted[MAX_EXPECT];
     unsigned int per_cpu_sq;    /* 0: not per-CPU mode */
-} o = { .len = 4096, .count = 1, .qd = 32, .range = 64 << 20 };
+    int fail_cpu;               /* --per-cpu-fail-cpu, or -1 */
+} o = { .len = 4096, .count = 1, .qd = 32, .range = 64 << 20,
+        .fail_cpu = -1 };
 
 static uint64_t now_ns(void)
 {
@@ -119,7 +123,8 @@ static void usage(void)
     fprintf(stderr, "usage: iocheck DEV [--op read|write] [--offset B] "
             "[--len B] [--stride B] [--count N] [--expect-err I=ERR]... "
             "[--lat-us MIN-MAX] [--verify] [--planted-bug I,J,...] | "
-            "[--bench S --qd N --range B] | [--per-cpu-sq SQ]\n");
+            "[--bench S --qd N --range B] | [--per-cpu-sq SQ | "
+            "--per-cpu-fail-cpu C]\n");
     exit(2);
 }
 
@@ -171,6 +176,13 @@ static void parse(int argc, char **argv)
             if (!o.per_cpu_sq) {
                 usage();
             }
+        } else if (!strcmp(a, "--per-cpu-fail-cpu")) {
+            char *end;
+
+            o.fail_cpu = (int)strtol(v, &end, 10);
+            if (*end || o.fail_cpu < 0) {
+                usage();
+            }
         } else if (!strcmp(a, "--qd")) {
             o.qd = strtoul(v, NULL, 0);
         } else if (!strcmp(a, "--bench")) {
@@ -217,7 +229,10 @@ static void parse(int argc, char **argv)
     if (!o.stride) {
         o.stride = o.len;
     }
-    if (o.per_cpu_sq) {
+    if (o.per_cpu_sq && o.fail_cpu >= 0) {
+        usage();
+    }
+    if (o.per_cpu_sq || o.fail_cpu >= 0) {
         o.write = true;     /* writers, which read back what they wrote */
     }
     if (!o.len || o.len % 512 || !o.qd || o.qd > 256) {
@@ -387,46 +402,68 @@ struct cpu_result {
     int other_errno;
 };
 
+/* map[c] = @val for every CPU c of a sysfs CPU list ("0, 1", "0-3"). */
+static void parse_cpu_list(char *p, int *map, int val)
+{
+    char *end;
+
+    while (*p) {
+        unsigned long lo, hi;
+
+        lo = hi = strtoul(p, &end, 10);
+        if (end == p) {
+            break;
+        }
+        if (*end == '-') {
+            p = end + 1;
+            hi = strtoul(p, &end, 10);
+        }
+        for (unsigned long c = lo; c <= hi && c < MAX_CPUS; c++) {
+            map[c] = val;
+        }
+        p = end;
+        while (*p == ',' || *p == ' ' || *p == '\n') {
+            p++;
+        }
+    }
+}
+
 /*
- * The hardware queue of each CPU from /sys/block/DEV/mq/N/cpu_list
- * ("0, 1" or ranges "0-3"); -1 for a CPU no queue lists.  Returns the
- * number of queues.
+ * The hardware queue of each CPU from /sys/block/DEV/mq/N/cpu_list; -1
+ * for a CPU no queue lists.  Returns the number of queues.  With
+ * --per-cpu-fail-cpu: every online CPU, queue 0 (a bio-based disk has
+ * no mq/).
  */
 static int read_cpu_queues(const char *dev, int *hctx_of)
 {
     const char *name = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+    char path[256], list[1024];
     int n;
 
     for (int c = 0; c < MAX_CPUS; c++) {
         hctx_of[c] = -1;
     }
+    if (o.fail_cpu >= 0) {
+        if (gl_read_file("/sys/devices/system/cpu/online", list,
+                         sizeof(list)) >= 0) {
+            parse_cpu_list(list, hctx_of, 0);
+        }
+        return 1;
+    }
     for (n = 0;; n++) {
-        char path[256], list[1024], *p = list, *end;
-
         snprintf(path, sizeof(path), "/sys/block/%s/mq/%d/cpu_list", name, n);
         if (gl_read_file(path, list, sizeof(list)) < 0) {
             return n;
         }
-        while (*p) {
-            unsigned long lo, hi;
-
-            lo = hi = strtoul(p, &end, 10);
-            if (end == p) {
-                break;
-            }
-            if (*end == '-') {
-                p = end + 1;
-                hi = strtoul(p, &end, 10);
-            }
-            for (unsigned long c = lo; c <= hi && c < MAX_CPUS; c++) {
-                hctx_of[c] = n;
-            }
-            p = end;
-            while (*p == ',' || *p == ' ' || *p == '\n') {
-                p++;
-            }
-        }
+        parse_cpu_list(list, hctx_of, n);
     }
+}
+
+/* The writes of @cpu must fail: its queue is SQ, or it is the CPU. */
+static bool cpu_targeted(int cpu, const int *hctx_of)
+{
+    return o.fail_cpu >= 0 ? cpu == o.fail_cpu
+                           : hctx_of[cpu] == (int)o.per_cpu_sq - 1;
 }
 
 /* The writer of @cpu, in a child pinned there. */
@@ -470,10 +507,22 @@ static void cpu_writer(int fd, int cpu, struct cpu_result *r)
     }
 }
 
+/* " (SQ N)" in --per-cpu-sq mode, else "". */
+static const char *queue_label(int cpu, const int *hctx_of)
+{
+    static char buf[32];
+
+    if (o.fail_cpu >= 0) {
+        return "";
+    }
+    snprintf(buf, sizeof(buf), " (SQ %d)", hctx_of[cpu] + 1);
+    return buf;
+}
+
 static int per_cpu_mode(int fd)
 {
     int hctx_of[MAX_CPUS], nq = read_cpu_queues(o.dev, hctx_of);
-    int target = (int)o.per_cpu_sq - 1, ncpu = 0, nt = 0;
+    int ncpu = 0, nt = 0;
     int cpus[MAX_CPUS];
     unsigned int failed = 0, verified = 0;
     struct cpu_result *res;
@@ -481,7 +530,7 @@ static int per_cpu_mode(int fd)
     for (int c = 0; c < MAX_CPUS; c++) {
         if (hctx_of[c] >= 0) {
             cpus[ncpu++] = c;
-            nt += hctx_of[c] == target;
+            nt += cpu_targeted(c, hctx_of);
         }
     }
     res = mmap(NULL, sizeof(*res) * MAX_CPUS, PROT_READ | PROT_WRITE,
@@ -491,12 +540,17 @@ static int per_cpu_mode(int fd)
     }
     memset(res, 0, sizeof(*res) * MAX_CPUS);
     ktap_header(1 + ncpu);
-    for (int k = 0; k < ncpu; k++) {
+    for (int k = 0; k < ncpu && o.per_cpu_sq; k++) {
         ktap_diag("cpu %d hw_queue %d sq %d", cpus[k], hctx_of[cpus[k]],
                   hctx_of[cpus[k]] + 1);
     }
-    ktap_ok(nq > 1 && nt > 0 && nt < ncpu, "%d hw queues; SQ %u serves %d of "
-            "%d CPUs", nq, o.per_cpu_sq, nt, ncpu);
+    if (o.fail_cpu >= 0) {
+        ktap_ok(nt == 1 && ncpu > 1, "cpu %d is one of %d online CPUs",
+                o.fail_cpu, ncpu);
+    } else {
+        ktap_ok(nq > 1 && nt > 0 && nt < ncpu, "%d hw queues; SQ %u serves "
+                "%d of %d CPUs", nq, o.per_cpu_sq, nt, ncpu);
+    }
     /* All writers at once: the queues are busy side by side. */
     for (int k = 0; k < ncpu; k++) {
         pid_t pid = fork();
@@ -515,7 +569,7 @@ static int per_cpu_mode(int fd)
     for (int k = 0; k < ncpu; k++) {
         int c = cpus[k];
         struct cpu_result *r = &res[c];
-        bool hit = hctx_of[c] == target;
+        bool hit = cpu_targeted(c, hctx_of);
 
         ktap_diag("cpu %d writes %u ok %u eio %u other %u (%s) verified %u "
                   "mismatched %u moved %u", c, r->writes, r->ok, r->eio,
@@ -524,14 +578,15 @@ static int per_cpu_mode(int fd)
         if (hit) {
             failed += r->eio;
             ktap_ok(r->writes == o.count && r->eio == o.count && !r->moved,
-                    "cpu %d (SQ %d): every one of %u writes failed with EIO",
-                    c, hctx_of[c] + 1, o.count);
+                    "cpu %d%s: every one of %u writes failed with EIO",
+                    c, queue_label(c, hctx_of), o.count);
         } else {
             verified += r->verified - r->mismatched;
             ktap_ok(r->writes == o.count && r->ok == o.count &&
                     r->verified == o.count && !r->mismatched && !r->moved,
-                    "cpu %d (SQ %d): every one of %u writes succeeded and "
-                    "read back byte-exact", c, hctx_of[c] + 1, o.count);
+                    "cpu %d%s: every one of %u writes succeeded and "
+                    "read back byte-exact", c, queue_label(c, hctx_of),
+                    o.count);
         }
     }
     ktap_diag("targeted_writes_failed %u", failed);
@@ -617,7 +672,7 @@ int main(int argc, char **argv)
         printf("Bail out! io_uring_queue_init: %s\n", strerror(-ret));
         return 1;
     }
-    ret = o.per_cpu_sq ? per_cpu_mode(fd)
+    ret = o.per_cpu_sq || o.fail_cpu >= 0 ? per_cpu_mode(fd)
         : o.bench_s > 0 ? bench_mode(fd, &ring)
         : o.nplanted ? planted_mode(fd, &ring) : check_mode(fd, &ring);
     io_uring_queue_exit(&ring);
