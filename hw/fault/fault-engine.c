@@ -869,8 +869,9 @@ static bool keys_match(const FeRule *r, const FeIoKeys *keys)
 }
 
 /* state=, len=, sq= and cpu= of a rule that has one of them. */
-static __attribute__((noinline, cold)) bool hot_match(const FeEngine *fe, uint32_t idx, const FeHot *h,
-                      uint32_t len, const FeIoKeys *keys, uint32_t state)
+static __attribute__((noinline, cold))
+bool hot_match(const FeEngine *fe, uint32_t idx, const FeHot *h,
+               uint32_t len, const FeIoKeys *keys, uint32_t state)
 {
     if ((h->flags & FE_HAS_STATE) && h->state != state) {
         return false;
