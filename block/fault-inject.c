@@ -119,6 +119,13 @@ static FaultInjector *fault_inject_parse_options(QDict *options, Error **errp)
         error_prepend(errp, "fault-inject: ");
         goto out;
     }
+    /* A block node sees neither an NVMe queue nor a vCPU. */
+    if (!fault_injector_refuse_keys(fi, FE_KEY_SQ | FE_KEY_CPU,
+                                    "the fault-inject block filter", errp)) {
+        error_prepend(errp, "fault-inject: ");
+        fi = NULL;
+        goto out;
+    }
     object_ref(OBJECT(fi));
 out:
     qemu_opts_del(opts);

@@ -20,6 +20,17 @@
  *                      any I/O may fail, and the one result fails only if
  *                      all the listed I/Os failed (only failures are printed)
  *
+ * Per-CPU mode: --per-cpu-sq SQ: one writer per CPU, pinned to it
+ * (sched_setaffinity), each doing COUNT O_DIRECT writes (pwrite, one at a
+ * time) into its own stretch, OFFSET + cpu * COUNT * STRIDE.  blk-mq sends
+ * a CPU's I/O to the hardware queue whose /sys/block/DEV/mq/N/cpu_list
+ * holds it, and the NVMe driver gives hardware queue N submission queue
+ * N + 1 (nvme_init_hctx).  Every write of a CPU served by SQ must fail
+ * with EIO; every other CPU's writes must succeed and read back
+ * byte-exact.  Checks that SQ serves some CPUs and not all.
+ * --per-cpu-fail-cpu C: the same with every online CPU, where CPU C's
+ * writes must fail (a cpu= rule, e.g. on syncblk).
+ *
  * Load mode: --bench SECONDS: random 4K (--len) writes (--op) at queue
  * depth --qd (default 32) over [OFFSET, OFFSET + --range), for SECONDS;
  * prints "# iops N".
@@ -28,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +47,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <liburing.h>
 
 #include "guestlib.h"
@@ -56,7 +70,10 @@ static struct {
     uint64_t lat_min, lat_max;
     int nplanted;
     unsigned int planted[MAX_EXPECT];
-} o = { .len = 4096, .count = 1, .qd = 32, .range = 64 << 20 };
+    unsigned int per_cpu_sq;    /* 0: not per-CPU mode */
+    int fail_cpu;               /* --per-cpu-fail-cpu, or -1 */
+} o = { .len = 4096, .count = 1, .qd = 32, .range = 64 << 20,
+        .fail_cpu = -1 };
 
 static uint64_t now_ns(void)
 {
@@ -106,7 +123,8 @@ static void usage(void)
     fprintf(stderr, "usage: iocheck DEV [--op read|write] [--offset B] "
             "[--len B] [--stride B] [--count N] [--expect-err I=ERR]... "
             "[--lat-us MIN-MAX] [--verify] [--planted-bug I,J,...] | "
-            "[--bench S --qd N --range B]\n");
+            "[--bench S --qd N --range B] | [--per-cpu-sq SQ | "
+            "--per-cpu-fail-cpu C]\n");
     exit(2);
 }
 
@@ -153,6 +171,18 @@ static void parse(int argc, char **argv)
             o.range = size_arg(v);
         } else if (!strcmp(a, "--count")) {
             o.count = strtoul(v, NULL, 0);
+        } else if (!strcmp(a, "--per-cpu-sq")) {
+            o.per_cpu_sq = strtoul(v, NULL, 0);
+            if (!o.per_cpu_sq) {
+                usage();
+            }
+        } else if (!strcmp(a, "--per-cpu-fail-cpu")) {
+            char *end;
+
+            o.fail_cpu = (int)strtol(v, &end, 10);
+            if (*end || o.fail_cpu < 0) {
+                usage();
+            }
         } else if (!strcmp(a, "--qd")) {
             o.qd = strtoul(v, NULL, 0);
         } else if (!strcmp(a, "--bench")) {
@@ -198,6 +228,12 @@ static void parse(int argc, char **argv)
     }
     if (!o.stride) {
         o.stride = o.len;
+    }
+    if (o.per_cpu_sq && o.fail_cpu >= 0) {
+        usage();
+    }
+    if (o.per_cpu_sq || o.fail_cpu >= 0) {
+        o.write = true;     /* writers, which read back what they wrote */
     }
     if (!o.len || o.len % 512 || !o.qd || o.qd > 256) {
         usage();
@@ -358,6 +394,207 @@ static int check_mode(int fd, struct io_uring *ring)
     return ktap_finish();
 }
 
+#define MAX_CPUS 64
+
+/* What one pinned writer saw. */
+struct cpu_result {
+    unsigned int writes, ok, eio, other, verified, mismatched, moved;
+    int other_errno;
+};
+
+/* map[c] = @val for every CPU c of a sysfs CPU list ("0, 1", "0-3"). */
+static void parse_cpu_list(char *p, int *map, int val)
+{
+    char *end;
+
+    while (*p) {
+        unsigned long lo, hi;
+
+        lo = hi = strtoul(p, &end, 10);
+        if (end == p) {
+            break;
+        }
+        if (*end == '-') {
+            p = end + 1;
+            hi = strtoul(p, &end, 10);
+        }
+        for (unsigned long c = lo; c <= hi && c < MAX_CPUS; c++) {
+            map[c] = val;
+        }
+        p = end;
+        while (*p == ',' || *p == ' ' || *p == '\n') {
+            p++;
+        }
+    }
+}
+
+/*
+ * The hardware queue of each CPU from /sys/block/DEV/mq/N/cpu_list; -1
+ * for a CPU no queue lists.  Returns the number of queues.  With
+ * --per-cpu-fail-cpu: every online CPU, queue 0 (a bio-based disk has
+ * no mq/).
+ */
+static int read_cpu_queues(const char *dev, int *hctx_of)
+{
+    const char *name = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
+    char path[256], list[1024];
+    int n;
+
+    for (int c = 0; c < MAX_CPUS; c++) {
+        hctx_of[c] = -1;
+    }
+    if (o.fail_cpu >= 0) {
+        if (gl_read_file("/sys/devices/system/cpu/online", list,
+                         sizeof(list)) >= 0) {
+            parse_cpu_list(list, hctx_of, 0);
+        }
+        return 1;
+    }
+    for (n = 0;; n++) {
+        snprintf(path, sizeof(path), "/sys/block/%s/mq/%d/cpu_list", name, n);
+        if (gl_read_file(path, list, sizeof(list)) < 0) {
+            return n;
+        }
+        parse_cpu_list(list, hctx_of, n);
+    }
+}
+
+/* The writes of @cpu must fail: its queue is SQ, or it is the CPU. */
+static bool cpu_targeted(int cpu, const int *hctx_of)
+{
+    return o.fail_cpu >= 0 ? cpu == o.fail_cpu
+                           : hctx_of[cpu] == (int)o.per_cpu_sq - 1;
+}
+
+/* The writer of @cpu, in a child pinned there. */
+static void cpu_writer(int fd, int cpu, struct cpu_result *r)
+{
+    uint64_t base = o.offset + (uint64_t)cpu * o.count * o.stride;
+    uint8_t *buf, *rbuf;
+    cpu_set_t set;
+
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) < 0 ||
+        posix_memalign((void **)&buf, 4096, o.len) ||
+        posix_memalign((void **)&rbuf, 4096, o.len)) {
+        r->other_errno = errno ? errno : ENOMEM;
+        return;
+    }
+    for (unsigned int i = 0; i < o.count; i++) {
+        uint64_t off = base + (uint64_t)i * o.stride;
+        ssize_t res;
+
+        /* Distinct per CPU and per write, so a misplaced block shows. */
+        memset(buf, (int)((cpu * 31 + i) & 0xff) ^ 0xa5, o.len);
+        memcpy(buf, &off, sizeof(off));
+        r->moved += sched_getcpu() != cpu;
+        res = pwrite(fd, buf, o.len, (off_t)off);
+        r->writes++;
+        if (res == (ssize_t)o.len) {
+            r->ok++;
+            res = pread(fd, rbuf, o.len, (off_t)off);
+            r->verified++;
+            if (res != (ssize_t)o.len || memcmp(buf, rbuf, o.len)) {
+                r->mismatched++;
+            }
+        } else if (res < 0 && errno == EIO) {
+            r->eio++;
+        } else {
+            r->other++;
+            r->other_errno = res < 0 ? errno : EIO;
+        }
+    }
+}
+
+/* " (SQ N)" in --per-cpu-sq mode, else "". */
+static const char *queue_label(int cpu, const int *hctx_of)
+{
+    static char buf[32];
+
+    if (o.fail_cpu >= 0) {
+        return "";
+    }
+    snprintf(buf, sizeof(buf), " (SQ %d)", hctx_of[cpu] + 1);
+    return buf;
+}
+
+static int per_cpu_mode(int fd)
+{
+    int hctx_of[MAX_CPUS], nq = read_cpu_queues(o.dev, hctx_of);
+    int ncpu = 0, nt = 0;
+    int cpus[MAX_CPUS];
+    unsigned int failed = 0, verified = 0;
+    struct cpu_result *res;
+
+    for (int c = 0; c < MAX_CPUS; c++) {
+        if (hctx_of[c] >= 0) {
+            cpus[ncpu++] = c;
+            nt += cpu_targeted(c, hctx_of);
+        }
+    }
+    res = mmap(NULL, sizeof(*res) * MAX_CPUS, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (res == MAP_FAILED) {
+        ktap_bail("mmap: %s", strerror(errno));
+    }
+    memset(res, 0, sizeof(*res) * MAX_CPUS);
+    ktap_header(1 + ncpu);
+    for (int k = 0; k < ncpu && o.per_cpu_sq; k++) {
+        ktap_diag("cpu %d hw_queue %d sq %d", cpus[k], hctx_of[cpus[k]],
+                  hctx_of[cpus[k]] + 1);
+    }
+    if (o.fail_cpu >= 0) {
+        ktap_ok(nt == 1 && ncpu > 1, "cpu %d is one of %d online CPUs",
+                o.fail_cpu, ncpu);
+    } else {
+        ktap_ok(nq > 1 && nt > 0 && nt < ncpu, "%d hw queues; SQ %u serves "
+                "%d of %d CPUs", nq, o.per_cpu_sq, nt, ncpu);
+    }
+    /* All writers at once: the queues are busy side by side. */
+    for (int k = 0; k < ncpu; k++) {
+        pid_t pid = fork();
+
+        if (pid < 0) {
+            ktap_bail("fork: %s", strerror(errno));
+        }
+        if (pid == 0) {
+            cpu_writer(fd, cpus[k], &res[cpus[k]]);
+            _exit(0);
+        }
+    }
+    while (wait(NULL) > 0) {
+        continue;
+    }
+    for (int k = 0; k < ncpu; k++) {
+        int c = cpus[k];
+        struct cpu_result *r = &res[c];
+        bool hit = cpu_targeted(c, hctx_of);
+
+        ktap_diag("cpu %d writes %u ok %u eio %u other %u (%s) verified %u "
+                  "mismatched %u moved %u", c, r->writes, r->ok, r->eio,
+                  r->other, errname(r->other_errno), r->verified,
+                  r->mismatched, r->moved);
+        if (hit) {
+            failed += r->eio;
+            ktap_ok(r->writes == o.count && r->eio == o.count && !r->moved,
+                    "cpu %d%s: every one of %u writes failed with EIO",
+                    c, queue_label(c, hctx_of), o.count);
+        } else {
+            verified += r->verified - r->mismatched;
+            ktap_ok(r->writes == o.count && r->ok == o.count &&
+                    r->verified == o.count && !r->mismatched && !r->moved,
+                    "cpu %d%s: every one of %u writes succeeded and "
+                    "read back byte-exact", c, queue_label(c, hctx_of),
+                    o.count);
+        }
+    }
+    ktap_diag("targeted_writes_failed %u", failed);
+    ktap_diag("other_writes_verified %u", verified);
+    munmap(res, sizeof(*res) * MAX_CPUS);
+    return ktap_finish();
+}
+
 static int bench_mode(int fd, struct io_uring *ring)
 {
     uint8_t *bufs;
@@ -435,7 +672,8 @@ int main(int argc, char **argv)
         printf("Bail out! io_uring_queue_init: %s\n", strerror(-ret));
         return 1;
     }
-    ret = o.bench_s > 0 ? bench_mode(fd, &ring)
+    ret = o.per_cpu_sq || o.fail_cpu >= 0 ? per_cpu_mode(fd)
+        : o.bench_s > 0 ? bench_mode(fd, &ring)
         : o.nplanted ? planted_mode(fd, &ring) : check_mode(fd, &ring);
     io_uring_queue_exit(&ring);
     close(fd);

@@ -51,6 +51,8 @@
 #include "hw/qdev-properties-system.h"
 #include "hw/core/qdev-prop-internal.h"
 #include "hw/fault/fault-injector.h"
+#include "hw/core/cpu.h"
+#include "system/qtest.h"
 #include "migration/vmstate.h"
 #include "system/block-backend.h"
 #include "trace.h"
@@ -90,6 +92,7 @@ typedef struct SyncBlkSlot {
     uint32_t status;
     uint32_t error;
     uint32_t ctx;
+    FeIoKeys keys;              /* cpu= of the command: its doorbell write */
 
     /* Result held back until @deadline_ns (virtual). */
     uint32_t result_status;
@@ -463,6 +466,20 @@ static const char *syncblk_check_cmd(SyncBlkState *s, SyncBlkSlot *slot,
     }
 }
 
+/*
+ * The vCPU whose doorbell write submits the command, kept with it: the
+ * completion runs later, elsewhere.  qtest's accesses go through
+ * first_cpu's address space from the main loop, so they count as its.
+ */
+static void syncblk_latch_cpu(SyncBlkSlot *slot)
+{
+    CPUState *cpu = current_cpu ? current_cpu :
+                    qtest_enabled() ? first_cpu : NULL;
+
+    slot->keys.have = cpu ? FE_KEY_CPU : 0;
+    slot->keys.cpu = cpu ? cpu->cpu_index : 0;
+}
+
 static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
 {
     FeDecision *d = &slot->decision;
@@ -486,6 +503,7 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
     slot->deadline_ns = 0;
     slot->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     slot->bytes = (uint64_t)slot->cmd.num_sectors * SYNCBLK_SECTOR_SIZE;
+    syncblk_latch_cpu(slot);
     memset(d, 0, sizeof(*d));
     data = slot->cmd.opcode == SYNCBLK_OP_READ ||
            slot->cmd.opcode == SYNCBLK_OP_WRITE;
@@ -506,10 +524,12 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
         return;
     }
 
-    if (s->fi && fault_injector_decide(s->fi, syncblk_fe_op(slot->cmd.opcode),
-                                       slot->cmd.lba,
-                                       slot->cmd.opcode == SYNCBLK_OP_FLUSH ?
-                                       0 : slot->cmd.num_sectors, d)) {
+    if (s->fi &&
+        fault_injector_decide_keys(s->fi, syncblk_fe_op(slot->cmd.opcode),
+                                   slot->cmd.lba,
+                                   slot->cmd.opcode == SYNCBLK_OP_FLUSH ?
+                                   0 : slot->cmd.num_sectors, &slot->keys,
+                                   d)) {
         s->cnt_injected++;
     }
     switch (d->complete) {
@@ -816,6 +836,11 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
     s->deterministic = s->fi && fault_injector_deterministic(s->fi);
     if (s->deterministic &&
         !fault_injector_check_deterministic(s->fi, "syncblk-pci", errp)) {
+        return;
+    }
+    /* One queue of slots: there is no submission queue id. */
+    if (s->fi &&
+        !fault_injector_refuse_keys(s->fi, FE_KEY_SQ, "syncblk-pci", errp)) {
         return;
     }
     if (s->timeout_ms == 0 || s->timeout_ms > 60000) {

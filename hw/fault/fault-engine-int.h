@@ -46,6 +46,8 @@ enum {
     FE_HAS_DROP      = 1u << 14,
     FE_HAS_LIE       = 1u << 15,
     FE_HAS_CORRUPT   = 1u << 16,
+    FE_HAS_SQ        = 1u << 17,
+    FE_HAS_CPU       = 1u << 18,
 };
 
 /*
@@ -65,6 +67,8 @@ typedef struct FeRule {
     /* Match bounds (mirrored in the per-op candidate arrays). */
     FeOp op;
     uint64_t lba_lo, lba_hi;
+    uint32_t sq_lo, sq_hi;      /* FE_HAS_SQ */
+    uint32_t cpu_lo, cpu_hi;    /* FE_HAS_CPU */
 
     /* Actions. */
     FeDelaySpec delay;
@@ -88,6 +92,7 @@ typedef struct FeRule {
 
     /* Parse bookkeeping, for errors found after the line was parsed. */
     size_t line, name_col;
+    size_t sq_col, cpu_col;
 } FeRule;
 
 /*

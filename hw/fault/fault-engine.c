@@ -60,9 +60,19 @@ typedef struct FeHot {
     uint64_t next;              /* the triggers cannot pass before n == next */
     uint64_t base;              /* live lazy rule: n = group count - base */
     uint32_t state, len_lo, len_hi;
-    uint16_t flags;             /* FE_HAS_STATE, FE_HAS_LEN */
+    uint16_t flags;             /* FE_HAS_STATE, FE_HAS_LEN, FE_HOT_KEYS */
     uint8_t group;              /* lazy group, or FE_NOT_LAZY */
 } FeHot;
+
+/* FeHot.flags: the rule has sq= or cpu= (bounds in the FeRule: rare). */
+#define FE_HOT_KEYS 0x8000u
+_Static_assert(!((FE_HAS_STATE | FE_HAS_LEN) & FE_HOT_KEYS),
+               "FE_HOT_KEYS must not clash with a stored FE_HAS_* bit");
+#define FE_RULE_KEYS (FE_HAS_SQ | FE_HAS_CPU)
+/* The actions a rule may carry besides delay= and irq-delay=. */
+#define FE_ACTION_FLAGS (FE_HAS_ERROR | FE_HAS_SET_STATE | FE_HAS_COMPLETE | \
+                         FE_HAS_IRQ | FE_HAS_DNR | FE_HAS_DROP | FE_HAS_LIE | \
+                         FE_HAS_CORRUPT)
 
 typedef struct FeSortEnt {
     uint64_t lo, hi;
@@ -89,6 +99,9 @@ struct FeEngine {
     size_t cand_cap;            /* rules the arrays can hold */
     FeSortEnt *sort_tmp;
     FeFired *fired;             /* scratch, one slot per rule */
+    uint32_t gen;               /* bumped when rules or counters change */
+    uint32_t refused_keys;      /* FE_KEY_* an attach point cannot supply */
+    char refused_by[2][FE_NAME_MAX * 2]; /* who refused sq, cpu */
 
     FeLogEntry *log;
     uint64_t log_total;
@@ -280,6 +293,7 @@ static int rebuild_candidates(FeEngine *fe)
         fe->cand_cap = per;
     }
     cap = fe->cand_cap;
+    fe->gen++;              /* rule indices move: older hit refs are void */
     /* All 64-bit arrays first, so every array stays aligned. */
     b64 = (uint64_t *)(void *)fe->cand_mem;
     b32 = (uint32_t *)(void *)(b64 + FE_OP__MAX * 3 * cap);
@@ -292,11 +306,14 @@ static int rebuild_candidates(FeEngine *fe)
         FeHot *h = &fe->hot[i];
 
         h->flags = (uint16_t)(r->flags & (FE_HAS_STATE | FE_HAS_LEN));
+        if (r->flags & FE_RULE_KEYS) {
+            h->flags |= FE_HOT_KEYS;
+        }
         h->state = r->state;
         h->len_lo = r->len_lo;
         h->len_hi = r->len_hi;
         h->group = FE_NOT_LAZY;
-        if (!(r->flags & (FE_HAS_LBA | FE_HAS_LEN))) {
+        if (!(r->flags & (FE_HAS_LBA | FE_HAS_LEN | FE_RULE_KEYS))) {
             FeGroup *g = &fe->group[r->op];
             h->group = (uint8_t)r->op;
             g->idx[g->n++] = (uint32_t)i;
@@ -509,6 +526,66 @@ int fe_engine_check_rules(const char *text, char *err, size_t errlen)
                                      errlen);
 }
 
+static uint32_t rule_keys(const FeRule *r)
+{
+    return ((r->flags & FE_HAS_SQ) ? FE_KEY_SQ : 0) |
+           ((r->flags & FE_HAS_CPU) ? FE_KEY_CPU : 0);
+}
+
+/* Rules on a key an attach point refused fail like a bad rule. */
+static int check_refused(const FeEngine *fe, const FeRule *v, size_t n,
+                         char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t k = rule_keys(&v[i]) & fe->refused_keys;
+
+        if (k && err && errlen) {
+            bool sq = k & FE_KEY_SQ;
+            snprintf(err, errlen, "%zu:%zu: '%s' is not supplied by %s",
+                     v[i].line, sq ? v[i].sq_col : v[i].cpu_col,
+                     sq ? "sq" : "cpu", fe->refused_by[sq ? 0 : 1]);
+        }
+        if (k) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+uint32_t fe_engine_keys_used(const FeEngine *fe)
+{
+    uint32_t keys = 0;
+
+    for (size_t i = 0; i < fe->nrules; i++) {
+        keys |= rule_keys(&fe->rules[i]);
+    }
+    return keys;
+}
+
+int fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who,
+                          char *err, size_t errlen)
+{
+    for (size_t i = 0; i < fe->nrules; i++) {
+        uint32_t k = rule_keys(&fe->rules[i]) & keys;
+
+        if (k) {
+            if (err && errlen) {
+                snprintf(err, errlen, "rule '%s' matches on %s=, which %s "
+                         "does not supply", fe->rules[i].name,
+                         (k & FE_KEY_SQ) ? "sq" : "cpu", who);
+            }
+            return -1;
+        }
+    }
+    for (int b = 0; b < 2; b++) {
+        if ((keys & (1u << b)) && !(fe->refused_keys & (1u << b))) {
+            copy_str(fe->refused_by[b], sizeof(fe->refused_by[b]), who);
+        }
+    }
+    fe->refused_keys |= keys & (FE_KEY_SQ | FE_KEY_CPU);
+    return 0;
+}
+
 /* The trigger bound after ordinal @n: no ordinal below it can fire. */
 static uint64_t next_chance(const FeRule *r, uint64_t n)
 {
@@ -543,6 +620,24 @@ static uint64_t next_chance(const FeRule *r, uint64_t n)
     return m;
 }
 
+void fe_engine_void_hit(FeEngine *fe, FeHitRef ref, uint32_t times)
+{
+    FeRule *r;
+    FeHot *h;
+
+    if (ref.gen != fe->gen || ref.rule >= fe->nrules) {
+        return;
+    }
+    r = &fe->rules[ref.rule];
+    h = &fe->hot[ref.rule];
+    r->hits -= times < r->hits ? times : r->hits;
+    /* A count= it had used up may pass again. */
+    h->next = next_chance(r, rule_matched(fe, ref.rule));
+    if (h->group != FE_NOT_LAZY) {
+        group_update_due(fe, &fe->group[h->group]);
+    }
+}
+
 int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
                             char *err, size_t errlen)
 {
@@ -561,7 +656,8 @@ int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
         free(v);
         return -1;
     }
-    if (check_names(fe->rules, fe->nrules, v, n, true, err, errlen) < 0) {
+    if (check_names(fe->rules, fe->nrules, v, n, true, err, errlen) < 0 ||
+        check_refused(fe, v, n, err, errlen) < 0) {
         free(v);
         return -1;
     }
@@ -695,6 +791,7 @@ void fe_engine_reset_counters(FeEngine *fe)
         fe->group[g].count = 0;
     }
     fe->ordinal = 0;
+    fe->gen++;
     thaw_all(fe);
 }
 
@@ -755,17 +852,47 @@ static inline uint32_t upper_bound(const uint64_t *a, uint32_t n, uint64_t key)
     return (uint32_t)(base - a) + (*base <= key);
 }
 
+/* sq= and cpu= of rule @r against the I/O's @keys (absent: no match). */
+static bool keys_match(const FeRule *r, const FeIoKeys *keys)
+{
+    if ((r->flags & FE_HAS_SQ) &&
+        (!(keys->have & FE_KEY_SQ) || keys->sq < r->sq_lo ||
+         keys->sq > r->sq_hi)) {
+        return false;
+    }
+    if ((r->flags & FE_HAS_CPU) &&
+        (!(keys->have & FE_KEY_CPU) || keys->cpu < r->cpu_lo ||
+         keys->cpu > r->cpu_hi)) {
+        return false;
+    }
+    return true;
+}
+
+/* state=, len=, sq= and cpu= of a rule that has one of them. */
+static __attribute__((noinline, cold))
+bool hot_match(const FeEngine *fe, uint32_t idx, const FeHot *h,
+               uint32_t len, const FeIoKeys *keys, uint32_t state)
+{
+    if ((h->flags & FE_HAS_STATE) && h->state != state) {
+        return false;
+    }
+    if ((h->flags & FE_HAS_LEN) && (len < h->len_lo || len > h->len_hi)) {
+        return false;
+    }
+    return !(h->flags & FE_HOT_KEYS) || keys_match(&fe->rules[idx], keys);
+}
+
 /* Rule @idx overlaps the I/O: check the rest of the match, then trigger. */
 static inline uint32_t consider(FeEngine *fe, uint32_t idx, uint32_t len,
-                                uint32_t state, uint32_t nf)
+                                const FeIoKeys *keys, uint32_t state,
+                                uint32_t nf)
 {
     FeHot *h = &fe->hot[idx];
     uint64_t n;
 
-    if ((h->flags & FE_HAS_STATE) && h->state != state) {
-        return 0;
-    }
-    if ((h->flags & FE_HAS_LEN) && (len < h->len_lo || len > h->len_hi)) {
+    /* One test for the common rule with lba= alone. */
+    if (__builtin_expect(h->flags != 0, 0) &&
+        !hot_match(fe, idx, h, len, keys, state)) {
         return 0;
     }
     n = ++h->matched;
@@ -807,8 +934,8 @@ static void put_le(uint64_t *h, uint64_t v, int bytes)
 }
 
 static void log_append(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
-                       uint64_t now_ns, const char *rule, uint64_t nth,
-                       const char *action)
+                       const FeIoKeys *keys, uint64_t now_ns,
+                       const char *rule, uint64_t nth, const char *action)
 {
     FeLogEntry *e = &fe->log[fe->log_total & (FE_LOG_SIZE - 1)];
 
@@ -818,14 +945,16 @@ static void log_append(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     e->op = op;
     e->lba = lba;
     e->len = len;
+    e->keys = *keys;
     copy_str(e->rule, sizeof(e->rule), rule);
     e->nth = nth;
     copy_str(e->action, sizeof(e->action), action);
 
     /*
      * Fixed little-endian layout: the digest is the same on every host.
-     * nth is not in it: it follows from the rules and the I/O sequence,
-     * and digests stay comparable with logs written before it existed.
+     * nth and the keys are not in it: nth follows from the rules and the
+     * I/O sequence, and digests stay comparable with logs written before
+     * nth, sq and cpu existed (a rule's sq=/cpu= is in its key already).
      */
     put_le(&fe->digest, e->ordinal, 8);
     put_le(&fe->digest, (uint64_t)op, 1);
@@ -934,8 +1063,9 @@ uint32_t fe_decision_corrupt(const FeDecision *d, uint64_t off, void *buf,
 
 /* Apply rule @r, fired at its ordinal @n, to @out and log it: the rare path. */
 static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
-                       uint64_t lba, uint32_t len, uint64_t now_ns,
-                       FeDecision *out, bool *set, uint32_t *new_state)
+                       uint64_t lba, uint32_t len, const FeIoKeys *keys,
+                       uint64_t now_ns, FeDecision *out, bool *set,
+                       uint32_t *new_state)
 {
     char a[FE_ACTION_MAX];
     size_t pos = 0;
@@ -1008,6 +1138,12 @@ static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
     }
     if (r->irq == FE_IRQ_SUPPRESS) {
         act(a, sizeof(a), &pos, "irq=suppress");
+        if (!(r->flags & FE_ACTION_FLAGS & ~FE_HAS_IRQ) &&
+            r->delay.kind == FE_DELAY_NONE &&
+            out->nvoidable < FE_VOIDABLE_MAX) {
+            out->voidable[out->nvoidable].rule = (uint32_t)(r - fe->rules);
+            out->voidable[out->nvoidable++].gen = fe->gen;
+        }
     }
     if (r->irq > out->irq) {
         out->irq = r->irq;
@@ -1019,12 +1155,15 @@ static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
         }
         act(a, sizeof(a), &pos, "irq-delay=%" PRIu64 "ns", d);
     }
-    log_append(fe, op, lba, len, now_ns, r->name, n, a);
+    log_append(fe, op, lba, len, keys, now_ns, r->name, n, a);
 }
 
+static const FeIoKeys no_keys;
 
-bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
-                      uint64_t now_ns, FeDecision *out)
+/* Inlined into both entry points, so fe_engine_decide() pays no keys. */
+static inline __attribute__((always_inline))
+bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+            const FeIoKeys *keys, uint64_t now_ns, FeDecision *out)
 {
     const FeCand *c;
     FeGroup *g, *gany;
@@ -1032,8 +1171,8 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     uint32_t nf = 0, state = fe->state, new_state = 0;
     bool set = false;
 
-    /* corrupt[] is read only below ncorrupt: skip clearing it per I/O. */
-    memset(out, 0, offsetof(FeDecision, corrupt));
+    /* voidable[] and corrupt[] are read only below their counts. */
+    memset(out, 0, offsetof(FeDecision, voidable));
     fe->ordinal++;
     if ((unsigned)op >= FE_OP__MAX) {
         return false;
@@ -1053,13 +1192,13 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     }
     c = &fe->cand[op];
     for (uint32_t i = 0; i < c->nall; i++) {
-        nf += consider(fe, c->all[i], len, state, nf);
+        nf += consider(fe, c->all[i], len, keys, state, nf);
     }
     if (c->n) {
         uint32_t i = upper_bound(c->lo, c->n, end);
         while (i-- > 0 && c->pmax[i] >= lba) {
             if (c->hi[i] >= lba) {
-                nf += consider(fe, c->idx[i], len, state, nf);
+                nf += consider(fe, c->idx[i], len, keys, state, nf);
             }
         }
     }
@@ -1072,7 +1211,7 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     }
     for (uint32_t i = 0; i < nf; i++) {
         apply_rule(fe, fe->fired[i].rule, fe->fired[i].n, op, lba, len,
-                   now_ns, out, &set, &new_state);
+                   keys, now_ns, out, &set, &new_state);
     }
     if (out->delay_ns > FE_DELAY_MAX_NS) {
         out->delay_ns = FE_DELAY_MAX_NS;
@@ -1095,6 +1234,19 @@ bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
         change_state(fe, new_state);
     }
     return true;
+}
+
+bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                      uint64_t now_ns, FeDecision *out)
+{
+    return decide(fe, op, lba, len, &no_keys, now_ns, out);
+}
+
+bool fe_engine_decide_keys(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                           const FeIoKeys *keys, uint64_t now_ns,
+                           FeDecision *out)
+{
+    return decide(fe, op, lba, len, keys ? keys : &no_keys, now_ns, out);
 }
 
 uint64_t fe_engine_log_total(const FeEngine *fe)
@@ -1170,10 +1322,18 @@ int fe_log_entry_json(const FeLogEntry *e, char *buf, size_t buflen)
 
     snprintf(num, sizeof(num),
              "{\"seq\":%" PRIu64 ",\"ordinal\":%" PRIu64 ",\"vns\":%" PRIu64
-             ",\"op\":\"%s\",\"lba\":%" PRIu64 ",\"len\":%" PRIu32
-             ",\"rule\":\"", e->seq, e->ordinal, e->vns, fe_op_name(e->op),
-             e->lba, e->len);
+             ",\"op\":\"%s\",\"lba\":%" PRIu64 ",\"len\":%" PRIu32,
+             e->seq, e->ordinal, e->vns, fe_op_name(e->op), e->lba, e->len);
     json_raw(buf, buflen, &pos, num);
+    if (e->keys.have & FE_KEY_SQ) {
+        snprintf(num, sizeof(num), ",\"sq\":%" PRIu32, e->keys.sq);
+        json_raw(buf, buflen, &pos, num);
+    }
+    if (e->keys.have & FE_KEY_CPU) {
+        snprintf(num, sizeof(num), ",\"cpu\":%" PRIu32, e->keys.cpu);
+        json_raw(buf, buflen, &pos, num);
+    }
+    json_raw(buf, buflen, &pos, ",\"rule\":\"");
     json_str(buf, buflen, &pos, e->rule, sizeof(e->rule));
     snprintf(num, sizeof(num), "\",\"nth\":%" PRIu64 ",\"action\":\"", e->nth);
     json_raw(buf, buflen, &pos, num);

@@ -62,6 +62,20 @@ typedef enum FeIrq {
 #define FE_CORRUPT_MAX 16
 
 /*
+ * A hit of a rule whose only action is irq=suppress: a device whose
+ * interrupt was raised anyway (another completion needed it) takes it
+ * back with fe_engine_void_hit().  @gen ties it to the rule set and
+ * counters it was taken with.
+ */
+typedef struct FeHitRef {
+    uint32_t rule;
+    uint32_t gen;
+} FeHitRef;
+
+/* Most such hits one decision carries (more rules: their hits stay). */
+#define FE_VOIDABLE_MAX 4
+
+/*
  * What to do with one I/O.  All rules that fire for the I/O are merged; the
  * merge does not depend on rule order (see docs/rules.md):
  * delays add up, drop beats error, the most severe error wins (enum order),
@@ -81,6 +95,12 @@ typedef struct FeDecision {
     uint32_t fired;         /* number of rules that fired */
     bool lie;               /* report success without moving any data */
     uint32_t ncorrupt;
+    uint32_t nvoidable;
+    /*
+     * Pure irq=suppress hits (fe_engine_void_hit()); only [0, nvoidable)
+     * is filled, and, like corrupt[], not cleared per I/O.
+     */
+    FeHitRef voidable[FE_VOIDABLE_MAX];
     /*
      * Byte offsets into the I/O's data (0 = first byte of @lba), distinct
      * and ascending, to flip (XOR 0xff) on the way: in the guest buffer
@@ -92,7 +112,7 @@ typedef struct FeDecision {
 
 #define FE_NAME_MAX 32
 #define FE_ERR_MSG_MAX 256
-/* Holds the longest canonical rule text (about 420 bytes) with room. */
+/* Holds the longest canonical rule text (about 460 bytes) with room. */
 #define FE_TEXT_MAX 512
 /* Holds the longest action string (about 360 bytes: 16 corrupt offsets). */
 #define FE_ACTION_MAX 384
@@ -103,6 +123,22 @@ typedef struct FeDecision {
 #define FE_DELAY_MAX_NS 1000000000000000ULL
 
 typedef struct FeEngine FeEngine;
+
+/*
+ * Where an I/O came from, for the sq= and cpu= match keys.  An attach
+ * point fills in what it knows and sets the matching FE_KEY_* bits in
+ * @have; a rule on a key the I/O does not carry does not match it.
+ */
+enum {
+    FE_KEY_SQ  = 1u << 0,   /* NVMe submission queue id */
+    FE_KEY_CPU = 1u << 1,   /* index of the vCPU that submitted the I/O */
+};
+
+typedef struct FeIoKeys {
+    uint32_t have;          /* FE_KEY_* */
+    uint32_t sq;
+    uint32_t cpu;
+} FeIoKeys;
 
 typedef struct FeRuleStats {
     char name[FE_NAME_MAX];
@@ -118,6 +154,7 @@ typedef struct FeLogEntry {
     uint64_t lba;
     uint32_t len;           /* sectors */
     FeOp op;
+    FeIoKeys keys;          /* logged (JSON "sq", "cpu"), not digested */
     char rule[FE_NAME_MAX];
     uint64_t nth;           /* the rule's ordinal n when it fired (its nth=) */
     char action[FE_ACTION_MAX]; /* e.g. "error=write-fault dnr" */
@@ -172,6 +209,30 @@ void fe_engine_reset_counters(FeEngine *fe);
  */
 bool fe_engine_decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
                       uint64_t now_ns, FeDecision *out);
+/* The same for an I/O that carries @keys (NULL: none). */
+bool fe_engine_decide_keys(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
+                           const FeIoKeys *keys, uint64_t now_ns,
+                           FeDecision *out);
+
+/*
+ * Take back @times hits of the pure irq=suppress rule @ref whose
+ * suppression suppressed nothing (the interrupt was raised anyway, or
+ * interrupts were off), once per decision: the rule counts, and uses up
+ * count=, only real suppressions.  Ignored if the rules or counters
+ * changed since.  The fault log keeps the decision.
+ */
+void fe_engine_void_hit(FeEngine *fe, FeHitRef ref, uint32_t times);
+
+/* The FE_KEY_* bits that the engine's rules match on. */
+uint32_t fe_engine_keys_used(const FeEngine *fe);
+/*
+ * An attach point that cannot supply @keys (FE_KEY_*, named @who in the
+ * messages) refuses them: -1 with @err set if a rule already matches on
+ * one; otherwise 0, and from now on adding such a rule fails with
+ * "LINE:COL: ..." like any bad rule.  Refusals accumulate.
+ */
+int fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who,
+                          char *err, size_t errlen);
 
 /*
  * Flip the bytes of @d's corrupt set that fall in the piece [@off, @off +

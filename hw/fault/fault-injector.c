@@ -84,7 +84,7 @@ static void fault_injector_flush_log(FaultInjector *fi)
         trace_fault_rule_hit(id, e.rule, e.action, e.ordinal,
                              fe_op_name(e.op), e.lba, e.len);
         if (fi->log) {
-            char buf[512];
+            char buf[1024];
 
             fe_log_entry_json(&e, buf, sizeof(buf));
             ret |= fprintf(fi->log, "%s\n", buf);
@@ -104,16 +104,47 @@ static void fault_injector_flush_log(FaultInjector *fi)
 bool fault_injector_decide(FaultInjector *fi, FeOp op, uint64_t lba,
                            uint32_t len, FeDecision *d)
 {
+    return fault_injector_decide_keys(fi, op, lba, len, NULL, d);
+}
+
+bool fault_injector_decide_keys(FaultInjector *fi, FeOp op, uint64_t lba,
+                                uint32_t len, const FeIoKeys *keys,
+                                FeDecision *d)
+{
     bool fired;
 
     qemu_mutex_lock(&fi->lock);
-    fired = fe_engine_decide(fi->engine, op, lba, len,
-                             qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), d);
+    fired = fe_engine_decide_keys(fi->engine, op, lba, len, keys,
+                                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL), d);
     if (fired) {
         fault_injector_flush_log(fi);
     }
     qemu_mutex_unlock(&fi->lock);
     return fired;
+}
+
+void fault_injector_void_hit(FaultInjector *fi, FeHitRef ref, uint32_t times)
+{
+    qemu_mutex_lock(&fi->lock);
+    fe_engine_void_hit(fi->engine, ref, times);
+    qemu_mutex_unlock(&fi->lock);
+}
+
+bool fault_injector_refuse_keys(FaultInjector *fi, uint32_t keys,
+                                const char *dev, Error **errp)
+{
+    char err[FE_ERR_MSG_MAX];
+    int ret;
+
+    qemu_mutex_lock(&fi->lock);
+    ret = fe_engine_refuse_keys(fi->engine, keys, dev, err, sizeof(err));
+    qemu_mutex_unlock(&fi->lock);
+    if (ret < 0) {
+        error_setg(errp, "fault-injector '%s': %s",
+                   object_get_canonical_path_component(OBJECT(fi)), err);
+        return false;
+    }
+    return true;
 }
 
 void fault_injector_set_state(FaultInjector *fi, uint32_t state)

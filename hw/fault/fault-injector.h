@@ -29,6 +29,21 @@ OBJECT_DECLARE_SIMPLE_TYPE(FaultInjector, FAULT_INJECTOR)
  */
 bool fault_injector_decide(FaultInjector *fi, FeOp op, uint64_t lba,
                            uint32_t len, FeDecision *d);
+/* The same for an I/O that carries @keys (sq=, cpu= match keys). */
+bool fault_injector_decide_keys(FaultInjector *fi, FeOp op, uint64_t lba,
+                                uint32_t len, const FeIoKeys *keys,
+                                FeDecision *d);
+
+/*
+ * For a device realizing with @fi (named @dev in messages) that cannot
+ * supply @keys (FE_KEY_*): false with @errp set if a rule matches on one;
+ * otherwise rules added later that match on one are refused.
+ */
+bool fault_injector_refuse_keys(FaultInjector *fi, uint32_t keys,
+                                const char *dev, Error **errp);
+
+/* fe_engine_void_hit(), for a device that raised the interrupt anyway. */
+void fault_injector_void_hit(FaultInjector *fi, FeHitRef ref, uint32_t times);
 
 void fault_injector_set_state(FaultInjector *fi, uint32_t state);
 uint32_t fault_injector_get_state(FaultInjector *fi);

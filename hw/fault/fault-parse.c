@@ -420,20 +420,20 @@ static int lookup(const char *const *names, int n, const char *s, size_t len)
 }
 
 enum {
-    K_LBA, K_LEN, K_STATE, K_NTH, K_AFTER, K_EVERY, K_COUNT, K_PROB,
-    K_DELAY, K_ERROR, K_SET_STATE, K_COMPLETE, K_WHEN, K_IRQ, K_IRQ_DELAY,
-    K_DNR, K_DROP, K_LIE, K_CORRUPT, K__MAX,
+    K_LBA, K_LEN, K_SQ, K_CPU, K_STATE, K_NTH, K_AFTER, K_EVERY, K_COUNT,
+    K_PROB, K_DELAY, K_ERROR, K_SET_STATE, K_COMPLETE, K_WHEN, K_IRQ,
+    K_IRQ_DELAY, K_DNR, K_DROP, K_LIE, K_CORRUPT, K__MAX,
 };
 
 static const char *const key_names[K__MAX] = {
-    "lba", "len", "state", "nth", "after", "every", "count", "prob",
-    "delay", "error", "set-state", "complete", "when", "irq", "irq-delay",
-    "dnr", "drop", "lie", "corrupt",
+    "lba", "len", "sq", "cpu", "state", "nth", "after", "every", "count",
+    "prob", "delay", "error", "set-state", "complete", "when", "irq",
+    "irq-delay", "dnr", "drop", "lie", "corrupt",
 };
 
-#define KEYS_EXPECTED "lba, len, state, nth, after, every, count, prob, " \
-    "delay, error, set-state, complete, when, irq, irq-delay, dnr, drop, " \
-    "lie or corrupt"
+#define KEYS_EXPECTED "lba, len, sq, cpu, state, nth, after, every, " \
+    "count, prob, delay, error, set-state, complete, when, irq, irq-delay, " \
+    "dnr, drop, lie or corrupt"
 
 static int key_value(FeParser *p, const FeTok *t, int k, const char *v,
                      size_t vlen, FeRule *r)
@@ -458,6 +458,25 @@ static int key_value(FeParser *p, const FeTok *t, int k, const char *v,
         r->flags |= FE_HAS_LEN;
         r->len_lo = (uint32_t)lo;
         r->len_hi = (uint32_t)hi;
+        return 0;
+    case K_SQ:
+    case K_CPU:
+        /* NVMe queue ids are 16-bit. */
+        if (range(p, t, key_names[k], v, vlen,
+                  k == K_SQ ? UINT16_MAX : UINT32_MAX, &lo, &hi) < 0) {
+            return -1;
+        }
+        if (k == K_SQ) {
+            r->flags |= FE_HAS_SQ;
+            r->sq_lo = (uint32_t)lo;
+            r->sq_hi = (uint32_t)hi;
+            r->sq_col = t->col;
+        } else {
+            r->flags |= FE_HAS_CPU;
+            r->cpu_lo = (uint32_t)lo;
+            r->cpu_hi = (uint32_t)hi;
+            r->cpu_col = t->col;
+        }
         return 0;
     case K_STATE:
     case K_SET_STATE:
@@ -803,6 +822,15 @@ static void render_delay(FeBuf *b, const char *key, const FeDelaySpec *d)
     }
 }
 
+static void render_range(FeBuf *b, const char *key, uint32_t lo, uint32_t hi)
+{
+    if (lo == hi) {
+        bput(b, " %s=%" PRIu32, key, lo);
+    } else {
+        bput(b, " %s=%" PRIu32 "-%" PRIu32, key, lo, hi);
+    }
+}
+
 void fe_rule_render(FeRule *r)
 {
     FeBuf b = { r->text, sizeof(r->text), 0 };
@@ -817,11 +845,13 @@ void fe_rule_render(FeRule *r)
         }
     }
     if (r->flags & FE_HAS_LEN) {
-        if (r->len_lo == r->len_hi) {
-            bput(&b, " len=%" PRIu32, r->len_lo);
-        } else {
-            bput(&b, " len=%" PRIu32 "-%" PRIu32, r->len_lo, r->len_hi);
-        }
+        render_range(&b, "len", r->len_lo, r->len_hi);
+    }
+    if (r->flags & FE_HAS_SQ) {
+        render_range(&b, "sq", r->sq_lo, r->sq_hi);
+    }
+    if (r->flags & FE_HAS_CPU) {
+        render_range(&b, "cpu", r->cpu_lo, r->cpu_hi);
     }
     if (r->flags & FE_HAS_STATE) {
         bput(&b, " state=%" PRIu32, r->state);

@@ -138,7 +138,17 @@ bool nvme_fault_check(NvmeCtrl *n, Error **errp)
     NvmeFaultCtrl *f = &n->fault;
 
     f->det = false;
-    if (!f->fi || !fault_injector_deterministic(f->fi)) {
+    if (!f->fi) {
+        return true;
+    }
+    /*
+     * The SQ is processed in a bottom half, not in the vCPU's doorbell
+     * write: no vCPU is known to match cpu= on.
+     */
+    if (!fault_injector_refuse_keys(f->fi, FE_KEY_CPU, "nvme", errp)) {
+        return false;
+    }
+    if (!fault_injector_deterministic(f->fi)) {
         return true;
     }
     if (!fault_injector_check_deterministic(f->fi, "nvme", errp)) {
@@ -381,6 +391,7 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
     NvmeFaultReq *fr = &req->fault;
     uint32_t nsid = le32_to_cpu(req->cmd.nsid);
     NvmeNamespace *ns = NULL;
+    FeIoKeys keys = { .have = FE_KEY_SQ, .sq = req->sq->sqid };
     uint64_t lba;
     uint32_t len;
     FeOp op;
@@ -393,7 +404,8 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
         }
     }
     if (!nvme_fault_range(n, req, ns, &op, &fr->slba, &lba, &len) ||
-        !fault_injector_decide(n->fault.fi, op, lba, len, &fr->d)) {
+        !fault_injector_decide_keys(n->fault.fi, op, lba, len, &keys,
+                                    &fr->d)) {
         return NVME_SUCCESS;
     }
 
@@ -743,6 +755,36 @@ bool nvme_fault_complete(NvmeCQueue *cq, NvmeRequest *req)
     return false;
 }
 
+/* Remember @d's pure irq=suppress hits for the end of the CQ round. */
+static void nvme_fault_note_voidable(NvmeFaultCq *fc, const FeDecision *d)
+{
+    for (uint32_t i = 0; i < d->nvoidable; i++) {
+        const FeHitRef *r = &d->voidable[i];
+        unsigned int k = 0;
+
+        while (k < fc->nvoid && (fc->void_ref[k].rule != r->rule ||
+                                 fc->void_ref[k].gen != r->gen)) {
+            k++;
+        }
+        if (k == NVME_FAULT_VOID_MAX) {
+            continue;   /* too many distinct rules: their hits stay */
+        }
+        if (k == fc->nvoid) {
+            fc->void_ref[fc->nvoid++] = *r;
+        }
+        fc->void_times[k]++;
+    }
+}
+
+/* The round's suppressions suppressed nothing: take their hits back. */
+static void nvme_fault_void_hits(NvmeCtrl *n, const NvmeFaultCq *fc)
+{
+    for (unsigned int k = 0; k < fc->nvoid; k++) {
+        fault_injector_void_hit(n->fault.fi, fc->void_ref[k],
+                                fc->void_times[k]);
+    }
+}
+
 void nvme_fault_cqe_posted(NvmeCQueue *cq, NvmeRequest *req)
 {
     NvmeFaultCq *fc = &cq->fault;
@@ -756,6 +798,7 @@ void nvme_fault_cqe_posted(NvmeCQueue *cq, NvmeRequest *req)
     switch (fr->d.irq) {
     case FE_IRQ_SUPPRESS:
         fc->posted_suppress++;
+        nvme_fault_note_voidable(fc, &fr->d);
         break;
     case FE_IRQ_DELAY:
         fc->posted_delay++;
@@ -773,6 +816,14 @@ bool nvme_fault_irq(NvmeCtrl *n, NvmeCQueue *cq)
     QEMUTimer *irq;
 
     memset(&cq->fault, 0, sizeof(cq->fault));
+    /*
+     * A suppression counts only if it kept an interrupt from being
+     * raised: not when another CQE of the round raises one now or later,
+     * nor on a CQ without interrupts.
+     */
+    if (fc.posted_normal || fc.posted_delay || !cq->irq_enabled) {
+        nvme_fault_void_hits(n, &fc);
+    }
     if (fc.posted_normal || (!fc.posted_delay && !fc.posted_suppress)) {
         return false;
     }

@@ -34,12 +34,19 @@ typedef struct NvmeFaultReq {
     QEMUIOVector bounce;    /* write corrupt: the data stored again, flipped */
 } NvmeFaultReq;
 
+/* Distinct pure irq=suppress rules remembered per CQ round. */
+#define NVME_FAULT_VOID_MAX 8
+
 /* Per completion queue: what the CQEs posted in this round asked for. */
 typedef struct NvmeFaultCq {
     uint16_t posted_normal;
     uint16_t posted_delay;
     uint16_t posted_suppress;
     uint64_t irq_delay_ns;
+    /* Their pure irq=suppress hits, void if an interrupt comes anyway. */
+    uint16_t nvoid;
+    FeHitRef void_ref[NVME_FAULT_VOID_MAX];
+    uint16_t void_times[NVME_FAULT_VOID_MAX];
 } NvmeFaultCq;
 
 /* Per queue id: the timers of the layer (fault.c). */

@@ -1,6 +1,7 @@
 """Judging a finished run from its run directory and WatchResult: outcome,
 status, reason, the scenario's expectations.  Backend-neutral."""
 
+import json
 import os
 
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, OUTCOMES
@@ -36,8 +37,30 @@ def tail(text, n=25):
     return "\n".join(text.splitlines()[-n:])
 
 
-def check_expectations(sc, ktap, console, faults):
-    """Return a list of unmet expectations (empty: all met)."""
+def fault_log_problems(only, lines):
+    """fault_log_only: every fault log entry (JSON lines, @lines) has the
+    fields of @only with those values, and there is at least one."""
+    entries, bad = 0, []
+    for ln in lines:
+        try:
+            e = json.loads(ln)
+        except ValueError:
+            continue
+        if not isinstance(e, dict) or "seq" not in e:
+            continue
+        entries += 1
+        if any(e.get(k) != v for k, v in only.items()) and len(bad) < 3:
+            bad.append(f"seq {e['seq']} has " + ", ".join(
+                f"{k}={e.get(k)}" for k in only))
+    want = ", ".join(f"{k}={v}" for k, v in only.items())
+    if not entries:
+        return [f"fault log has no entry (expected only {want})"]
+    return [f"fault log entry not {want}: {b}" for b in bad]
+
+
+def check_expectations(sc, ktap, console, faults, fault_log=()):
+    """Return a list of unmet expectations (empty: all met); @fault_log
+    is the lines of faults.jsonl."""
     problems = []
     e = sc.expect
     diag = ktap["diag"]
@@ -56,6 +79,8 @@ def check_expectations(sc, ktap, console, faults):
     for text in e.get("kernel_log", []):
         if text not in console:
             problems.append(f"kernel log lacks {text!r}")
+    if e.get("fault_log_only"):
+        problems += fault_log_problems(e["fault_log_only"], fault_log)
     hits_min = e.get("rule_hits_min", {})
     if hits_min:
         rules = faults.get("rules") if isinstance(faults, dict) else faults
@@ -141,7 +166,8 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
     k = parse_ktap(ktap)
     status, outcome, reason = _verdict(sc, w, console, k)
     if status == EXIT_PASS:
-        problems = check_expectations(sc, k, console, w.faults)
+        problems = check_expectations(sc, k, console, w.faults,
+                                      read("faults.jsonl").splitlines())
         if problems:
             status, reason = EXIT_FAIL, "expectation failed: " + "; ".join(problems)
     release = ""

@@ -30,7 +30,7 @@ from .judge import CRASH_MARKERS
 from .ktap import parse_ktap
 
 # Match keys kept in a pinned rule: the I/Os the original rule counted.
-MATCH_KEYS = ("lba", "len", "state")
+MATCH_KEYS = ("lba", "len", "sq", "cpu", "state")
 # Trigger keys dropped from it: nth=K replaces them.
 TRIGGER_KEYS = ("nth", "after", "every", "count", "prob")
 OPS = ("read", "write", "flush", "discard", "write-zeroes", "any")

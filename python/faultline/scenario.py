@@ -144,7 +144,8 @@ def _check_lost_completions(kind, rules, where):
                             f"\"syncblk\")")
 
 
-EXPECT_KEYS = {"rule_hits_min", "kernel_log", "vmstat_min", "diag_min", "diag_max"}
+EXPECT_KEYS = {"rule_hits_min", "kernel_log", "vmstat_min", "diag_min", "diag_max",
+               "fault_log_only"}
 
 
 def find(name):
@@ -224,6 +225,12 @@ def load(name):
     if not isinstance(expect, dict):
         raise ScenarioError(f"{w}: [expect] must be a table")
     _check_keys(expect, EXPECT_KEYS, f"{w}: [expect]")
+    only = expect.get("fault_log_only", {})
+    if not isinstance(only, dict) or not only or not all(
+            isinstance(v, (int, str)) and not isinstance(v, bool) for v in only.values()):
+        if "fault_log_only" in expect:
+            raise ScenarioError(f"{w}: expect.fault_log_only must be a table of "
+                                "fault log field = value (e.g. {{ sq = 2 }})")
     compare = _compare(d, w)
     return Scenario(name=os.path.basename(path)[:-5], path=os.path.abspath(path),
                     description=d.get("description", ""),

@@ -48,7 +48,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (i & 1) {
             lba &= 0xffff;
         }
-        fe_engine_decide(fe, (FeOp)(b % FE_OP__MAX), lba, b * 3u, i, &d);
+        /* Queue and vCPU from the input too, carried or not (bits 6-7). */
+        fe_engine_decide_keys(fe, (FeOp)(b % FE_OP__MAX), lba, b * 3u,
+                              &(FeIoKeys){ .have = (b >> 6) & 3,
+                                           .sq = b & 7, .cpu = (b >> 3) & 3 },
+                              i, &d);
         if (d.delay_ns > FE_DELAY_MAX_NS || d.irq_delay_ns > FE_DELAY_MAX_NS) {
             abort();                /* now + delay must not wrap */
         }

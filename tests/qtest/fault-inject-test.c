@@ -586,6 +586,7 @@ static void test_bad_options(void)
     QTestState *qts = qtest_init("-machine none -object fault-injector,id=fi0"
                                  " -object throttle-group,id=tg0");
     g_autofree char *err = NULL;
+    QDict *rsp;
     int code;
 
     expect_add_error(qts, NULL, "'fault-injector' is missing");
@@ -599,6 +600,19 @@ static void test_bad_options(void)
                              "  'fault-injector': 'fi0',"
                              "  'file': {'driver': 'null-co'}}}");
     g_assert(node_exists(qts, "ok"));
+    /* A block node knows no NVMe queue or vCPU: sq= and cpu= are refused. */
+    rsp = qtest_qmp(qts, "{'execute': 'x-fault-add-rules', 'arguments':"
+                    " {'id': 'fi0', 'rules': 'write cpu=0 error=eio'}}");
+    g_assert_cmpstr(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"), ==,
+                    "1:7: 'cpu' is not supplied by the fault-inject block "
+                    "filter");
+    qobject_unref(rsp);
+    qtest_quit(qts);
+    qts = qtest_init("-machine none -object fault-injector,id=fi0");
+    add_rules(qts, "q1: read sq=1 drop");
+    expect_add_error(qts, "fi0", "fault-inject: fault-injector 'fi0': rule "
+                     "'q1' matches on sq=, which the fault-inject block "
+                     "filter does not supply");
     qtest_quit(qts);
 
     /* -drive has no schema: the driver's own message */

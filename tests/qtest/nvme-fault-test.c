@@ -1094,6 +1094,131 @@ static void test_realize_fails(void)
     unlink(disk2);
 }
 
+/*
+ * sq=2 fails the writes on SQ 2 only: SQ 1's writes land, SQ 2's report
+ * Write Fault in their CQE and store nothing.
+ */
+static void test_sq_key(void)
+{
+    Nvme *n = nvme_start("sq2: write sq=2 error=write-fault\n");
+    Queue sq2 = { .addr = guest_alloc(&n->alloc, 4096) };
+    Queue cq2 = { .addr = guest_alloc(&n->alloc, 4096), .phase = 1 };
+    QDict *rsp;
+
+    qtest_memset(n->qts, cq2.addr, 0, 4096);
+    g_assert_cmphex(admin(n, NVME_ADM_CMD_CREATE_CQ, 0, cq2.addr,
+                          ((QSIZE - 1) << 16) | 2, NVME_CQ_PC, 0).status,
+                    ==, NVME_SUCCESS);
+    g_assert_cmphex(admin(n, NVME_ADM_CMD_CREATE_SQ, 0, sq2.addr,
+                          ((QSIZE - 1) << 16) | 2, (2 << 16) | NVME_SQ_PC,
+                          0).status, ==, NVME_SUCCESS);
+    for (int i = 0; i < 4; i++) {
+        NvmeCmd cmd;
+        NvmeRwCmd *rw = (NvmeRwCmd *)&cmd;
+        Cqe c;
+
+        fill(n, 0x21 + i);
+        g_assert_cmphex(io(n, NVME_CMD_WRITE, i * 16).status, ==, 0);
+        fill(n, 0x41 + i);
+        cmd_init(n, &cmd, NVME_CMD_WRITE, IO_NSID);
+        cmd_prp(&cmd, n->buf, 0);
+        rw->slba = cpu_to_le64(i * 16 + 8);
+        rw->nlb = cpu_to_le16(7);
+        submit(n, &sq2, 2, &cmd);
+        c = poll_cqe(n, &cq2, 2, 5000);
+        g_assert_cmpuint(c.cid, ==, n->cid);
+        g_assert_cmphex(c.status, ==, NVME_WRITE_FAULT);
+    }
+    for (int i = 0; i < 4; i++) {
+        g_assert_cmphex(io(n, NVME_CMD_READ, i * 16).status, ==, 0);
+        g_assert_cmphex(first_byte(n), ==, 0x21 + i);
+        g_assert_cmphex(io(n, NVME_CMD_READ, i * 16 + 8).status, ==, 0);
+        g_assert_cmphex(first_byte(n), ==, 0);
+    }
+    g_assert_cmpuint(rule_hits(n, "sq2"), ==, 4);
+
+    /* NVMe knows no vCPU (the SQ runs in a bottom half): cpu= is refused. */
+    rsp = qtest_qmp(n->qts, "{'execute': 'x-fault-add-rules', 'arguments': "
+                    "{'id': 'fi0', 'rules': 'write cpu=0 error=eio'}}");
+    g_assert(qdict_haskey(rsp, "error"));
+    g_assert_cmpstr(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"), ==,
+                    "1:7: 'cpu' is not supplied by nvme");
+    qobject_unref(rsp);
+    nvme_stop(n);
+}
+
+static void test_cpu_key_refused(void)
+{
+    g_autofree char *disk = g_build_filename(tmpdir, "disk.img", NULL);
+    g_autofree char *rules = fl_write_file(tmpdir, "cpu.rules",
+                                           "c0: write cpu=0 error=eio\n");
+    g_autofree char *args = NULL;
+
+    g_assert(g_file_set_contents(disk, "", 0, NULL));
+    g_assert(truncate(disk, 1 << 20) == 0);
+    args = g_strdup_printf("-machine pc -accel qtest "
+                           "-object fault-injector,id=fi0,rules=%s "
+                           "-drive file=%s,if=none,id=d0,format=raw "
+                           "-device nvme,serial=fl,drive=d0,"
+                           "fault-injector=fi0", rules, disk);
+    fl_expect_startup_error(args, "fault-injector 'fi0': rule 'c0' matches "
+                            "on cpu=, which nvme does not supply");
+    unlink(disk);
+    unlink(rules);
+}
+/*
+ * irq=suppress counts a hit (and uses up count=) only when it kept an
+ * interrupt from being raised.  Deterministic mode under the qtest
+ * accelerator posts the CQEs of both writes in one round, when the
+ * clock steps.
+ */
+static void test_irq_suppress_hits(void)
+{
+    NvmeOpts o = { .rules = "noirq: write lba=8-15 count=1 irq=suppress\n",
+                   .msix = true, .mode = MODE_DET_QTEST };
+    Nvme *n = nvme_start_opts(&o);
+    uint16_t a, b;
+
+    /*
+     * A normal CQE in the same round raises the interrupt: no hit.  One
+     * doorbell for both: their CQEs are posted together.
+     */
+    for (int i = 0; i < 2; i++) {
+        NvmeCmd cmd;
+        NvmeRwCmd *rw = (NvmeRwCmd *)&cmd;
+
+        cmd_init(n, &cmd, NVME_CMD_WRITE, IO_NSID);
+        cmd_prp(&cmd, n->buf, 0);
+        rw->slba = cpu_to_le64(i * 8);
+        rw->nlb = cpu_to_le16(7);
+        qtest_memwrite(n->qts, n->sq.addr + n->sq.head_or_tail * sizeof(cmd),
+                       &cmd, sizeof(cmd));
+        n->sq.head_or_tail = (n->sq.head_or_tail + 1) % QSIZE;
+    }
+    a = n->cid - 1;
+    b = n->cid;
+    wr32(n, SQ_TAIL_DB(1), n->sq.head_or_tail);
+    det_advance(n, o.mode, 1);
+    expect_cqe(n, a, NVME_SUCCESS);
+    expect_cqe(n, b, NVME_SUCCESS);
+    g_assert(msix_pending(n));
+    g_assert_cmpuint(rule_hits(n, "noirq"), ==, 0);
+    msix_ack(n);
+
+    /* Alone, it suppresses the interrupt: a hit, count=1 used up. */
+    b = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    det_advance(n, o.mode, 1);
+    expect_cqe(n, b, NVME_SUCCESS);
+    g_assert(!msix_pending(n));
+    g_assert_cmpuint(rule_hits(n, "noirq"), ==, 1);
+
+    b = io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    det_advance(n, o.mode, 1);
+    expect_cqe(n, b, NVME_SUCCESS);
+    g_assert(msix_pending(n));
+    g_assert_cmpuint(rule_hits(n, "noirq"), ==, 1);
+    nvme_stop(n);
+}
 
 int main(int argc, char **argv)
 {
@@ -1110,6 +1235,10 @@ int main(int argc, char **argv)
     qtest_add_data_func("/nvme-fault/drop-sq-delete-reset", NULL,
                         test_drop_sq_delete_reset);
     qtest_add_func("/nvme-fault/irq", test_irq);
+    qtest_add_func("/nvme-fault/sq-key", test_sq_key);
+    qtest_add_func("/nvme-fault/deterministic-qtest/irq-suppress-hits",
+                   test_irq_suppress_hits);
+    qtest_add_func("/nvme-fault/cpu-key-refused", test_cpu_key_refused);
     qtest_add_func("/nvme-fault/vendor", test_vendor);
     qtest_add_func("/nvme-fault/no-injector", test_no_injector);
     qtest_add_func("/nvme-fault/deterministic/basic", test_deterministic);

@@ -1059,6 +1059,63 @@ static void test_bad_completion(void)
     g_assert(strstr(err, "completion"));
 }
 
+/*
+ * cpu= matches the vCPU of the doorbell write: under the qtest accelerator
+ * that is cpu 0 (qtest's accesses are first_cpu's), so cpu=0 fires and
+ * cpu=1 never does.  syncblk has no submission queues: sq= is refused.
+ */
+/* x-fault-add-rules of @rules must fail: its error description. */
+static char *add_rules_error(SB *sb, const char *rules)
+{
+    return fl_qmp_error(sb->qts, "{'execute': 'x-fault-add-rules', "
+                        "'arguments': {'id': 'fi0', 'rules': %s}}", rules);
+}
+
+static void test_cpu_key(gconstpointer opaque)
+{
+    g_autofree char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+    bool task = !strcmp(opaque, "task");
+    uint64_t buf;
+    SB sb;
+
+    sb_start(&sb, opaque, true, SB_MSIX_ASYNC);
+    fl_add_rules(sb.qts, "fi0", "cpu0: write lba=3000-3999 cpu=0 error=eio\n"
+                 "cpu1: write lba=3000-3999 cpu=1-7 error=internal\n");
+    buf = guest_alloc(&sb.alloc, 4096);
+    for (int i = 0; i < 3; i++) {
+        sb_io(&sb, SB_OP_WRITE, 3000 + i * 8, buf, SB_ST_ERROR, SB_ERR_EIO);
+        g_assert(task || sb_msi_seen(&sb));
+    }
+    sb_io_ok(&sb, SB_OP_READ, 3000, buf);
+    g_assert(task || sb_msi_seen(&sb));
+    assert_hits(&sb, "cpu0", 3);
+    assert_hits(&sb, "cpu1", 0);
+
+    e1 = add_rules_error(&sb, "write lba=5 sq=1 error=eio");
+    g_assert_cmpstr(e1, ==, "1:13: 'sq' is not supplied by syncblk-pci");
+    e2 = add_rules_error(&sb, "write cpu=one error=eio");
+    g_assert_cmpstr(e2, ==, "1:7: bad number 'one' (expected a decimal or "
+                    "0x hex integer)");
+    e3 = add_rules_error(&sb, "write cpu=1 cpu=2 error=eio");
+    g_assert_cmpstr(e3, ==, "1:13: duplicate key 'cpu' (already given at "
+                    "column 7)");
+    sb_stop(&sb);
+}
+
+/* A rule file with sq= keeps syncblk-pci from realizing, in one line. */
+static void test_sq_key_refused(void)
+{
+    g_autofree char *rules = fl_write_file(tmpdir, "sq.rules",
+                                           "q2: write sq=2 error=eio\n");
+    g_autofree char *args = g_strdup_printf(
+        "-machine q35 -accel qtest -object fault-injector,id=fi0,rules=%s "
+        "-blockdev driver=null-co,node-name=d0 "
+        "-device syncblk-pci,drive=d0,fault-injector=fi0", rules);
+
+    fl_expect_startup_error(args, "fault-injector 'fi0': rule 'q2' matches "
+                            "on sq=, which syncblk-pci does not supply");
+}
+
 int main(int argc, char **argv)
 {
     static const char *const modes[] = { "task", "irq", "thread" };
@@ -1116,6 +1173,9 @@ int main(int argc, char **argv)
     qtest_add_func("/syncblk/deterministic-no-icount",
                    test_deterministic_no_icount);
     qtest_add_func("/syncblk/bad-completion", test_bad_completion);
+    qtest_add_data_func("/syncblk/task/cpu-key", "task", test_cpu_key);
+    qtest_add_data_func("/syncblk/irq/cpu-key", "irq", test_cpu_key);
+    qtest_add_func("/syncblk/sq-key-refused", test_sq_key_refused);
     ret = g_test_run();
     fl_tmpdir_remove(tmpdir);
     return ret;

@@ -131,8 +131,13 @@ static bool wr(FeEngine *fe, uint64_t lba, uint32_t len, FeDecision *d)
     return fe_engine_decide(fe, FE_OP_WRITE, lba, len, 0, d);
 }
 
-/* Ordinals (1..n) at which @n writes to lba 0 fire, as "a,b,c". */
-static const char *fired_at(const char *rules, int n)
+/*
+ * Ordinals (1..n) at which @n writes to lba 0 fire, as "a,b,c".  Write i
+ * comes from SQ (i - 1) % 3 + 1 on vCPU (i - 1) % 2, as far as @have
+ * (FE_KEY_*) says; the digest goes to @digest unless NULL.
+ */
+static const char *fired_keys(const char *rules, int n, uint32_t have,
+                              uint64_t *digest)
 {
     static char buf[512];
     FeEngine *fe = engine(rules);
@@ -141,13 +146,25 @@ static const char *fired_at(const char *rules, int n)
 
     buf[0] = '\0';
     for (int i = 1; i <= n; i++) {
-        if (wr(fe, 0, 8, &d) && pos < sizeof(buf) - 16) {
+        FeIoKeys k = { .have = have, .sq = (uint32_t)(i - 1) % 3 + 1,
+                       .cpu = (uint32_t)(i - 1) % 2 };
+
+        if (fe_engine_decide_keys(fe, FE_OP_WRITE, 0, 8, &k, 0, &d) &&
+            pos < sizeof(buf) - 16) {
             pos += (size_t)snprintf(buf + pos, sizeof(buf) - pos, "%s%d",
                                     pos ? "," : "", i);
         }
     }
+    if (digest) {
+        *digest = fe_engine_digest(fe);
+    }
     fe_engine_free(fe);
     return buf;
+}
+
+static const char *fired_at(const char *rules, int n)
+{
+    return fired_keys(rules, n, 0, NULL);
 }
 
 static void test_canonical(void)
@@ -1333,7 +1350,8 @@ static void test_no_truncation(void)
 {
     static const char longest[] =
         "write-zeroes lba=18446744073709551614-18446744073709551615 "
-        "len=4294967294-4294967295 state=4294967295 "
+        "len=4294967294-4294967295 sq=65534-65535 "
+        "cpu=4294967294-4294967295 state=4294967295 "
         "nth=18446744073709551615 after=18446744073709551614 "
         "every=18446744073709551615 count=18446744073709551615 "
         "prob=0.123456789012345678 "
@@ -1607,6 +1625,187 @@ static void test_log_nth_pins(void)
     fe_engine_free(a);
 }
 
+static const char *keys_fired(const char *rules, uint32_t have)
+{
+    return fired_keys(rules, 6, have, NULL);
+}
+
+static uint64_t keys_digest(const char *rules)
+{
+    uint64_t h;
+
+    fired_keys(rules, 6, FE_KEY_SQ | FE_KEY_CPU, &h);
+    return h;
+}
+
+static void test_sq_cpu(void)
+{
+    enum { both = FE_KEY_SQ | FE_KEY_CPU };
+    /* Writes 1..6 come from SQ 1,2,3,1,2,3 on vCPU 0,1,0,1,0,1. */
+    static const struct {
+        const char *rule;
+        uint32_t have;
+        const char *want, *desc;
+    } fires[] = {
+        { "write sq=2 error=eio", both, "2,5",
+          "sq=2 matches the writes on SQ 2 only" },
+        { "write sq=2-3 error=eio", both, "2,3,5,6",
+          "sq=2-3 matches SQ 2 and 3" },
+        { "write cpu=1 error=eio", both, "2,4,6",
+          "cpu=1 matches the writes from vCPU 1 only" },
+        { "write sq=1 cpu=1 error=eio", both, "4", "sq=1 cpu=1 needs both" },
+        { "write error=eio", both, "1,2,3,4,5,6",
+          "a rule without sq=/cpu= matches every queue and vCPU" },
+        { "write error=eio", 0, "1,2,3,4,5,6",
+          "... and I/Os that carry no keys" },
+        { "write sq=1 error=eio", FE_KEY_CPU, "",
+          "sq= never matches an I/O without a queue id" },
+        { "write cpu=0 error=eio", FE_KEY_SQ, "",
+          "cpu= never matches an I/O without a vCPU" },
+        { "write sq=2 nth=2 error=eio", both, "5",
+          "the ordinal counts the matching queue's I/Os only" },
+        { "write sq=3 lba=0-7 every=2 error=eio", both, "6",
+          "sq= with lba= and every=" },
+    };
+    char err[FE_ERR_MSG_MAX] = "", json[512];
+    FeEngine *fe;
+    FeLogEntry e;
+    FeDecision d;
+
+    canon("write cpu=1 sq=2 error=eio", "write sq=2 cpu=1 error=eio");
+    canon("write sq=0x1-3 cpu=0-1 len=8 lba=0 drop",
+          "write lba=0 len=8 sq=1-3 cpu=0-1 drop");
+    canon("write sq=65535 cpu=4294967295 drop",
+          "write sq=65535 cpu=4294967295 drop");
+    err_is("write sq=3-1 drop", "1:7: sq range 3-1 is empty");
+    err_is("write cpu=2-0 drop", "1:7: cpu range 2-0 is empty");
+    err_is("write drop sq=65536",
+           "1:12: number '65536' out of range (max 65535)");
+    err_is("write cpu=4294967296 drop",
+           "1:7: number '4294967296' out of range (max 4294967295)");
+    err_is("write sq=x drop",
+           "1:7: bad number 'x' (expected a decimal or 0x hex integer)");
+    err_is("write sq= drop", "1:7: missing value after 'sq='");
+    err_is("write cpu drop", "1:7: 'cpu' needs a value ('cpu=...')");
+    err_is("write cpu=1 drop cpu=1",
+           "1:18: duplicate key 'cpu' (already given at column 7)");
+    err_is("write sq=1", "1:1: rule has no action (expected delay=, error=, "
+           "dnr, drop, lie, corrupt, set-state=, complete=, irq= or "
+           "irq-delay=)");
+
+    for (size_t i = 0; i < sizeof(fires) / sizeof(fires[0]); i++) {
+        EQ_STR(keys_fired(fires[i].rule, fires[i].have), fires[i].want,
+               fires[i].desc);
+    }
+    fe = engine("write sq=1 error=eio");
+    OK(!fe_engine_decide(fe, FE_OP_WRITE, 0, 8, 0, &d),
+       "fe_engine_decide() carries no keys: sq=1 does not match");
+    fe_engine_free(fe);
+
+    OK(keys_digest("write sq=1 error=eio") !=
+       keys_digest("write sq=2 error=eio"),
+       "the digest changes when sq= changes");
+    OK(keys_digest("write cpu=0 error=eio") !=
+       keys_digest("write cpu=1 error=eio"),
+       "the digest changes when cpu= changes");
+    OK(keys_digest("write sq=1 prob=0.5 error=eio") !=
+       keys_digest("write sq=1-3 prob=0.5 error=eio") &&
+       keys_digest("a: write sq=1 error=eio") ==
+       keys_digest("a: write sq=1 error=eio"),
+       "sq= is part of an unnamed rule's identity; a named rule's "
+       "digest is reproducible");
+
+    fe = engine("w: write sq=2 cpu=1 error=eio");
+    fe_engine_decide_keys(fe, FE_OP_WRITE, 0, 8,
+                          &(FeIoKeys){ .have = both, .sq = 2, .cpu = 1 }, 0,
+                          &d);
+    OK(fe_engine_log_get(fe, 0, &e) == 0 && e.keys.have == both &&
+       e.keys.sq == 2 && e.keys.cpu == 1, "the log entry holds sq and cpu");
+    fe_log_entry_json(&e, json, sizeof(json));
+    OK(strstr(json, "\"len\":8,\"sq\":2,\"cpu\":1,\"rule\":\"w\"") != NULL,
+       "JSON log line has \"sq\" and \"cpu\": %s", json);
+    fe_engine_free(fe);
+    fe = engine("w: write error=eio");
+    wr(fe, 0, 8, &d);
+    fe_engine_log_get(fe, 0, &e);
+    fe_log_entry_json(&e, json, sizeof(json));
+    OK(!strstr(json, "\"sq\"") && !strstr(json, "\"cpu\""),
+       "an I/O without keys logs neither: %s", json);
+    fe_engine_free(fe);
+
+    /* An attach point refuses what it cannot supply. */
+    fe = engine("a: write error=eio\nb: read cpu=0 drop");
+    EQ_U64(fe_engine_keys_used(fe), FE_KEY_CPU, "keys_used sees cpu=");
+    OK(fe_engine_refuse_keys(fe, FE_KEY_SQ, "x", err, sizeof(err)) == 0,
+       "refusing sq with no sq= rule succeeds");
+    OK(fe_engine_refuse_keys(fe, FE_KEY_CPU, "nvme 'n0'", err,
+                             sizeof(err)) == -1, "refusing cpu fails");
+    EQ_STR(err, "rule 'b' matches on cpu=, which nvme 'n0' does not supply",
+           "refusal names the rule");
+    err[0] = '\0';
+    OK(fe_engine_add_rules(fe, "c: write delay=1us\nd: write sq=1 drop", err,
+                           sizeof(err)) == -1 && fe_engine_rule_count(fe) == 2,
+       "a refused key fails the add as a whole");
+    EQ_STR(err, "2:10: 'sq' is not supplied by x", "refused key: LINE:COL");
+    OK(fe_engine_add_rules(fe, "write cpu=1 drop", err, sizeof(err)) == 1,
+       "keys not refused still add");
+    fe_engine_free(fe);
+}
+
+static uint64_t hits_of(FeEngine *fe, int i)
+{
+    FeRuleStats st;
+
+    fe_engine_rule_stats(fe, i, &st);
+    return st.hits;
+}
+
+/* A pure irq=suppress hit that suppressed nothing is taken back. */
+static void test_void_hit(void)
+{
+    static const char *const rules[] = {
+        "noirq: write count=1 irq=suppress",            /* lazy group */
+        "noirq: write lba=0-7 count=1 irq=suppress",    /* candidate */
+    };
+    FeEngine *fe;
+    FeDecision d;
+    FeHitRef ref;
+
+    for (int k = 0; k < 2; k++) {
+        fe = engine(rules[k]);
+        OK(wr(fe, 0, 8, &d) && d.nvoidable == 1 && d.voidable[0].rule == 0,
+           "%s: a pure irq=suppress hit is voidable", rules[k]);
+        ref = d.voidable[0];
+        EQ_U64(hits_of(fe, 0), 1, "counted at the decision");
+        fe_engine_void_hit(fe, ref, 1);
+        EQ_U64(hits_of(fe, 0), 0, "voided: no hit");
+        OK(wr(fe, 0, 8, &d) && d.nvoidable == 1,
+           "a voided hit does not use up count=1");
+        OK(!wr(fe, 0, 8, &d), "a real one does");
+        EQ_U64(hits_of(fe, 0), 1, "one real hit");
+        fe_engine_free(fe);
+    }
+    fe = engine("a: write irq=suppress delay=1us\nb: write irq=suppress "
+                "error=eio\nc: write irq=suppress set-state=0\n"
+                "d: write irq=suppress when=after\n");
+    OK(wr(fe, 0, 8, &d) && d.fired == 4 && d.nvoidable == 1 &&
+       d.voidable[0].rule == 3,
+       "only a rule whose one action is irq=suppress is voidable");
+    ref = d.voidable[0];
+    fe_engine_add_rules(fe, "e: read drop", NULL, 0);
+    fe_engine_void_hit(fe, ref, 1);
+    EQ_U64(hits_of(fe, 3), 1, "a ref from before an add is ignored");
+    wr(fe, 0, 8, &d);
+    ref = d.voidable[0];
+    fe_engine_reset_counters(fe);
+    wr(fe, 0, 8, &d);
+    fe_engine_void_hit(fe, ref, 1);
+    EQ_U64(hits_of(fe, 3), 1, "a ref from before a counter reset is ignored");
+    fe_engine_void_hit(fe, d.voidable[0], 5);
+    EQ_U64(hits_of(fe, 3), 0, "voiding more than the hits stops at 0");
+    fe_engine_free(fe);
+}
+
 int main(void)
 {
     test_canonical();
@@ -1630,6 +1829,8 @@ int main(void)
     test_naming_scales();
     test_lazy_ordinals();
     test_log_nth_pins();
+    test_sq_cpu();
+    test_void_hit();
     printf("1..%d\n", ntests);
     return nfailed ? 1 : 0;
 }

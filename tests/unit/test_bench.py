@@ -69,11 +69,13 @@ class ArithmeticTest(unittest.TestCase):
     def test_engine_bench_parse(self):
         text = ("baseline (empty call via volatile fn ptr): 1.50 ns\n"
                 "non-matching lba ranges   1 rules:   4.00 ns/decision  (2.7x baseline, +2.50 ns)\n"
-                "matching, prob=0         64 rules: 223.40 ns/decision  (148.9x baseline)\n")
+                "matching, prob=0         64 rules: 223.40 ns/decision  (148.9x baseline)\n"
+                "sq mismatch (SQ 1 I/O) * 64 rules: 299.07 ns/decision  (99.0x baseline)\n")
         rows = bench.engine_rows(text)
         self.assertEqual([(r.name, r.value, r.ok) for r in rows],
                          [("non-matching lba ranges, 1 rules", 4.0, True),
-                          ("matching, prob=0, 64 rules", 223.4, False)])
+                          ("matching, prob=0, 64 rules", 223.4, False),
+                          ("sq mismatch (SQ 1 I/O) *, 64 rules", 299.07, None)])
         self.assertAlmostEqual(rows[1].ratio, 223.4 / 1.5)
         with self.assertRaises(SetupError):
             bench.parse_engine_bench("no numbers here\n")

@@ -135,6 +135,24 @@ class ExpectTest(unittest.TestCase):
         self.assertEqual(judge.check_expectations(
             sc, k, console, {"rules": [{"name": "wfail", "hits": 3}]}), [])
 
+    def test_fault_log_only(self):
+        sc = scenario(MINIMAL + '[expect]\nfault_log_only = { sq = 2 }\n')
+        k = {"diag": {}}
+        good = ['{"seq":0,"ordinal":3,"op":"write","lba":8,"len":8,"sq":2,"rule":"q"}',
+                '{"seq":1,"ordinal":5,"op":"write","lba":16,"len":8,"sq":2,"rule":"q"}']
+        self.assertEqual(judge.check_expectations(sc, k, "", {}, good), [])
+        bad = good + ['{"seq":2,"ordinal":6,"op":"write","lba":0,"len":8,"sq":1,"rule":"q"}',
+                      '{"seq":3,"ordinal":7,"op":"write","lba":0,"len":8,"rule":"q"}']
+        self.assertEqual(judge.check_expectations(sc, k, "", {}, bad),
+                         ["fault log entry not sq=2: seq 2 has sq=1",
+                          "fault log entry not sq=2: seq 3 has sq=None"])
+        self.assertEqual(judge.check_expectations(sc, k, "", {}, ['{"lost":3}']),
+                         ["fault log has no entry (expected only sq=2)"])
+        for bad_toml in ('fault_log_only = 2\n', 'fault_log_only = {}\n',
+                         'fault_log_only = { sq = true }\n'):
+            with self.assertRaises(flscenario.ScenarioError, msg=bad_toml):
+                scenario(MINIMAL + '[expect]\n' + bad_toml)
+
     def test_console_health(self):
         crash, splats = judge.console_health("Kernel panic - not syncing\n")
         self.assertTrue(crash)

@@ -142,6 +142,12 @@ class ScheduleTest(unittest.TestCase):
         self.assertEqual(kept, ["arm: write lba=100-199 nth=5 set-state=1",
                                 "any after=3 set-state=2"])
 
+    def test_pinned_rule_keeps_sq_and_cpu(self):
+        # A pinned rule counts the same I/Os: sq= and cpu= are match keys.
+        self.assertEqual(mz.pinned_rule("f0", "write lba=0-9 sq=2 cpu=1 every=3 error=eio",
+                                        6, "error=eio"),
+                         "f0: write lba=0-9 sq=2 cpu=1 nth=6 error=eio")
+
     def test_pinned_rules_pass_the_engines_parser(self):
         faults, kept = mz.build_schedule(LOG, RULE_TEXTS, RULES_TEXT)
         with tempfile.TemporaryDirectory() as d:
