@@ -222,11 +222,33 @@ static uint16_t delete_io_queue(Nvme *n, uint8_t opc)
     return admin_cmd(n, &cmd).status;
 }
 
-static void create_io_queues(Nvme *n)
+/* Create CQ and SQ @qid (physically contiguous), the SQ on that CQ. */
+static void create_queue_pair(Nvme *n, uint16_t qid, uint64_t sq_addr,
+                              uint64_t cq_addr, uint16_t cq_flags,
+                              uint16_t vector)
 {
     NvmeCmd cmd;
     NvmeCreateCq *ccq = (NvmeCreateCq *)&cmd;
     NvmeCreateSq *csq = (NvmeCreateSq *)&cmd;
+
+    cmd_init(n, &cmd, NVME_ADM_CMD_CREATE_CQ, 0);
+    ccq->prp1 = cpu_to_le64(cq_addr);
+    ccq->cqid = cpu_to_le16(qid);
+    ccq->qsize = cpu_to_le16(QSIZE - 1);
+    ccq->cq_flags = cpu_to_le16(cq_flags);
+    ccq->irq_vector = cpu_to_le16(vector);
+    g_assert_cmphex(admin_cmd(n, &cmd).status, ==, NVME_SUCCESS);
+    cmd_init(n, &cmd, NVME_ADM_CMD_CREATE_SQ, 0);
+    csq->prp1 = cpu_to_le64(sq_addr);
+    csq->sqid = cpu_to_le16(qid);
+    csq->qsize = cpu_to_le16(QSIZE - 1);
+    csq->sq_flags = cpu_to_le16(NVME_SQ_PC);
+    csq->cqid = cpu_to_le16(qid);
+    g_assert_cmphex(admin_cmd(n, &cmd).status, ==, NVME_SUCCESS);
+}
+
+static void create_io_queues(Nvme *n)
+{
     uint16_t cq_flags = NVME_CQ_PC;
 
     if (n->msix || n->intx) {
@@ -235,21 +257,9 @@ static void create_io_queues(Nvme *n)
     n->sq = (Queue) { .addr = n->sq.addr };
     n->cq = (Queue) { .addr = n->cq.addr, .phase = 1 };
     qtest_memset(n->qts, n->cq.addr, 0, 4096);
-    /* The I/O CQ, physically contiguous; the I/O SQ on it. */
-    cmd_init(n, &cmd, NVME_ADM_CMD_CREATE_CQ, 0);
-    ccq->prp1 = cpu_to_le64(n->cq_addr ? n->cq_addr : n->cq.addr);
-    ccq->cqid = cpu_to_le16(IO_QID);
-    ccq->qsize = cpu_to_le16(QSIZE - 1);
-    ccq->cq_flags = cpu_to_le16(cq_flags);
-    ccq->irq_vector = cpu_to_le16(n->msix ? IO_VECTOR : 0);
-    g_assert_cmphex(admin_cmd(n, &cmd).status, ==, NVME_SUCCESS);
-    cmd_init(n, &cmd, NVME_ADM_CMD_CREATE_SQ, 0);
-    csq->prp1 = cpu_to_le64(n->sq.addr);
-    csq->sqid = cpu_to_le16(IO_QID);
-    csq->qsize = cpu_to_le16(QSIZE - 1);
-    csq->sq_flags = cpu_to_le16(NVME_SQ_PC);
-    csq->cqid = cpu_to_le16(IO_QID);
-    g_assert_cmphex(admin_cmd(n, &cmd).status, ==, NVME_SUCCESS);
+    create_queue_pair(n, IO_QID, n->sq.addr,
+                      n->cq_addr ? n->cq_addr : n->cq.addr, cq_flags,
+                      n->msix ? IO_VECTOR : 0);
 }
 
 /* Disable, enable and recreate the I/O queues: a controller reset. */
@@ -1101,17 +1111,12 @@ static void test_realize_fails(void)
 static void test_sq_key(void)
 {
     Nvme *n = nvme_start("sq2: write sq=2 error=write-fault\n");
-    Queue sq2 = { .addr = guest_alloc(&n->alloc, 4096) };
-    Queue cq2 = { .addr = guest_alloc(&n->alloc, 4096), .phase = 1 };
+    Queue sq2 = { .addr = guest_alloc(&n->pci.alloc, 4096) };
+    Queue cq2 = { .addr = guest_alloc(&n->pci.alloc, 4096), .phase = 1 };
     QDict *rsp;
 
     qtest_memset(n->qts, cq2.addr, 0, 4096);
-    g_assert_cmphex(admin(n, NVME_ADM_CMD_CREATE_CQ, 0, cq2.addr,
-                          ((QSIZE - 1) << 16) | 2, NVME_CQ_PC, 0).status,
-                    ==, NVME_SUCCESS);
-    g_assert_cmphex(admin(n, NVME_ADM_CMD_CREATE_SQ, 0, sq2.addr,
-                          ((QSIZE - 1) << 16) | 2, (2 << 16) | NVME_SQ_PC,
-                          0).status, ==, NVME_SUCCESS);
+    create_queue_pair(n, 2, sq2.addr, cq2.addr, NVME_CQ_PC, 0);
     for (int i = 0; i < 4; i++) {
         NvmeCmd cmd;
         NvmeRwCmd *rw = (NvmeRwCmd *)&cmd;
@@ -1175,7 +1180,7 @@ static void test_cpu_key_refused(void)
 static void test_irq_suppress_hits(void)
 {
     NvmeOpts o = { .rules = "noirq: write lba=8-15 count=1 irq=suppress\n",
-                   .msix = true, .mode = MODE_DET_QTEST };
+                   .msix = true, .mode = FL_MODE_DET_QTEST };
     Nvme *n = nvme_start_opts(&o);
     uint16_t a, b;
 

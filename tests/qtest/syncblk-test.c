@@ -1081,7 +1081,7 @@ static void test_cpu_key(gconstpointer opaque)
     sb_start(&sb, opaque, true, SB_MSIX_ASYNC);
     fl_add_rules(sb.qts, "fi0", "cpu0: write lba=3000-3999 cpu=0 error=eio\n"
                  "cpu1: write lba=3000-3999 cpu=1-7 error=internal\n");
-    buf = guest_alloc(&sb.alloc, 4096);
+    buf = guest_alloc(&sb.pci.alloc, 4096);
     for (int i = 0; i < 3; i++) {
         sb_io(&sb, SB_OP_WRITE, 3000 + i * 8, buf, SB_ST_ERROR, SB_ERR_EIO);
         g_assert(task || sb_msi_seen(&sb));
