@@ -75,7 +75,7 @@ class ArithmeticTest(unittest.TestCase):
         self.assertEqual([(r.name, r.value, r.ok) for r in rows],
                          [("non-matching lba ranges, 1 rules", 4.0, True),
                           ("matching, prob=0, 64 rules", 223.4, False),
-                          ("sq mismatch (SQ 1 I/O) *, 64 rules", 299.07, None)])
+                          ("sq mismatch (SQ 1 I/O) *, 64 rules", 299.07, False)])
         self.assertAlmostEqual(rows[1].ratio, 223.4 / 1.5)
         with self.assertRaises(SetupError):
             bench.parse_engine_bench("no numbers here\n")
