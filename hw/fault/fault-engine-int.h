@@ -46,6 +46,8 @@ enum {
     FE_HAS_DROP      = 1u << 14,
     FE_HAS_LIE       = 1u << 15,
     FE_HAS_CORRUPT   = 1u << 16,
+    FE_HAS_FATAL     = 1u << 17,
+    FE_HAS_RESET_FAIL = 1u << 18,
 };
 
 /*
@@ -77,6 +79,7 @@ typedef struct FeRule {
     bool dnr;
     bool drop;                  /* drop, or error=timeout */
     uint32_t corrupt;           /* bytes to flip (FE_HAS_CORRUPT) */
+    uint32_t reset_fail;        /* enables to fail (FE_HAS_RESET_FAIL) */
 
     /* Identity. */
     uint64_t prob_mant;         /* prob = prob_mant / 10^prob_digits */
@@ -88,6 +91,7 @@ typedef struct FeRule {
 
     /* Parse bookkeeping, for errors found after the line was parsed. */
     size_t line, name_col;
+    size_t fatal_col, reset_fail_col;   /* where the keys were given */
 } FeRule;
 
 /*
