@@ -1115,6 +1115,74 @@ static void test_bad_completion(void)
     g_assert(strstr(err, "completion"));
 }
 
+/* x-fault-add-rules of @rules must fail with exactly @msg. */
+static void expect_rules_refused(QTestState *qts, const char *rules,
+                                 const char *msg)
+{
+    QDict *rsp = qtest_qmp(qts, "{'execute': 'x-fault-add-rules', "
+                           "'arguments': {'id': 'fi0', 'rules': %s}}", rules);
+
+    g_assert(qdict_haskey(rsp, "error"));
+    g_assert_cmpstr(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"), ==,
+                    msg);
+    qobject_unref(rsp);
+}
+
+/*
+ * Controller failure (fatal, reset-fail=) is NVMe's: syncblk refuses it
+ * at realize and afterwards, with one line naming the rule, never ignores it.
+ */
+static void test_refuses_ctrl_fail(void)
+{
+    g_autofree char *rules = NULL;
+    g_autofree char *cmd = NULL;
+    char *argv[] = { (char *)"/bin/sh", (char *)"-c", NULL, NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    g_autofree uint8_t *buf = g_malloc0(4096);
+    uint64_t gbuf;
+    uint32_t ioerr;
+    int status, fd;
+    SB sb;
+
+    fd = g_file_open_tmp("syncblk-rules.XXXXXX", &rules, NULL);
+    g_assert(fd >= 0);
+    close(fd);
+    g_assert(g_file_set_contents(rules, "ok: write lba=9 error=eio\n"
+                                 "die: write nth=5 fatal\n", -1, NULL));
+    cmd = g_strdup_printf("exec %s -machine q35 -nodefaults -display none "
+                          "-object fault-injector,id=fi0,rules=%s "
+                          "-blockdev driver=null-co,node-name=d0 "
+                          "-device syncblk-pci,drive=d0,fault-injector=fi0",
+                          getenv("QTEST_QEMU_BINARY"), rules);
+    argv[2] = cmd;
+    g_assert(g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                          &out, &err, &status, NULL));
+    unlink(rules);
+    if (!strstr(err, "rule 'die'")) {
+        g_test_message("stderr: %s", err);
+    }
+    g_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    g_assert(strstr(err, "syncblk-pci: rule 'die' of fault-injector 'fi0' "
+                    "has 'fatal', which syncblk-pci does not support (NVMe "
+                    "only)\n"));
+    g_assert(!strstr(err, "Aborted") && !strstr(err, "assert"));
+
+    /* Attached: adding one later fails, and the device goes on working. */
+    sb_start(&sb, "task", true);
+    expect_rules_refused(sb.qts, "x: write lba=5 reset-fail=1",
+                         "1:16: 'reset-fail' is not supported by "
+                         "syncblk-pci (NVMe only)");
+    expect_rules_refused(sb.qts, "y: write drop\nz: read fatal",
+                         "2:9: 'fatal' is not supported by syncblk-pci "
+                         "(NVMe only)");
+    gbuf = guest_alloc(&sb.alloc, 4096);
+    qtest_memwrite(sb.qts, gbuf, buf, 4096);
+    g_assert_cmpuint(sb_io(&sb, SYNCBLK_OP_WRITE, 8, gbuf, &ioerr), ==,
+                     SYNCBLK_ST_DONE);
+    g_assert_cmpuint(ioerr, ==, 0);
+    sb_stop(&sb);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const modes[] = { "task", "irq", "thread" };
@@ -1127,6 +1195,7 @@ int main(int argc, char **argv)
     qtest_add_func("/syncblk/irq/many-slots", test_irq_many_slots);
     qtest_add_func("/syncblk/task/complete-override", test_complete_override);
     qtest_add_func("/syncblk/fault-state", test_fault_state);
+    qtest_add_func("/syncblk/refuses-ctrl-fail", test_refuses_ctrl_fail);
     for (int i = 0; i < ARRAY_SIZE(modes); i++) {
         g_autofree char *e = g_strdup_printf("/syncblk/%s/errors", modes[i]);
         g_autofree char *d = g_strdup_printf("/syncblk/%s/drop", modes[i]);
