@@ -123,16 +123,30 @@ NO_TIMEOUT_KINDS = {
 }
 
 
-def _lost_completion_rules(rules):
-    """Names (or rN positions) of the rules that drop completions."""
+def _rules_with(rules, pred):
+    """Names (or rN positions) of the rules whose tokens satisfy @pred."""
     out = []
     for i, line in enumerate(r for r in rules.splitlines()
                              if r.split("#", 1)[0].strip()):
         tokens = line.split("#", 1)[0].split()
         name = tokens[0].split(":", 1)[0] if ":" in tokens[0] else f"r{i}"
-        if "drop" in tokens or "error=timeout" in tokens:
+        if pred(tokens):
             out.append(name)
     return out
+
+
+def _lost_completion_rules(rules):
+    """Names (or rN positions) of the rules that drop completions."""
+    return _rules_with(rules, lambda t: "drop" in t or "error=timeout" in t)
+
+
+def _check_controller_failure(kind, rules, where):
+    """fatal and reset-fail= exist on NVMe only (QEMU refuses them elsewhere)."""
+    failing = [] if kind == "nvme" else _rules_with(
+        rules, lambda t: "fatal" in t or any(x.startswith("reset-fail=") for x in t))
+    if failing:
+        raise ScenarioError(f"{where}: rule {failing[0]!r} fails the controller (fatal, "
+                            f"reset-fail=), which only kind = \"nvme\" has")
 
 
 def _check_lost_completions(kind, rules, where):
@@ -204,6 +218,7 @@ def load(name):
         except OSError as e:
             raise ScenarioError(f"{w}: faults.rules_file: {e.strerror}: {rpath}") from None
     _check_lost_completions(dev.kind, faults.rules, w)
+    _check_controller_failure(dev.kind, faults.rules, w)
     swap = d.get("swap", {})
     _check_keys(swap, {"zswap", "enabled"}, f"{w}: [swap]")
     if not isinstance(swap.get("enabled", True), bool):

@@ -212,6 +212,22 @@ class CmdlineTest(unittest.TestCase):
         scenario(kind + '[faults]\nrules = "w: write error=eio # no drop here"\n' + MINIMAL)
         scenario('[faults]\nrules = "lost: write nth=3 drop"\n' + MINIMAL)
 
+    def test_controller_failure_nvme_only(self):
+        for kind in ("syncblk", "virtio-blk", "virtio-scsi"):
+            for rules, name in (("die: read nth=3 fatal", "die"),
+                                ("write error=eio\nwrite nth=2 reset-fail=1", "r1")):
+                with self.assertRaises(flscenario.ScenarioError) as cm:
+                    scenario(f'[device]\nkind = "{kind}"\n[faults]\nrules = """\n{rules}\n"""\n'
+                             + MINIMAL)
+                msg = str(cm.exception)
+                self.assertIn(f"rule '{name}' fails the controller", msg)
+                self.assertIn('only kind = "nvme" has', msg)
+                self.assertNotIn("\n", msg)
+        # NVMe has a controller to fail; a comment mentioning it is no rule.
+        scenario('[faults]\nrules = "die: read nth=3 fatal reset-fail=2"\n' + MINIMAL)
+        scenario('[device]\nkind = "syncblk"\n[faults]\nrules = "w: write error=eio # not fatal"\n'
+                 + MINIMAL)
+
     def test_virtio_scsi_chain(self):
         sc, q = self.build('[device]\nkind = "virtio-scsi"\n'
                            '[faults]\nrules = "w: write every=4 error=eio"\n' + MINIMAL)
