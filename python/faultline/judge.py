@@ -128,6 +128,18 @@ def kernel_mode_problem(mode, k):
     return None
 
 
+def action_problems(w):
+    """[[qmp]] actions that never fired or that QMP refused."""
+    problems = []
+    for a in getattr(w, "actions", None) or []:
+        if a.get("at_s") is None:
+            problems.append(f"qmp {a['execute']} never sent (no guest line with "
+                            f"{a['when']!r})")
+        elif a.get("error"):
+            problems.append(f"qmp {a['execute']} failed: {a['error']}")
+    return problems
+
+
 def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
     """The Report of a finished run of scenario @sc, from its run directory
     (console.log, ktap.log) and the machine's WatchResult @w."""
@@ -141,7 +153,7 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
     k = parse_ktap(ktap)
     status, outcome, reason = _verdict(sc, w, console, k)
     if status == EXIT_PASS:
-        problems = check_expectations(sc, k, console, w.faults)
+        problems = check_expectations(sc, k, console, w.faults) + action_problems(w)
         if problems:
             status, reason = EXIT_FAIL, "expectation failed: " + "; ".join(problems)
     release = ""
@@ -160,6 +172,8 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
         r.digest = f"{faults['digest']:016x}"
     if os.path.exists(os.path.join(rundir, "faults.jsonl")):
         r.fault_log = "faults.jsonl"
+    if getattr(w, "actions", None):
+        r.qmp_actions = w.actions
     if sc.mutate:
         # The run's own status stands (a caught mutation is a FAIL); the
         # verdict says whether the data check is what failed.

@@ -57,6 +57,22 @@ class Device:
     size: str = "1G"
     size_bytes: int = 1 << 30
     extra: str = ""
+    # On a hot-pluggable pcie-root-port, with QEMU id HOTPLUG_ID (device_del).
+    hotplug: bool = False
+
+
+# The QEMU id of the swap device with [device] hotplug = true.
+HOTPLUG_ID = "swapdev"
+
+
+@dataclass
+class QmpAction:
+    """[[qmp]]: send QMP @execute (@arguments) once, when a line of the guest's
+    @source (ktap or console) first contains @when."""
+    when: str
+    execute: str
+    arguments: dict = field(default_factory=dict)
+    source: str = "ktap"
 
 
 @dataclass
@@ -100,6 +116,7 @@ class Scenario:
     # Why the scenario cannot be reproduced by --deterministic ("" = it can).
     nondeterministic: str = ""
     rules_override: str = ""    # --rules FILE: its path (the rules are its text)
+    qmp: list = field(default_factory=list)     # QmpAction, in file order
 
 
 def _check_keys(table, allowed, where):
@@ -180,7 +197,7 @@ def load(name):
         raise ScenarioError(f"{path}: {e}") from None
     w = os.path.basename(path)
     _check_keys(d, {"description", "timeout", "vm", "device", "faults", "swap", "test",
-                    "expect", "compare", "kernel_mode", "nondeterministic"}, w)
+                    "expect", "compare", "kernel_mode", "nondeterministic", "qmp"}, w)
     kernel_mode = d.get("kernel_mode", "auto")
     if kernel_mode not in KERNEL_MODES:
         raise ScenarioError(f"{w}: kernel_mode {kernel_mode!r} (expected one of "
@@ -208,6 +225,9 @@ def load(name):
         raise ScenarioError(f"{w}: device.size {dev.size} is below 16M")
     if dev.extra and not dev.extra.startswith(","):
         dev.extra = "," + dev.extra
+    if dev.hotplug and dev.kind == "virtio-scsi":
+        raise ScenarioError(f"{w}: device.hotplug: the swap disk of kind \"virtio-scsi\" is a "
+                            "scsi-hd, not a PCI device (use nvme, syncblk or virtio-blk)")
     faults = Faults(**_table(d, "faults", Faults, w))
     if faults.rules_file:
         rpath = os.path.join(os.path.dirname(os.path.abspath(path)), faults.rules_file)
@@ -240,12 +260,38 @@ def load(name):
         raise ScenarioError(f"{w}: [expect] must be a table")
     _check_keys(expect, EXPECT_KEYS, f"{w}: [expect]")
     compare = _compare(d, w)
+    qmp = _qmp_actions(d, w)
     return Scenario(name=os.path.basename(path)[:-5], path=os.path.abspath(path),
                     description=d.get("description", ""),
                     timeout_s=parse_duration(d.get("timeout", "300s"), f"{w}: timeout"),
                     vm=vm, device=dev, faults=faults, swap=swap, tests=tests, expect=expect,
                     compare=compare, kernel_mode=kernel_mode,
-                    nondeterministic=nondet.strip())
+                    nondeterministic=nondet.strip(), qmp=qmp)
+
+
+def _qmp_actions(d, where):
+    """[[qmp]] tables: QMP commands the launcher sends at a guest line."""
+    t = d.get("qmp", [])
+    if not isinstance(t, list):
+        raise ScenarioError(f"{where}: qmp must be an array of tables ([[qmp]])")
+    out = []
+    for i, a in enumerate(t):
+        w = f"{where}: [[qmp]] #{i + 1}"
+        if not isinstance(a, dict):
+            raise ScenarioError(f"{w} must be a table")
+        _check_keys(a, {"when", "execute", "arguments", "source"}, w)
+        for key in ("when", "execute"):
+            if not isinstance(a.get(key), str) or not a[key].strip():
+                raise ScenarioError(f"{w} needs {key} = \"...\" (a non-empty string)")
+        if not isinstance(a.get("arguments", {}), dict):
+            raise ScenarioError(f"{w}: arguments must be a table, e.g. "
+                                f"arguments = {{ id = \"{HOTPLUG_ID}\" }}")
+        if a.get("source", "ktap") not in ("ktap", "console"):
+            raise ScenarioError(f"{w}: source {a.get('source')!r} (expected ktap or console)")
+        out.append(QmpAction(when=a["when"], execute=a["execute"].strip(),
+                             arguments=dict(a.get("arguments", {})),
+                             source=a.get("source", "ktap")))
+    return out
 
 
 def _compare(d, where):
