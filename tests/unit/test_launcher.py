@@ -229,6 +229,13 @@ class CmdlineTest(unittest.TestCase):
             scenario('[device]\nkind = "virtio-scsi"\nhotplug = true\n' + MINIMAL)
         self.assertIn("not a PCI device", str(cm.exception))
 
+    def test_hotplug_run_sh_skips_swapoff_of_a_removed_device(self):
+        sc = scenario('[device]\nhotplug = true\n' + MINIMAL)
+        run = guest.make_run_sh(sc, 1)
+        self.assertIn("if [ -b $swapdev ]; then swapoff $swapdev || fail=1; else", run)
+        self.assertNotIn("\nswapoff $swapdev || fail=1\n", run)
+        self.assertIn("\nswapoff $swapdev || fail=1\n", guest.make_run_sh(scenario(MINIMAL), 1))
+
     def test_virtio_blk_refuses_lost_completions(self):
         kind = '[device]\nkind = "virtio-blk"\n'
         for rules, name in (("lost: write nth=3 drop", "lost"),
