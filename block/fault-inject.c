@@ -96,6 +96,9 @@ static QemuOptsList fault_inject_opts = {
     },
 };
 
+/* Controller failure (fatal, reset-fail=) has no block-layer meaning. */
+#define FAULT_INJECT_REFUSED_ACTIONS (FE_ACTION_FATAL | FE_ACTION_RESET_FAIL)
+
 /* The fault-injector named in @options, referenced; NULL with @errp set. */
 static FaultInjector *fault_inject_parse_options(QDict *options, Error **errp)
 {
@@ -144,6 +147,12 @@ static int fault_inject_open(BlockDriverState *bs, QDict *options, int flags,
     QLIST_INIT(&s->held);
 
     s->fi = fault_inject_parse_options(options, errp);
+    if (s->fi && !fault_injector_refuse_actions(s->fi, "fault-inject",
+                                                FAULT_INJECT_REFUSED_ACTIONS,
+                                                errp)) {
+        object_unref(OBJECT(s->fi));
+        s->fi = NULL;
+    }
     if (!s->fi) {
         trace_fault_inject_open_error(error_get_pretty(*errp));
         qemu_mutex_destroy(&s->lock);
@@ -155,6 +164,7 @@ static int fault_inject_open(BlockDriverState *bs, QDict *options, int flags,
     if (ret < 0) {
         trace_fault_inject_open_error(error_get_pretty(*errp));
         /* .bdrv_close is not called when .bdrv_open fails */
+        fault_injector_release_actions(s->fi, FAULT_INJECT_REFUSED_ACTIONS);
         object_unref(OBJECT(s->fi));
         qemu_mutex_destroy(&s->lock);
         return ret;
@@ -176,6 +186,7 @@ static void fault_inject_close(BlockDriverState *bs)
     /* Closing drains first, so nothing is held any more. */
     assert(QLIST_EMPTY(&s->held));
     if (s->fi) {
+        fault_injector_release_actions(s->fi, FAULT_INJECT_REFUSED_ACTIONS);
         object_unref(OBJECT(s->fi));
     }
     qemu_mutex_destroy(&s->lock);

@@ -94,7 +94,7 @@ static void usage(void)
 "  --kernel-mode auto|stock|patched   (default: $FAULTLINE_KERNEL_MODE, else auto)\n"
 "  --wb-refaults on|off --heal-check on|off\n"
 "  --expect-ctx hardirq|softirq|irq|task --expect-sync --expect-async\n"
-"  --expect-errors --expect-sigbus\n"
+"  --expect-errors --expect-sigbus --device-lost\n"
 "  --pattern half|compressible\n"
 "  --threads N --duration SECONDS --chunk-pages N   (race)\n"
 "  --page-cluster N --expect-ra zero|some   (readahead)\n");
@@ -156,6 +156,7 @@ static const struct option longopts[] = {
     { "wb-refaults", required_argument, NULL, 4 },
     { "heal-check", required_argument, NULL, 5 },
     { "no-disarm", no_argument, NULL, 6 },
+    { "device-lost", no_argument, NULL, 7 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -192,6 +193,7 @@ static void apply_options(int argc, char **argv)
         case 4: o.wb_refaults = on_off(optarg); break;
         case 5: o.heal_slots = on_off(optarg); break;
         case 6: o.disarm = 0; break;
+        case 7: o.device_lost = 1; break;
         case 'e': o.expect_errors = 1; break;
         case 'b': o.expect_sigbus = 1; break;
         case 't': o.threads = atoi(optarg); break;
@@ -255,6 +257,9 @@ static void parse_args(int argc, char **argv)
     apply_options(argc - 1, argv + 1);
     if (o.arm_state >= 0 && o.arm_at == ARM_NONE) {
         o.arm_at = ARM_WRITEBACK;
+    }
+    if (o.device_lost) {
+        o.disarm = 0;   /* nothing left to disarm */
     }
     if (strcmp(o.kernel_mode, "auto") && strcmp(o.kernel_mode, "stock") &&
         strcmp(o.kernel_mode, "patched")) {

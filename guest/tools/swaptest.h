@@ -40,6 +40,7 @@ struct options {
     int expect_sync;        /* 1: sync bdev path, 0: async, -1: don't care */
     int expect_errors;      /* write/read errors must be seen */
     int expect_sigbus;
+    int device_lost;        /* the device dies while armed: no disarm, SIGBUS ok */
     int settle_ms;
     int threads;
     double duration;

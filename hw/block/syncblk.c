@@ -823,6 +823,9 @@ static void syncblk_reset(DeviceState *dev)
     s->cnt_bad_cmds = s->cnt_reads = s->cnt_writes = 0;
 }
 
+/* Controller failure (fatal, reset-fail=) is an NVMe notion. */
+#define SYNCBLK_REFUSED_ACTIONS (FE_ACTION_FATAL | FE_ACTION_RESET_FAIL)
+
 static void syncblk_realize(PCIDevice *pci, Error **errp)
 {
     SyncBlkState *s = SYNCBLK_PCI(pci);
@@ -872,6 +875,12 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
     if (msix_init_exclusive_bar(pci, 1, 1, errp)) {
         return;
     }
+    if (s->fi && !fault_injector_refuse_actions(s->fi, "syncblk-pci",
+                                                SYNCBLK_REFUSED_ACTIONS,
+                                                errp)) {
+        msix_uninit_exclusive_bar(pci);
+        return;
+    }
     msix_vector_use(pci, 0);
 }
 
@@ -883,6 +892,9 @@ static void syncblk_exit(PCIDevice *pci)
         syncblk_slot_cancel(&s->slots[i], SYNCBLK_ST_IDLE, 0);
     }
     msix_uninit_exclusive_bar(pci);
+    if (s->fi) {
+        fault_injector_release_actions(s->fi, SYNCBLK_REFUSED_ACTIONS);
+    }
 }
 
 static const PropertyInfo syncblk_prop_completion = {

@@ -48,6 +48,8 @@ enum {
     FE_HAS_CORRUPT   = 1u << 16,
     FE_HAS_SQ        = 1u << 17,
     FE_HAS_CPU       = 1u << 18,
+    FE_HAS_FATAL     = 1u << 19,
+    FE_HAS_RESET_FAIL = 1u << 20,
 };
 
 /*
@@ -81,6 +83,7 @@ typedef struct FeRule {
     bool dnr;
     bool drop;                  /* drop, or error=timeout */
     uint32_t corrupt;           /* bytes to flip (FE_HAS_CORRUPT) */
+    uint32_t reset_fail;        /* enables to fail (FE_HAS_RESET_FAIL) */
 
     /* Identity. */
     uint64_t prob_mant;         /* prob = prob_mant / 10^prob_digits */
@@ -93,6 +96,7 @@ typedef struct FeRule {
     /* Parse bookkeeping, for errors found after the line was parsed. */
     size_t line, name_col;
     size_t sq_col, cpu_col;
+    size_t fatal_col, reset_fail_col;   /* where the keys were given */
 } FeRule;
 
 /*

@@ -106,6 +106,9 @@ struct FeEngine {
     FeLogEntry *log;
     uint64_t log_total;
     uint64_t digest;
+
+    uint32_t refused;           /* FE_ACTION_* that add_rules rejects */
+    char refused_by[96];         /* who refuses them, for the error */
 };
 
 /* splitmix64 finaliser. */
@@ -636,6 +639,69 @@ void fe_engine_void_hit(FeEngine *fe, FeHitRef ref, uint32_t times)
     if (h->group != FE_NOT_LAZY) {
         group_update_due(fe, &fe->group[h->group]);
     }
+
+/*
+ * Which of the FE_ACTION_* @mask rule @r carries; @action and @col name
+ * the one given first on its line.
+ */
+static uint32_t rule_actions(const FeRule *r, uint32_t mask,
+                             const char **action, size_t *col)
+{
+    bool fatal = (mask & FE_ACTION_FATAL) && (r->flags & FE_HAS_FATAL);
+    bool rf = (mask & FE_ACTION_RESET_FAIL) &&
+              (r->flags & FE_HAS_RESET_FAIL);
+
+    if (fatal && (!rf || r->fatal_col < r->reset_fail_col)) {
+        *action = "fatal";
+        *col = r->fatal_col;
+    } else if (rf) {
+        *action = "reset-fail";
+        *col = r->reset_fail_col;
+    }
+    return (fatal ? FE_ACTION_FATAL : 0) | (rf ? FE_ACTION_RESET_FAIL : 0);
+}
+
+/* Rules with an action a device of this engine refuses are an error. */
+static int check_refused(const FeEngine *fe, const FeRule *v, size_t n,
+                         char *err, size_t errlen)
+{
+    for (size_t i = 0; fe->refused && i < n; i++) {
+        const char *action = NULL;
+        size_t col = 1;
+
+        if (rule_actions(&v[i], fe->refused, &action, &col)) {
+            if (err && errlen) {
+                snprintf(err, errlen, "%zu:%zu: '%s' is not supported by %s",
+                         v[i].line, col, action, fe->refused_by);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void fe_engine_refuse_actions(FeEngine *fe, uint32_t mask, const char *who)
+{
+    fe->refused = mask;
+    snprintf(fe->refused_by, sizeof(fe->refused_by), "%s",
+             mask && who ? who : "");
+}
+
+int fe_engine_find_action(const FeEngine *fe, uint32_t mask,
+                          const char **action)
+{
+    for (size_t i = 0; i < fe->nrules; i++) {
+        const char *a = NULL;
+        size_t col = 0;
+
+        if (rule_actions(&fe->rules[i], mask, &a, &col)) {
+            if (action) {
+                *action = a;
+            }
+            return (int)i;
+        }
+    }
+    return -1;
 }
 
 int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
@@ -1121,6 +1187,16 @@ static void apply_rule(FeEngine *fe, const FeRule *r, uint64_t n, FeOp op,
         /* The offsets are part of the action: logged and digested. */
         act(a, sizeof(a), &pos, "corrupt=%" PRIu32 "%s%s", r->corrupt,
             k ? " at=" : "", at);
+    }
+    if (r->flags & FE_HAS_FATAL) {
+        out->fatal = true;
+        act(a, sizeof(a), &pos, "fatal");
+    }
+    if (r->flags & FE_HAS_RESET_FAIL) {
+        if (r->reset_fail > out->reset_fail) {
+            out->reset_fail = r->reset_fail;
+        }
+        act(a, sizeof(a), &pos, "reset-fail=%" PRIu32, r->reset_fail);
     }
     if (r->flags & FE_HAS_SET_STATE) {
         if (!*set || r->set_state > *new_state) {

@@ -58,6 +58,16 @@ typedef enum FeIrq {
     FE_IRQ_SUPPRESS,    /* never raise it for this completion */
 } FeIrq;
 
+/* Most enables reset-fail= makes fail. */
+#define FE_RESET_FAIL_MAX 255
+
+/*
+ * Actions that only some attach points implement: a device that cannot
+ * honour them refuses them (fe_engine_refuse_actions), never ignores them.
+ */
+#define FE_ACTION_FATAL         (1u << 0)   /* fatal */
+#define FE_ACTION_RESET_FAIL    (1u << 1)   /* reset-fail= */
+
 /* Most bytes corrupt= flips in one I/O (one rule's N and the merged set). */
 #define FE_CORRUPT_MAX 16
 
@@ -80,8 +90,9 @@ typedef struct FeHitRef {
  * merge does not depend on rule order (see docs/rules.md):
  * delays add up, drop beats error, the most severe error wins (enum order),
  * flags are OR-ed, for enum-valued actions the largest value wins, the
- * corrupt offsets are the union (at most FE_CORRUPT_MAX) and lie beats
- * corrupt (nothing moves, so nothing is flipped).
+ * corrupt offsets are the union (at most FE_CORRUPT_MAX), lie beats
+ * corrupt (nothing moves, so nothing is flipped), fatal is OR-ed and
+ * reset_fail is the largest.
  */
 typedef struct FeDecision {
     uint64_t delay_ns;      /* hold the completion this long (virtual clock) */
@@ -94,6 +105,8 @@ typedef struct FeDecision {
     uint64_t irq_delay_ns;
     uint32_t fired;         /* number of rules that fired */
     bool lie;               /* report success without moving any data */
+    bool fatal;             /* controller fatal status until reset (NVMe) */
+    uint32_t reset_fail;    /* the next N controller enables fail (NVMe) */
     uint32_t ncorrupt;
     uint32_t nvoidable;
     /*
@@ -180,6 +193,18 @@ int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
                             char *err, size_t errlen);
 int fe_engine_check_rules_len(const char *text, size_t len, char *err,
                               size_t errlen);
+/*
+ * Refuse rules with any of the FE_ACTION_* @mask from now on: adding one
+ * fails with "LINE:COL: 'fatal' is not supported by @who".  @mask 0 lifts
+ * the refusal.  @who is copied.
+ */
+void fe_engine_refuse_actions(FeEngine *fe, uint32_t mask, const char *who);
+/*
+ * The index of the first rule with any of the FE_ACTION_* @mask, or -1;
+ * with @action (if not NULL) set to that action's keyword.
+ */
+int fe_engine_find_action(const FeEngine *fe, uint32_t mask,
+                          const char **action);
 /* Remove one rule by name; -1 if no such rule. */
 int fe_engine_delete_rule(FeEngine *fe, const char *name);
 void fe_engine_clear_rules(FeEngine *fe);

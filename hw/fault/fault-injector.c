@@ -20,6 +20,9 @@
 #include "hw/fault/fault-injector.h"
 #include "trace.h"
 
+/* FE_ACTION_* bits a device may refuse. */
+#define FAULT_INJECTOR_ACTION_BITS 2
+
 struct FaultInjector {
     Object parent_obj;
 
@@ -37,6 +40,9 @@ struct FaultInjector {
     FILE *log;
     uint64_t log_next;      /* next log seq to write to @log */
     char *log_error;        /* why @log was given up, or NULL */
+    /* Devices refusing each FE_ACTION_* bit, and the latest one's name. */
+    unsigned int refusers[FAULT_INJECTOR_ACTION_BITS];
+    char *refused_by;
 };
 
 /*
@@ -197,6 +203,60 @@ bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
         return false;
     }
     return true;
+}
+
+/* Called with fi->lock held: tell the engine what to refuse. */
+static void fault_injector_update_refused(FaultInjector *fi)
+{
+    uint32_t mask = 0;
+
+    for (int i = 0; i < FAULT_INJECTOR_ACTION_BITS; i++) {
+        if (fi->refusers[i]) {
+            mask |= 1u << i;
+        }
+    }
+    fe_engine_refuse_actions(fi->engine, mask, fi->refused_by);
+}
+
+bool fault_injector_refuse_actions(FaultInjector *fi, const char *dev,
+                                   uint32_t mask, Error **errp)
+{
+    const char *id = object_get_canonical_path_component(OBJECT(fi));
+    const char *action = NULL;
+    FeRuleStats st;
+    int i;
+
+    qemu_mutex_lock(&fi->lock);
+    i = fe_engine_find_action(fi->engine, mask, &action);
+    if (i >= 0) {
+        fe_engine_rule_stats(fi->engine, i, &st);
+        qemu_mutex_unlock(&fi->lock);
+        error_setg(errp, "%s: rule '%s' of fault-injector '%s' has '%s', "
+                   "which %s does not support (NVMe only)", dev, st.name, id,
+                   action, dev);
+        trace_fault_refused(id, dev, st.name, action);
+        return false;
+    }
+    for (i = 0; i < FAULT_INJECTOR_ACTION_BITS; i++) {
+        fi->refusers[i] += (mask >> i) & 1;
+    }
+    g_free(fi->refused_by);
+    fi->refused_by = g_strdup_printf("%s (NVMe only)", dev);
+    fault_injector_update_refused(fi);
+    qemu_mutex_unlock(&fi->lock);
+    return true;
+}
+
+void fault_injector_release_actions(FaultInjector *fi, uint32_t mask)
+{
+    qemu_mutex_lock(&fi->lock);
+    for (int i = 0; i < FAULT_INJECTOR_ACTION_BITS; i++) {
+        if (((mask >> i) & 1) && fi->refusers[i]) {
+            fi->refusers[i]--;
+        }
+    }
+    fault_injector_update_refused(fi);
+    qemu_mutex_unlock(&fi->lock);
 }
 
 FaultInjector *fault_injector_find(const char *id, Error **errp)
@@ -438,6 +498,7 @@ static void fault_injector_finalize(Object *obj)
         fclose(fi->log);
     }
     g_free(fi->log_error);
+    g_free(fi->refused_by);
     fe_engine_free(fi->engine);
     qemu_mutex_destroy(&fi->lock);
     g_free(fi->rules_path);

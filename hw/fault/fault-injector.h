@@ -81,6 +81,16 @@ bool fault_injector_deterministic(FaultInjector *fi);
 bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
                                         Error **errp);
 
+/*
+ * For a device attaching to @fi (named @dev in messages) that cannot honour
+ * the FE_ACTION_* @mask: false with @errp set if a rule already carries one
+ * of them; otherwise adding such a rule fails from now on, until the device
+ * calls fault_injector_release_actions() with the same @mask.
+ */
+bool fault_injector_refuse_actions(FaultInjector *fi, const char *dev,
+                                   uint32_t mask, Error **errp);
+void fault_injector_release_actions(FaultInjector *fi, uint32_t mask);
+
 /* Look up a fault-injector by its -object id; sets @errp if there is none. */
 FaultInjector *fault_injector_find(const char *id, Error **errp);
 

@@ -422,18 +422,19 @@ static int lookup(const char *const *names, int n, const char *s, size_t len)
 enum {
     K_LBA, K_LEN, K_SQ, K_CPU, K_STATE, K_NTH, K_AFTER, K_EVERY, K_COUNT,
     K_PROB, K_DELAY, K_ERROR, K_SET_STATE, K_COMPLETE, K_WHEN, K_IRQ,
-    K_IRQ_DELAY, K_DNR, K_DROP, K_LIE, K_CORRUPT, K__MAX,
+    K_IRQ_DELAY, K_DNR, K_DROP, K_LIE, K_CORRUPT, K_FATAL, K_RESET_FAIL,
+    K__MAX,
 };
 
 static const char *const key_names[K__MAX] = {
     "lba", "len", "sq", "cpu", "state", "nth", "after", "every", "count",
     "prob", "delay", "error", "set-state", "complete", "when", "irq",
-    "irq-delay", "dnr", "drop", "lie", "corrupt",
+    "irq-delay", "dnr", "drop", "lie", "corrupt", "fatal", "reset-fail",
 };
 
 #define KEYS_EXPECTED "lba, len, sq, cpu, state, nth, after, every, " \
     "count, prob, delay, error, set-state, complete, when, irq, irq-delay, " \
-    "dnr, drop, lie or corrupt"
+    "dnr, drop, lie, corrupt, fatal or reset-fail"
 
 static int key_value(FeParser *p, const FeTok *t, int k, const char *v,
                      size_t vlen, FeRule *r)
@@ -568,6 +569,18 @@ static int key_value(FeParser *p, const FeTok *t, int k, const char *v,
         }
         r->corrupt = (uint32_t)lo;
         return 0;
+    case K_RESET_FAIL:
+        if (number(p, t, v, vlen, UINT64_MAX, &lo) < 0) {
+            return -1;
+        }
+        if (lo < 1 || lo > FE_RESET_FAIL_MAX) {
+            return perr(p, t->col, "reset-fail=%s out of range (expected 1 "
+                        "to %d enables)", Q(v, vlen), FE_RESET_FAIL_MAX);
+        }
+        r->flags |= FE_HAS_RESET_FAIL;
+        r->reset_fail = (uint32_t)lo;
+        r->reset_fail_col = t->col;
+        return 0;
     case K_IRQ:
         if (!(vlen == 8 && memcmp(v, "suppress", 8) == 0)) {
             return perr(p, t->col, "unknown irq '%s' (expected suppress)",
@@ -614,12 +627,16 @@ static int token(FeParser *p, const FeTok *t, FeRule *r, uint32_t *seen,
     }
     *seen |= 1u << k;
     seen_col[k] = t->col;
-    if (k == K_DNR || k == K_DROP || k == K_LIE) {
+    if (k == K_DNR || k == K_DROP || k == K_LIE || k == K_FATAL) {
         if (eq) {
             return perr(p, t->col, "'%s' takes no value", key_names[k]);
         }
         r->flags |= k == K_DNR ? FE_HAS_DNR :
-                    k == K_DROP ? FE_HAS_DROP : FE_HAS_LIE;
+                    k == K_DROP ? FE_HAS_DROP :
+                    k == K_LIE ? FE_HAS_LIE : FE_HAS_FATAL;
+        if (k == K_FATAL) {
+            r->fatal_col = t->col;
+        }
         return 0;
     }
     if (k == K_CORRUPT) {
@@ -742,10 +759,11 @@ static int parse_line(FeParser *p, const char *line, const char *end,
     if (!(seen & ((1u << K_DELAY) | (1u << K_ERROR) | (1u << K_SET_STATE) |
                   (1u << K_COMPLETE) | (1u << K_IRQ) | (1u << K_IRQ_DELAY) |
                   (1u << K_DNR) | (1u << K_DROP) | (1u << K_LIE) |
-                  (1u << K_CORRUPT)))) {
+                  (1u << K_CORRUPT) | (1u << K_FATAL) |
+                  (1u << K_RESET_FAIL)))) {
         return perr(p, op.col, "rule has no action (expected delay=, error=, "
-                    "dnr, drop, lie, corrupt, set-state=, complete=, irq= or "
-                    "irq-delay=)");
+                    "dnr, drop, lie, corrupt, fatal, reset-fail=, set-state=, "
+                    "complete=, irq= or irq-delay=)");
     }
     if ((r->flags & FE_HAS_CORRUPT) && r->op != FE_OP_READ &&
         r->op != FE_OP_WRITE && r->op != FE_OP_ANY) {
@@ -897,6 +915,12 @@ void fe_rule_render(FeRule *r)
         bput(&b, " corrupt");
     } else if (r->flags & FE_HAS_CORRUPT) {
         bput(&b, " corrupt=%" PRIu32, r->corrupt);
+    }
+    if (r->flags & FE_HAS_FATAL) {
+        bput(&b, " fatal");
+    }
+    if (r->flags & FE_HAS_RESET_FAIL) {
+        bput(&b, " reset-fail=%" PRIu32, r->reset_fail);
     }
     if (r->flags & FE_HAS_SET_STATE) {
         bput(&b, " set-state=%" PRIu32, r->set_state);

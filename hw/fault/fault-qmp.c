@@ -188,6 +188,8 @@ XFaultDecision *qmp_x_fault_decide(const char *id, const char *op,
     res->irq = g_strdup(irq_names[d.irq % 3]);
     res->irq_delay_ns = d.irq_delay_ns;
     res->lie = d.lie;
+    res->fatal = d.fatal;
+    res->reset_fail = d.reset_fail;
     for (uint32_t i = d.ncorrupt; i-- > 0;) {
         QAPI_LIST_PREPEND(res->corrupt, d.corrupt[i]);
     }

@@ -18,6 +18,12 @@
  *   corrupt             a read's bytes are flipped in guest memory after
  *                       the transfer; a successful write is stored again
  *                       from a flipped copy before it completes
+ *   fatal               the command is not executed; CSTS.CFS is set and
+ *                       the controller halts: ctrl.c fetches no command
+ *                       and posts no CQE (n->fault.halted) until the host
+ *                       resets it (CC.EN 1->0), which clears both
+ *   reset-fail=N        the next N enables (CC.EN 0->1) leave CSTS.RDY 0:
+ *                       the host gives up after CAP.TO
  *
  * A held command carries its own cancelable AIOCB in req->aiocb, so the
  * upstream Abort and SQ-cancel paths complete it like any in-flight I/O.
@@ -45,6 +51,7 @@
 #include "qemu/main-loop.h"
 #include "qemu/cutils.h"
 #include "qemu/log.h"
+#include "system/reset.h"
 #include "qemu/memalign.h"
 #include "system/block-backend.h"
 #include "system/dma.h"
@@ -208,6 +215,14 @@ static void nvme_fault_irq_cb(void *opaque)
     nvme_fault_guard_exit(n, engaged);
 }
 
+/* Machine reset: no failing enable armed by the old boot stays armed. */
+static void nvme_fault_machine_reset(void *opaque)
+{
+    NvmeCtrl *n = opaque;
+
+    n->fault.enables_to_fail = 0;
+}
+
 void nvme_fault_realize(NvmeCtrl *n)
 {
     NvmeFaultCtrl *f = &n->fault;
@@ -215,6 +230,7 @@ void nvme_fault_realize(NvmeCtrl *n)
     if (!f->fi) {
         return;
     }
+    qemu_register_reset(nvme_fault_machine_reset, n);
     f->errlog = g_new0(NvmeErrorLog, NVME_FAULT_ERRLOG_ENTRIES);
     f->nr_queues = n->params.max_ioqpairs + 1;
     f->sq_timers = g_new0(NvmeFaultSqTimer, f->nr_queues);
@@ -304,6 +320,12 @@ void nvme_fault_reset(NvmeCtrl *n)
 {
     NvmeFaultCtrl *f = &n->fault;
 
+    if (f->halted) {
+        /* nvme_ctrl_reset() clears CSTS (CFS with it) after this. */
+        trace_pci_nvme_fault_fatal_cleared();
+        f->halted = false;
+    }
+
     for (unsigned int i = 0; i < f->nr_queues; i++) {
         timer_del(&f->sq_timers[i].kick);
         f->sq_timers[i].blocked = false;
@@ -319,6 +341,7 @@ void nvme_fault_exit(NvmeCtrl *n)
     if (!f->fi) {
         return;
     }
+    qemu_unregister_reset(nvme_fault_machine_reset, n);
     nvme_fault_reset(n);
     g_free(f->sq_timers);
     f->sq_timers = NULL;
@@ -327,6 +350,26 @@ void nvme_fault_exit(NvmeCtrl *n)
     f->nr_queues = 0;
     g_free(f->errlog);
     f->errlog = NULL;
+}
+
+bool nvme_fault_enable_fails(NvmeCtrl *n)
+{
+    NvmeFaultCtrl *f = &n->fault;
+
+    if (!f->enables_to_fail) {
+        return false;
+    }
+    f->enables_to_fail--;
+    trace_pci_nvme_fault_enable_fail(f->enables_to_fail);
+    return true;
+}
+
+/* fatal: halt the controller at @req, which is never executed. */
+static void nvme_fault_halt(NvmeCtrl *n, NvmeRequest *req)
+{
+    trace_pci_nvme_fault_fatal(nvme_cid(req), req->sq->sqid);
+    n->fault.halted = true;
+    stl_le_p(&n->bar.csts, ldl_le_p(&n->bar.csts) | NVME_CSTS_FAILED);
 }
 
 /* The command's range in 512-byte sectors. */
@@ -423,12 +466,21 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
     }
     fr->active = fr->d.drop || fr->status || fr->d.delay_ns ||
                  fr->d.irq != FE_IRQ_NORMAL || fr->d.lie || fr->d.ncorrupt;
+    if (fr->d.reset_fail > n->fault.enables_to_fail) {
+        n->fault.enables_to_fail = fr->d.reset_fail;
+        trace_pci_nvme_fault_enable_fail_armed(fr->d.reset_fail);
+    }
 
     trace_pci_nvme_fault_decide(nvme_cid(req), req->sq->sqid,
                                 fe_op_name(op), lba, len, fr->status,
                                 fr->d.delay_ns, fr->d.drop, fr->d.irq,
                                 fr->d.irq_delay_ns);
 
+    if (fr->d.fatal) {
+        /* Never executed, and its CQE is never posted: the queues halt. */
+        nvme_fault_halt(n, req);
+        return NVME_INTERNAL_DEV_ERROR;
+    }
     if (fr->d.lie) {
         /*
          * Never executed: completes at once through the completion hook,

@@ -69,6 +69,15 @@ typedef struct NvmeFaultCtrl {
     NvmeFaultCqTimer  *cq_timers;
 
     /*
+     * Controller failure.  fatal: CSTS.CFS is set and the controller
+     * fetches no command and posts no CQE until a reset (CC.EN 1->0).
+     * reset-fail=N: the next @enables_to_fail enables (CC.EN 0->1) never
+     * set CSTS.RDY; a machine reset forgets them.
+     */
+    bool              halted;
+    uint32_t          enables_to_fail;
+
+    /*
      * Deterministic mode (fault-injector deterministic=on): the SQ is
      * processed in the doorbell write, every command's backend I/O is
      * waited for there, and SQ/CQ work deferred by upstream to the BHs
@@ -84,6 +93,8 @@ bool nvme_fault_check(struct NvmeCtrl *n, Error **errp);
 /* Called last in realize: allocates what nvme_fault_exit() frees. */
 void nvme_fault_realize(struct NvmeCtrl *n);
 void nvme_fault_reset(struct NvmeCtrl *n);
+/* CC.EN 0->1: true if this enable fails (CSTS.RDY stays 0). */
+bool nvme_fault_enable_fails(struct NvmeCtrl *n);
 void nvme_fault_exit(struct NvmeCtrl *n);
 /* Submission: decide; a nonzero status fails the command at once. */
 uint16_t nvme_fault_io_cmd(struct NvmeCtrl *n, struct NvmeRequest *req);

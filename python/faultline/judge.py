@@ -153,6 +153,22 @@ def kernel_mode_problem(mode, k):
     return None
 
 
+def action_problems(sc, w):
+    """[[qmp]] actions that never fired or that QMP refused."""
+    problems = []
+    actions = getattr(w, "actions", None) or []
+    if len(actions) != len(sc.qmp):
+        # A backend with its own watch loop (LAVA) cannot send them.
+        return [f"[[qmp]] actions not run by the {w.backend or '?'} backend"]
+    for a in actions:
+        if a.get("at_s") is None:
+            problems.append(f"qmp {a['execute']} never sent (no guest line with "
+                            f"{a['when']!r})")
+        elif a.get("error"):
+            problems.append(f"qmp {a['execute']} failed: {a['error']}")
+    return problems
+
+
 def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
     """The Report of a finished run of scenario @sc, from its run directory
     (console.log, ktap.log) and the machine's WatchResult @w."""
@@ -167,7 +183,8 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
     status, outcome, reason = _verdict(sc, w, console, k)
     if status == EXIT_PASS:
         problems = check_expectations(sc, k, console, w.faults,
-                                      read("faults.jsonl").splitlines())
+                                      read("faults.jsonl").splitlines()) + \
+            action_problems(sc, w)
         if problems:
             status, reason = EXIT_FAIL, "expectation failed: " + "; ".join(problems)
     release = ""
@@ -186,6 +203,8 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
         r.digest = f"{faults['digest']:016x}"
     if os.path.exists(os.path.join(rundir, "faults.jsonl")):
         r.fault_log = "faults.jsonl"
+    if getattr(w, "actions", None):
+        r.qmp_actions = w.actions
     if sc.mutate:
         # The run's own status stands (a caught mutation is a FAIL); the
         # verdict says whether the data check is what failed.

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .errors import SetupError
 from .qmp import QmpError
+from .scenario import HOTPLUG_ID
 
 FIXED_RTC = "2026-01-01T00:00:00"
 INJECTOR_ID = "fi0"
@@ -44,6 +45,8 @@ class MachineSpec:
     # rules.txt in rundir when the scenario has rules (then rule hits are
     # polled and the final statistics read), else None.
     rules_file: str | None = None
+    # [[qmp]] actions (scenario.QmpAction): sent by the watch loop.
+    qmp_actions: list = field(default_factory=list)
 
     def qemu_argv(self, qmp_socket):
         """The full QEMU argv of the qemu backend."""
@@ -83,10 +86,17 @@ def device_args(sc, disk, rundir, seed, deterministic):
         q += ["-object", f"fault-injector,id={INJECTOR_ID},{rules}seed={seed},"
               f"log={os.path.join(rundir, 'faults.jsonl')}{det}"]
         fi, injector = f",fault-injector={INJECTOR_ID}", INJECTOR_ID
+    # hotplug: the device sits on a pcie-root-port (q35's root bus is not
+    # hot-pluggable), so QMP device_del can take it away under the guest.
+    hp = ""
+    if dev.hotplug:
+        q += ["-device", "pcie-root-port,id=swaprp,chassis=1,slot=1"]
+        hp = f",bus=swaprp,id={HOTPLUG_ID}"
     if dev.kind == "nvme":
-        q += ["-device", f"nvme,serial=faultline0,drive=disk0{fi}{dev.extra}"]
+        q += ["-device", f"nvme,serial=faultline0,drive=disk0{fi}{hp}{dev.extra}"]
     elif dev.kind == "syncblk":
-        q += ["-device", f"syncblk-pci,drive=disk0,completion={dev.completion}{fi}{dev.extra}"]
+        q += ["-device", f"syncblk-pci,drive=disk0,completion={dev.completion}{fi}{hp}"
+              f"{dev.extra}"]
     elif dev.kind in ("virtio-blk", "virtio-scsi"):
         # QEMU's own frontends: the faults come from the fault-inject
         # filter between them and the disk.
@@ -98,7 +108,7 @@ def device_args(sc, disk, rundir, seed, deterministic):
         # stops the VM on ENOSPC).
         disk = f"drive={drive},serial=faultline0,werror=report,rerror=report{dev.extra}"
         if dev.kind == "virtio-blk":
-            q += ["-device", "virtio-blk-pci," + disk]
+            q += ["-device", "virtio-blk-pci," + disk + hp]
         else:
             q += ["-device", "virtio-scsi-pci,id=scsi0",
                   "-device", "scsi-hd,bus=scsi0.0," + disk]
@@ -116,7 +126,8 @@ def make_spec(sc, builds, kernel, initrd, append, rundir, scratch, seed, determi
         accel="tcg" if deterministic else accel, deterministic=deterministic,
         rundir=rundir, scratch=scratch, disk=disk, injector_id=injector,
         device_args=devargs, extra_args=machine_args(sc.vm.cpus, deterministic),
-        rules_file=os.path.join(rundir, "rules.txt") if sc.faults.rules.strip() else None)
+        rules_file=os.path.join(rundir, "rules.txt") if sc.faults.rules.strip() else None,
+        qmp_actions=list(sc.qmp))
 
 
 @dataclass
@@ -130,6 +141,9 @@ class WatchResult:
     backend: str = ""
     backend_info: dict = field(default_factory=dict)
     elapsed_s: float = 0.0          # time spent in run()
+    # One per [[qmp]] action: when, execute, at_s (None: never sent),
+    # error (None: QMP said ok).
+    actions: list = field(default_factory=list)
 
 
 def rule_hits(stats):
@@ -204,6 +218,20 @@ class Machine:
     def fault_stats(self):
         return self.qmp("x-fault-query-stats", id=self.spec.injector_id)
 
+    def _fire_actions(self, pending, texts, elapsed, w):
+        """Send each pending [[qmp]] action (indices into spec.qmp_actions)
+        whose line has appeared, in file order."""
+        for i in list(pending):
+            a = self.spec.qmp_actions[i]
+            if not any(a.when in ln for ln in texts[a.source].splitlines()):
+                continue
+            pending.remove(i)
+            w.actions[i]["at_s"] = round(elapsed, 1)
+            try:
+                self.qmp(a.execute, **a.arguments)
+            except QmpError as e:
+                w.actions[i]["error"] = (str(e).splitlines() or ["QMP error"])[0]
+
     def run(self, timeout_s, progress=None):
         """Watch a started machine until the guest reports, the kernel
         panics, or the watchdog fires; returns a WatchResult."""
@@ -212,6 +240,9 @@ class Machine:
         console_path = os.path.join(spec.rundir, "console.log")
         poll = spec.injector_id is not None and spec.rules_file is not None
         w = WatchResult(backend=self.backend)
+        w.actions = [{"when": a.when, "execute": a.execute, "at_s": None, "error": None}
+                     for a in spec.qmp_actions]
+        pending = list(range(len(spec.qmp_actions)))
         hits, last_poll = {}, 0.0
         t0 = time.monotonic()
         deadline = t0 + timeout_s
@@ -225,6 +256,9 @@ class Machine:
                     hits = rule_hits(self.fault_stats())
                 except QmpError:
                     pass
+            if pending:
+                self._fire_actions(pending, {"ktap": text, "console": _read(console_path)},
+                                   now - t0, w)
             if progress:
                 progress.update(text, now - t0, hits)
             for ln in text.splitlines():

@@ -34,9 +34,11 @@ class Report:
     task_dump: str | None = None
     plots: list | None = None
     mutation: dict | None = None                  # --mutate: mutate.verdict()
+    qmp_actions: list | None = None               # [[qmp]]: when each was sent
     results: list = field(default_factory=list)   # per-KTAP-result, not in report.json
 
-    OPTIONAL = ("digest", "fault_log", "console_tail", "task_dump", "plots", "mutation")
+    OPTIONAL = ("digest", "fault_log", "console_tail", "task_dump", "plots", "mutation",
+                "qmp_actions")
 
     def to_json(self):
         out = {}
@@ -88,6 +90,10 @@ def print_report(r, rundir, out=None):
         lines.append(f"rule hits  {hits}  (digest {r.digest or '?'})")
     if r.mutation:
         lines.append(f"mutation   {r.mutation['rule']}: {r.mutation['verdict']}")
+    for a in r.qmp_actions or []:
+        when = "never" if a.get("at_s") is None else f"at {a['at_s']}s"
+        lines.append(f"qmp        {a['execute']} {when}"
+                     + (f": {a['error']}" if a.get("error") else ""))
     lines += [f"elapsed    {r.elapsed_s}s",
               f"result     {status_word(r.status)} ({r.outcome}): {r.reason}",
               f"run dir    {rundir}"]

@@ -57,6 +57,22 @@ class Device:
     size: str = "1G"
     size_bytes: int = 1 << 30
     extra: str = ""
+    # On a hot-pluggable pcie-root-port, with QEMU id HOTPLUG_ID (device_del).
+    hotplug: bool = False
+
+
+# The QEMU id of the swap device with [device] hotplug = true.
+HOTPLUG_ID = "swapdev"
+
+
+@dataclass
+class QmpAction:
+    """[[qmp]]: send QMP @execute (@arguments) once, when a line of the guest's
+    @source (ktap or console) first contains @when."""
+    when: str
+    execute: str
+    arguments: dict = field(default_factory=dict)
+    source: str = "ktap"
 
 
 @dataclass
@@ -100,6 +116,7 @@ class Scenario:
     # Why the scenario cannot be reproduced by --deterministic ("" = it can).
     nondeterministic: str = ""
     rules_override: str = ""    # --rules FILE: its path (the rules are its text)
+    qmp: list = field(default_factory=list)     # QmpAction, in file order
 
 
 def _check_keys(table, allowed, where):
@@ -123,16 +140,30 @@ NO_TIMEOUT_KINDS = {
 }
 
 
-def _lost_completion_rules(rules):
-    """Names (or rN positions) of the rules that drop completions."""
+def _rules_with(rules, pred):
+    """Names (or rN positions) of the rules whose tokens satisfy @pred."""
     out = []
     for i, line in enumerate(r for r in rules.splitlines()
                              if r.split("#", 1)[0].strip()):
         tokens = line.split("#", 1)[0].split()
         name = tokens[0].split(":", 1)[0] if ":" in tokens[0] else f"r{i}"
-        if "drop" in tokens or "error=timeout" in tokens:
+        if pred(tokens):
             out.append(name)
     return out
+
+
+def _lost_completion_rules(rules):
+    """Names (or rN positions) of the rules that drop completions."""
+    return _rules_with(rules, lambda t: "drop" in t or "error=timeout" in t)
+
+
+def _check_controller_failure(kind, rules, where):
+    """fatal and reset-fail= exist on NVMe only (QEMU refuses them elsewhere)."""
+    failing = [] if kind == "nvme" else _rules_with(
+        rules, lambda t: "fatal" in t or any(x.startswith("reset-fail=") for x in t))
+    if failing:
+        raise ScenarioError(f"{where}: rule {failing[0]!r} fails the controller (fatal, "
+                            f"reset-fail=), which only kind = \"nvme\" has")
 
 
 def _check_lost_completions(kind, rules, where):
@@ -167,7 +198,7 @@ def load(name):
         raise ScenarioError(f"{path}: {e}") from None
     w = os.path.basename(path)
     _check_keys(d, {"description", "timeout", "vm", "device", "faults", "swap", "test",
-                    "expect", "compare", "kernel_mode", "nondeterministic"}, w)
+                    "expect", "compare", "kernel_mode", "nondeterministic", "qmp"}, w)
     kernel_mode = d.get("kernel_mode", "auto")
     if kernel_mode not in KERNEL_MODES:
         raise ScenarioError(f"{w}: kernel_mode {kernel_mode!r} (expected one of "
@@ -195,6 +226,9 @@ def load(name):
         raise ScenarioError(f"{w}: device.size {dev.size} is below 16M")
     if dev.extra and not dev.extra.startswith(","):
         dev.extra = "," + dev.extra
+    if dev.hotplug and dev.kind == "virtio-scsi":
+        raise ScenarioError(f"{w}: device.hotplug: the swap disk of kind \"virtio-scsi\" is a "
+                            "scsi-hd, not a PCI device (use nvme, syncblk or virtio-blk)")
     faults = Faults(**_table(d, "faults", Faults, w))
     if faults.rules_file:
         rpath = os.path.join(os.path.dirname(os.path.abspath(path)), faults.rules_file)
@@ -205,6 +239,7 @@ def load(name):
         except OSError as e:
             raise ScenarioError(f"{w}: faults.rules_file: {e.strerror}: {rpath}") from None
     _check_lost_completions(dev.kind, faults.rules, w)
+    _check_controller_failure(dev.kind, faults.rules, w)
     swap = d.get("swap", {})
     _check_keys(swap, {"zswap", "enabled"}, f"{w}: [swap]")
     if not isinstance(swap.get("enabled", True), bool):
@@ -232,12 +267,38 @@ def load(name):
             raise ScenarioError(f"{w}: expect.fault_log_only must be a table of "
                                 "fault log field = value (e.g. {{ sq = 2 }})")
     compare = _compare(d, w)
+    qmp = _qmp_actions(d, w)
     return Scenario(name=os.path.basename(path)[:-5], path=os.path.abspath(path),
                     description=d.get("description", ""),
                     timeout_s=parse_duration(d.get("timeout", "300s"), f"{w}: timeout"),
                     vm=vm, device=dev, faults=faults, swap=swap, tests=tests, expect=expect,
                     compare=compare, kernel_mode=kernel_mode,
-                    nondeterministic=nondet.strip())
+                    nondeterministic=nondet.strip(), qmp=qmp)
+
+
+def _qmp_actions(d, where):
+    """[[qmp]] tables: QMP commands the launcher sends at a guest line."""
+    t = d.get("qmp", [])
+    if not isinstance(t, list):
+        raise ScenarioError(f"{where}: qmp must be an array of tables ([[qmp]])")
+    out = []
+    for i, a in enumerate(t):
+        w = f"{where}: [[qmp]] #{i + 1}"
+        if not isinstance(a, dict):
+            raise ScenarioError(f"{w} must be a table")
+        _check_keys(a, {"when", "execute", "arguments", "source"}, w)
+        for key in ("when", "execute"):
+            if not isinstance(a.get(key), str) or not a[key].strip():
+                raise ScenarioError(f"{w} needs {key} = \"...\" (a non-empty string)")
+        if not isinstance(a.get("arguments", {}), dict):
+            raise ScenarioError(f"{w}: arguments must be a table, e.g. "
+                                f"arguments = {{ id = \"{HOTPLUG_ID}\" }}")
+        if a.get("source", "ktap") not in ("ktap", "console"):
+            raise ScenarioError(f"{w}: source {a.get('source')!r} (expected ktap or console)")
+        out.append(QmpAction(when=a["when"], execute=a["execute"].strip(),
+                             arguments=dict(a.get("arguments", {})),
+                             source=a.get("source", "ktap")))
+    return out
 
 
 def _compare(d, where):

@@ -623,6 +623,42 @@ static void test_bad_options(void)
                     "required"));
 }
 
+/* fatal and reset-fail= mean nothing to a block node: refused, not ignored. */
+static void test_refuses_ctrl_fail(void)
+{
+    QTestState *qts = qtest_init("-machine none "
+                                 "-object fault-injector,id=fi0");
+    QDict *rsp;
+
+    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules', "
+                             "'arguments': {'id': 'fi0', 'rules': "
+                             "'die: write nth=3 fatal'}}");
+    expect_add_error(qts, "fi0", "fault-inject: rule 'die' of "
+                     "fault-injector 'fi0' has 'fatal', which fault-inject "
+                     "does not support (NVMe only)");
+    g_assert(!node_exists(qts, "bad"));
+    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-delete-rule', "
+                             "'arguments': {'id': 'fi0', 'name': 'die'}}");
+    qtest_qmp_assert_success(qts, "{'execute': 'blockdev-add', 'arguments':"
+                             " {'driver': 'fault-inject', 'node-name': 'ok',"
+                             "  'fault-injector': 'fi0',"
+                             "  'file': {'driver': 'null-co'}}}");
+    rsp = qtest_qmp(qts, "{'execute': 'x-fault-add-rules', 'arguments': "
+                    "{'id': 'fi0', 'rules': 'write reset-fail=2'}}");
+    g_assert(qdict_haskey(rsp, "error"));
+    g_assert_cmpstr(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"), ==,
+                    "1:7: 'reset-fail' is not supported by fault-inject "
+                    "(NVMe only)");
+    qobject_unref(rsp);
+    /* The node gone, nothing refuses them any more. */
+    qtest_qmp_assert_success(qts, "{'execute': 'blockdev-del', "
+                             "'arguments': {'node-name': 'ok'}}");
+    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-add-rules', "
+                             "'arguments': {'id': 'fi0', 'rules': "
+                             "'write reset-fail=2'}}");
+    qtest_quit(qts);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -638,6 +674,7 @@ int main(int argc, char **argv)
     qtest_add_func("/fault-inject/ignored-actions", test_ignored_actions);
     qtest_add_func("/fault-inject/throttle-chain", test_throttle_chain);
     qtest_add_func("/fault-inject/bad-options", test_bad_options);
+    qtest_add_func("/fault-inject/refuses-ctrl-fail", test_refuses_ctrl_fail);
     ret = g_test_run();
     fl_tmpdir_remove(tmpdir);
     return ret;

@@ -59,6 +59,7 @@ typedef struct Nvme {
     bool intx;      /* CQ 1 interrupts on, INTx (MSI-X off) */
     uint64_t cq_addr;   /* 0: n->cq.addr; else where CQ 1 is created */
     uint32_t msix_table, msix_pba;
+    bool icount;    /* MODE_DET_ICOUNT: virtual time runs by itself */
     char *disk;
 } Nvme;
 
@@ -395,6 +396,7 @@ static Nvme *nvme_start_opts(const NvmeOpts *o)
     n->buf = guest_alloc(&n->pci.alloc, 65536);
     n->msix = o->msix;
     n->intx = o->intx;
+    n->icount = o->mode == MODE_DET_ICOUNT;
     if (o->cq_in_bar0) {
         g_assert(!n->pci.bar.is_io);
         n->cq_addr = n->pci.bar.addr;
@@ -1225,6 +1227,219 @@ static void test_irq_suppress_hits(void)
     nvme_stop(n);
 }
 
+/* The action of the @nth (from 0) log entry of rule @rule, or NULL. */
+static char *logged_action(Nvme *n, const char *rule, int nth)
+{
+    QDict *rsp = qtest_qmp_assert_success_ref(n->qts,
+        "{'execute': 'x-fault-query-log', 'arguments': {'id': 'fi0'}}");
+    QListEntry *e;
+    char *action = NULL;
+
+    QLIST_FOREACH_ENTRY(qdict_get_qlist(rsp, "entries"), e) {
+        QDict *ent = qobject_to(QDict, qlist_entry_obj(e));
+
+        if (!strcmp(qdict_get_str(ent, "rule"), rule) && nth-- == 0) {
+            action = g_strdup(qdict_get_str(ent, "action"));
+        }
+    }
+    qobject_unref(rsp);
+    return action;
+}
+
+/* CC.EN 1->0 and wait for RDY 0, as a host's controller reset does. */
+static void disable(Nvme *n)
+{
+    wr32(n, NVME_REG_CC, 0);
+    wait_rdy(n, 0);
+}
+
+/*
+ * Let @ns of virtual time pass under the qtest accelerator; under -icount
+ * (sleep=off) an idle guest's clock warps to the next timer by itself, so
+ * give it a little host time instead.
+ */
+static void clock_step_ns(Nvme *n, int64_t ns)
+{
+    if (n->icount) {
+        g_usleep(MIN(ns / 1000, 20000));
+    } else {
+        qtest_clock_step(n->qts, ns);
+    }
+}
+
+/*
+ * fatal: CSTS.CFS, then no command is fetched and no CQE posted (I/O or
+ * admin, however far time goes) until CC.EN 1->0, which clears it all.
+ * @opaque non-NULL: in deterministic mode.
+ */
+static void test_fatal(gconstpointer opaque)
+{
+    Nvme *n = nvme_start_full("die: write nth=2 fatal\n", false,
+                              opaque != NULL);
+    g_autofree char *action = NULL;
+    uint16_t acid;
+
+    fill(n, 0x11);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    g_assert_cmphex(rd32(n, NVME_REG_CSTS), ==, NVME_CSTS_READY);
+
+    /* The rule fires: the command is not executed, the controller halts. */
+    fill(n, 0x66);
+    io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    assert_no_cqe(n, 50);
+    g_assert_cmphex(rd32(n, NVME_REG_CSTS), ==,
+                    NVME_CSTS_READY | NVME_CSTS_FAILED);
+    /* Doorbells are taken, nothing is fetched: neither I/O nor admin. */
+    fill(n, 0x77);
+    io_submit(n, NVME_CMD_WRITE, 16, 8, n->buf);
+    acid = admin_submit(n, NVME_ADM_CMD_GET_FEATURES, 0, 0, NVME_FAULT_FID,
+                        0, 0);
+    clock_step_ns(n, 60 * NANOSECONDS_PER_SECOND);
+    assert_no_cqe(n, 50);
+    g_assert_cmpuint(poll_cqe(n, &n->acq, 0, 50).result, ==, NO_CQE);
+    g_assert_cmphex(rd32(n, NVME_REG_CSTS), ==,
+                    NVME_CSTS_READY | NVME_CSTS_FAILED);
+    (void)acid;
+    /* Logged like every action, once. */
+    g_assert_cmpuint(rule_hits(n, "die"), ==, 1);
+    action = logged_action(n, "die", 0);
+    g_assert_cmpstr(action, ==, "fatal");
+
+    /* The host resets the controller: CFS clears, it works again. */
+    disable(n);
+    g_assert_cmphex(rd32(n, NVME_REG_CSTS), ==, 0);
+    enable(n);
+    g_assert_cmphex(rd32(n, NVME_REG_CSTS), ==, NVME_CSTS_READY);
+    create_io_queues(n);
+    /* No CQE of the halted commands surfaces after the reset. */
+    assert_no_cqe(n, 20);
+    fill(n, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    g_assert_cmphex(first_byte(n), ==, 0x11);
+    /* Neither the fatal command nor the one after it was executed. */
+    g_assert_cmphex(io(n, NVME_CMD_READ, 8).status, ==, 0);
+    g_assert_cmphex(first_byte(n), ==, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 16).status, ==, 0);
+    g_assert_cmphex(first_byte(n), ==, 0);
+    fill(n, 0x22);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 24).status, ==, 0);
+    g_assert_cmphex(get_features(n, NVME_FAULT_FID, 0).status, ==, 0);
+    g_assert_cmpuint(rule_hits(n, "die"), ==, 1);
+    nvme_stop(n);
+}
+
+/* CC.EN 0->1 without waiting: RDY must stay 0 for the host's whole wait. */
+static void enable_fails(Nvme *n, uint64_t cap)
+{
+    /* CAP.TO in 500 ms units: what Linux's nvme_wait_ready() waits. */
+    int64_t to_ns = (NVME_CAP_TO(cap) + 1) * 500 * SCALE_MS;
+
+    n->asq = (Queue) { .addr = n->asq.addr };
+    n->acq = (Queue) { .addr = n->acq.addr, .phase = 1 };
+    qtest_memset(n->qts, n->acq.addr, 0, 4096);
+    wr32(n, NVME_REG_CC, (4 << CC_IOCQES_SHIFT) | (6 << CC_IOSQES_SHIFT) |
+                         (1 << CC_EN_SHIFT));
+    for (int i = 0; i < 10; i++) {
+        clock_step_ns(n, to_ns / 10);
+        g_assert_cmphex(rd32(n, NVME_REG_CSTS), ==, 0);
+    }
+    /* Not ready: the admin queue does not run either. */
+    admin_submit(n, NVME_ADM_CMD_GET_FEATURES, 0, 0, NVME_FAULT_FID, 0, 0);
+    g_assert_cmpuint(poll_cqe(n, &n->acq, 0, 20).result, ==, NO_CQE);
+    disable(n);
+}
+
+/* reset-fail=N: the next N enables never reach RDY, then they do again. */
+static void test_reset_fail(gconstpointer opaque)
+{
+    Nvme *n = nvme_start_full("rf: write nth=2 reset-fail=2\n"
+                              "die: write nth=2 fatal\n", false,
+                              opaque != NULL);
+    uint64_t cap = qpci_io_readq(n->dev, n->bar, NVME_REG_CAP);
+    g_autofree char *action = NULL;
+
+    /* QEMU's CAP.TO: 15, a 8 s wait for the host. */
+    g_assert_cmpuint(NVME_CAP_TO(cap), ==, 15);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    /* Armed by a command (here with fatal, as a dying controller). */
+    io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    assert_no_cqe(n, 20);
+    g_assert_cmphex(rd32(n, NVME_REG_CSTS), ==,
+                    NVME_CSTS_READY | NVME_CSTS_FAILED);
+    action = logged_action(n, "rf", 0);
+    g_assert_cmpstr(action, ==, "reset-fail=2");
+
+    disable(n);
+    enable_fails(n, cap);
+    enable_fails(n, cap);
+    /* The third enable works, and so does the controller. */
+    enable(n);
+    create_io_queues(n);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    /* Exhausted: later resets succeed. */
+    disable(n);
+    enable(n);
+    create_io_queues(n);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 16).status, ==, 0);
+    g_assert_cmpuint(rule_hits(n, "rf"), ==, 1);
+    nvme_stop(n);
+}
+
+/* A machine reset forgets failing enables armed before it. */
+static void test_reset_fail_machine_reset(void)
+{
+    Nvme *n = nvme_start("rf: write nth=1 reset-fail=3\n");
+
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
+    qtest_qmp_assert_success(n->qts, "{'execute': 'system_reset'}");
+    qtest_qmp_eventwait(n->qts, "RESET");
+    qpci_device_enable(n->dev);
+    n->bar = qpci_iomap(n->dev, 0, NULL);
+    enable(n);
+    create_io_queues(n);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
+    nvme_stop(n);
+}
+
+/* Bad controller-failure rule text is refused with its position. */
+static void test_ctrl_fail_bad_rules(void)
+{
+    Nvme *n = nvme_start("never: read lba=30000 error=eio\n");
+    static const struct {
+        const char *rules, *msg;
+    } bad[] = {
+        { "x: write reset-fail=0",
+          "1:10: reset-fail=0 out of range (expected 1 to 255 enables)" },
+        { "x: write reset-fail=256",
+          "1:10: reset-fail=256 out of range (expected 1 to 255 enables)" },
+        { "x: write reset-fail", "1:10: 'reset-fail' needs a value" },
+        { "x: write fatal=yes", "1:10: 'fatal' takes no value" },
+        { "x: write fatal fatal", "1:16: duplicate key 'fatal'" },
+    };
+
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        QDict *rsp = qtest_qmp(n->qts, "{'execute': 'x-fault-add-rules', "
+                               "'arguments': {'id': 'fi0', 'rules': %s}}",
+                               bad[i].rules);
+        const char *desc;
+
+        g_assert(qdict_haskey(rsp, "error"));
+        desc = qdict_get_str(qdict_get_qdict(rsp, "error"), "desc");
+        if (!g_str_has_prefix(desc, bad[i].msg)) {
+            g_test_message("'%s': got '%s'", bad[i].rules, desc);
+            g_assert_not_reached();
+        }
+        qobject_unref(rsp);
+    }
+    /* NVMe takes them: nothing refuses them here. */
+    qtest_qmp_assert_success(n->qts, "{'execute': 'x-fault-add-rules', "
+                             "'arguments': {'id': 'fi0', 'rules': "
+                             "'ok: read lba=30000 fatal reset-fail=1'}}");
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    nvme_stop(n);
+}
+
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -1272,6 +1487,15 @@ int main(int argc, char **argv)
     qtest_add_func("/nvme-fault/abort-held-irq", test_abort_held_irq);
     qtest_add_func("/nvme-fault/realize-fails", test_realize_fails);
     qtest_add_func("/nvme-fault/reset-dma-map-wait", test_reset_dma_map_wait);
+    qtest_add_data_func("/nvme-fault/fatal", NULL, test_fatal);
+    qtest_add_data_func("/nvme-fault/deterministic/fatal", "det", test_fatal);
+    qtest_add_data_func("/nvme-fault/reset-fail", NULL, test_reset_fail);
+    qtest_add_data_func("/nvme-fault/deterministic/reset-fail", "det",
+                        test_reset_fail);
+    qtest_add_func("/nvme-fault/reset-fail-machine-reset",
+                   test_reset_fail_machine_reset);
+    qtest_add_func("/nvme-fault/ctrl-fail-bad-rules",
+                   test_ctrl_fail_bad_rules);
     ret = g_test_run();
     fl_tmpdir_remove(tmpdir);
     return ret;

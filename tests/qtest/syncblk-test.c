@@ -1116,6 +1116,43 @@ static void test_sq_key_refused(void)
                             "on sq=, which syncblk-pci does not supply");
 }
 
+/*
+ * Controller failure (fatal, reset-fail=) is NVMe's: syncblk refuses it
+ * at realize and afterwards, with one line naming the rule, never ignores it.
+ */
+static void test_refuses_ctrl_fail(void)
+{
+    g_autofree char *rules = fl_write_file(tmpdir, "die.rules",
+                                           "ok: write lba=9 error=eio\n"
+                                           "die: write nth=5 fatal\n");
+    g_autofree char *args = g_strdup_printf(
+        "-machine q35 -object fault-injector,id=fi0,rules=%s "
+        "-blockdev driver=null-co,node-name=d0 "
+        "-device syncblk-pci,drive=d0,fault-injector=fi0", rules);
+    g_autofree char *err = fl_startup_error(args, NULL);
+    g_autofree char *e1 = NULL, *e2 = NULL;
+    uint64_t gbuf;
+    SB sb;
+
+    g_assert(strstr(err, "syncblk-pci: rule 'die' of fault-injector 'fi0' "
+                    "has 'fatal', which syncblk-pci does not support (NVMe "
+                    "only)\n"));
+    g_assert(!strstr(err, "Aborted") && !strstr(err, "assert"));
+
+    /* Attached: adding one later fails, and the device goes on working. */
+    sb_start(&sb, "task", true, SB_MSIX_OFF);
+    e1 = add_rules_error(&sb, "x: write lba=5 reset-fail=1");
+    g_assert_cmpstr(e1, ==, "1:16: 'reset-fail' is not supported by "
+                    "syncblk-pci (NVMe only)");
+    e2 = add_rules_error(&sb, "y: write drop\nz: read fatal");
+    g_assert_cmpstr(e2, ==, "2:9: 'fatal' is not supported by syncblk-pci "
+                    "(NVMe only)");
+    gbuf = guest_alloc(&sb.pci.alloc, 4096);
+    qtest_memset(sb.qts, gbuf, 0, 4096);
+    sb_io_ok(&sb, SB_OP_WRITE, 8, gbuf);
+    sb_stop(&sb);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const modes[] = { "task", "irq", "thread" };
@@ -1131,6 +1168,7 @@ int main(int argc, char **argv)
     qtest_add_func("/syncblk/irq/many-slots", test_irq_many_slots);
     qtest_add_func("/syncblk/task/complete-override", test_complete_override);
     qtest_add_func("/syncblk/fault-state", test_fault_state);
+    qtest_add_func("/syncblk/refuses-ctrl-fail", test_refuses_ctrl_fail);
     for (int i = 0; i < ARRAY_SIZE(modes); i++) {
         g_autofree char *e = g_strdup_printf("/syncblk/%s/errors", modes[i]);
         g_autofree char *d = g_strdup_printf("/syncblk/%s/drop", modes[i]);

@@ -308,10 +308,12 @@ static void test_errors(void)
            "1:17: duplicate key 'delay' (already given at column 7)");
     err_is("write lba=1",
            "1:1: rule has no action (expected delay=, error=, dnr, drop, "
-           "lie, corrupt, set-state=, complete=, irq= or irq-delay=)");
+           "lie, corrupt, fatal, reset-fail=, set-state=, complete=, irq= or "
+           "irq-delay=)");
     err_is("x: write lba=1 when=after",
            "1:4: rule has no action (expected delay=, error=, dnr, drop, "
-           "lie, corrupt, set-state=, complete=, irq= or irq-delay=)");
+           "lie, corrupt, fatal, reset-fail=, set-state=, complete=, irq= or "
+           "irq-delay=)");
     err_is("write delay=uniform(2ms,50us)",
            "1:7: empty range in 'uniform(2ms,50us)' (min > max)");
     err_is("write delay=uniform(1ms)",
@@ -804,6 +806,75 @@ static void test_lie(void)
     wr(fe, 0, 8, &d);
     OK(d.lie && d.error == FE_ERR_EIO && d.when == FE_WHEN_AFTER,
        "lie with an error: both reach the device (no transfer, error status)");
+    fe_engine_free(fe);
+}
+
+static void test_controller_actions(void)
+{
+    FeEngine *fe;
+    FeDecision d;
+    FeLogEntry e;
+    const char *action = NULL;
+    char err[FE_ERR_MSG_MAX] = "";
+    uint64_t digest1;
+
+    canon("write nth=3 fatal", "write nth=3 fatal");
+    canon("any reset-fail=0x2 fatal delay=1us",
+          "any delay=1us fatal reset-fail=2");
+    err_is("write fatal=1", "1:7: 'fatal' takes no value");
+    err_is("write reset-fail", "1:7: 'reset-fail' needs a value "
+           "('reset-fail=...')");
+    err_is("write reset-fail=0",
+           "1:7: reset-fail=0 out of range (expected 1 to 255 enables)");
+    err_is("write reset-fail=256",
+           "1:7: reset-fail=256 out of range (expected 1 to 255 enables)");
+    err_is("write fatal fatal",
+           "1:13: duplicate key 'fatal' (already given at column 7)");
+
+    fe = engine("f: write nth=2 fatal\nr: write nth=2 reset-fail=3\n"
+                "s: write nth=2 reset-fail=1");
+    OK(!wr(fe, 0, 8, &d) && !d.fatal && !d.reset_fail,
+       "fatal/reset-fail: write 1 passes");
+    OK(wr(fe, 0, 8, &d) && d.fatal && d.reset_fail == 3 && d.fired == 3 &&
+       d.error == FE_ERR_NONE && !d.drop,
+       "fatal is OR-ed, reset-fail merges to the largest");
+    for (uint64_t i = 0; i < fe_engine_log_total(fe); i++) {
+        fe_engine_log_get(fe, i, &e);
+        if (!strcmp(e.rule, "f")) {
+            EQ_STR(e.action, "fatal", "fatal is logged as 'fatal'");
+        } else if (!strcmp(e.rule, "r")) {
+            EQ_STR(e.action, "reset-fail=3",
+                   "reset-fail is logged with its count");
+        }
+    }
+    OK(fe_engine_log_total(fe) == 3, "one log entry per fired rule");
+    digest1 = fe_engine_digest(fe);
+    fe_engine_free(fe);
+    fe = engine("f: write nth=2 fatal\nr: write nth=2 reset-fail=2\n"
+                "s: write nth=2 reset-fail=1");
+    wr(fe, 0, 8, &d);
+    wr(fe, 0, 8, &d);
+    OK(fe_engine_digest(fe) != digest1, "reset-fail's count is in the digest");
+
+    /* A device that cannot honour them refuses them. */
+    OK(fe_engine_find_action(fe, FE_ACTION_FATAL, &action) == 0 &&
+       !strcmp(action, "fatal"), "find_action finds the fatal rule");
+    OK(fe_engine_find_action(fe, FE_ACTION_RESET_FAIL, &action) == 1 &&
+       !strcmp(action, "reset-fail"), "find_action finds reset-fail");
+    fe_engine_refuse_actions(fe, FE_ACTION_FATAL | FE_ACTION_RESET_FAIL,
+                             "syncblk-pci (NVMe only)");
+    OK(fe_engine_add_rules(fe, "ok: write drop\nx: read delay=1us "
+                           "reset-fail=1 fatal", err, sizeof(err)) == -1 &&
+       fe_engine_rule_count(fe) == 3, "refused action: nothing added");
+    EQ_STR(err, "2:19: 'reset-fail' is not supported by syncblk-pci "
+           "(NVMe only)", "refusal names the line, column and device");
+    fe_engine_refuse_actions(fe, 0, NULL);
+    OK(fe_engine_add_rules(fe, "x: read fatal", err, sizeof(err)) == 1,
+       "refusal lifted: fatal is accepted again");
+    fe_engine_free(fe);
+    fe = engine("write drop");
+    OK(fe_engine_find_action(fe, FE_ACTION_FATAL | FE_ACTION_RESET_FAIL,
+                             NULL) == -1, "find_action: no such rule");
     fe_engine_free(fe);
 }
 
@@ -1818,6 +1889,7 @@ int main(void)
     test_state();
     test_merge();
     test_lie();
+    test_controller_actions();
     test_corrupt();
     test_corrupt_merge_apply();
     test_delete_clear_reset();

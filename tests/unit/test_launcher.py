@@ -107,6 +107,31 @@ class ScenarioTest(unittest.TestCase):
         self.assertIn("smoke", str(cm.exception))
 
 
+class QmpActionTest(unittest.TestCase):
+    def test_parsed_in_order(self):
+        sc = scenario(MINIMAL + '[[qmp]]\nwhen = "ok 3"\nexecute = "device_del"\n'
+                      'arguments = { id = "swapdev" }\n'
+                      '[[qmp]]\nwhen = "nvme"\nexecute = "stop"\nsource = "console"\n')
+        self.assertEqual([(a.when, a.execute, a.arguments, a.source) for a in sc.qmp],
+                         [("ok 3", "device_del", {"id": "swapdev"}, "ktap"),
+                          ("nvme", "stop", {}, "console")])
+
+    def test_errors_are_one_line(self):
+        for text, msg in (
+                ('qmp = "device_del"\n', "qmp must be an array of tables"),
+                ('[[qmp]]\nexecute = "stop"\n', '[[qmp]] #1 needs when = "..."'),
+                ('[[qmp]]\nwhen = "x"\nexecute = ""\n', '[[qmp]] #1 needs execute'),
+                ('[[qmp]]\nwhen = "x"\nexecute = "stop"\nsource = "dmesg"\n',
+                 "source 'dmesg' (expected ktap or console)"),
+                ('[[qmp]]\nwhen = "x"\nexecute = "stop"\narguments = "id"\n',
+                 "arguments must be a table"),
+                ('[[qmp]]\nwhen = "x"\nexecute = "stop"\nat = 3\n', "unknown key 'at'")):
+            with self.assertRaises(flscenario.ScenarioError) as cm:
+                scenario(text + MINIMAL if text.startswith("qmp") else MINIMAL + text)
+            self.assertIn(msg, str(cm.exception))
+            self.assertNotIn("\n", str(cm.exception))
+
+
 class KtapTest(unittest.TestCase):
     def test_counts_and_diag(self):
         k = parse_ktap(
@@ -216,6 +241,24 @@ class CmdlineTest(unittest.TestCase):
         self.assertFalse([a for a in q if "fault-inject" in a])
         self.assertTrue(q[q.index("-device") + 1].startswith("virtio-blk-pci,drive=disk0,"))
 
+    def test_hotplug_puts_the_device_on_a_root_port(self):
+        sc, q = self.build('[device]\nhotplug = true\n' + MINIMAL)
+        devs = [q[i + 1] for i, a in enumerate(q) if a == "-device"]
+        self.assertEqual(devs, ["pcie-root-port,id=swaprp,chassis=1,slot=1",
+                                "nvme,serial=faultline0,drive=disk0,bus=swaprp,id=swapdev"])
+        sc, q = self.build('[device]\nkind = "virtio-blk"\nhotplug = true\n' + MINIMAL)
+        self.assertTrue(q[q.index("-device") + 3].endswith(",bus=swaprp,id=swapdev"))
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            scenario('[device]\nkind = "virtio-scsi"\nhotplug = true\n' + MINIMAL)
+        self.assertIn("not a PCI device", str(cm.exception))
+
+    def test_hotplug_run_sh_skips_swapoff_of_a_removed_device(self):
+        sc = scenario('[device]\nhotplug = true\n' + MINIMAL)
+        run = guest.make_run_sh(sc, 1)
+        self.assertIn("if [ -b $swapdev ]; then swapoff $swapdev || fail=1; else", run)
+        self.assertNotIn("\nswapoff $swapdev || fail=1\n", run)
+        self.assertIn("\nswapoff $swapdev || fail=1\n", guest.make_run_sh(scenario(MINIMAL), 1))
+
     def test_virtio_blk_refuses_lost_completions(self):
         kind = '[device]\nkind = "virtio-blk"\n'
         for rules, name in (("lost: write nth=3 drop", "lost"),
@@ -234,6 +277,22 @@ class CmdlineTest(unittest.TestCase):
         # A rule that merely mentions drop in a comment is fine; NVMe may drop.
         scenario(kind + '[faults]\nrules = "w: write error=eio # no drop here"\n' + MINIMAL)
         scenario('[faults]\nrules = "lost: write nth=3 drop"\n' + MINIMAL)
+
+    def test_controller_failure_nvme_only(self):
+        for kind in ("syncblk", "virtio-blk", "virtio-scsi"):
+            for rules, name in (("die: read nth=3 fatal", "die"),
+                                ("write error=eio\nwrite nth=2 reset-fail=1", "r1")):
+                with self.assertRaises(flscenario.ScenarioError) as cm:
+                    scenario(f'[device]\nkind = "{kind}"\n[faults]\nrules = """\n{rules}\n"""\n'
+                             + MINIMAL)
+                msg = str(cm.exception)
+                self.assertIn(f"rule '{name}' fails the controller", msg)
+                self.assertIn('only kind = "nvme" has', msg)
+                self.assertNotIn("\n", msg)
+        # NVMe has a controller to fail; a comment mentioning it is no rule.
+        scenario('[faults]\nrules = "die: read nth=3 fatal reset-fail=2"\n' + MINIMAL)
+        scenario('[device]\nkind = "syncblk"\n[faults]\nrules = "w: write error=eio # not fatal"\n'
+                 + MINIMAL)
 
     def test_virtio_scsi_chain(self):
         sc, q = self.build('[device]\nkind = "virtio-scsi"\n'
@@ -537,6 +596,43 @@ class MachineTest(unittest.TestCase):
         w, r = self.watch("printf 'FAULTLINE-EXIT x\\n' > ktap.log; exit 0")
         self.assertIsNone(w.guest_exit)
         self.assertEqual(r.status, 3)
+
+    def test_qmp_action_fires_on_its_line(self):
+        rundir, scratch = tempfile.mkdtemp(), tempfile.mkdtemp()
+        sc = scenario(MINIMAL + '[[qmp]]\nwhen = "ok 2 half"\nexecute = "device_del"\n'
+                      'arguments = { id = "swapdev" }\n'
+                      '[[qmp]]\nwhen = "never printed"\nexecute = "stop"\n')
+        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
+                                 False)
+        sent = []
+
+        class QmpShell(ShellMachine):
+            def qmp(self, command, **args):
+                # What the guest had printed when the command went out.
+                with open(os.path.join(rundir, "ktap.log")) as f:
+                    sent.append((command, args, f.read()))
+                if command == "device_del":
+                    raise machine.QmpError("Device 'swapdev' not found")
+                return {}
+
+        script = ("printf '1..3\\nok 1 a\\n' > ktap.log; sleep 1; "
+                  "printf 'ok 2 half done\\n' >> ktap.log; sleep 1; "
+                  "printf 'ok 3 b\\nFAULTLINE-EXIT 0\\n' >> ktap.log; exec sleep 60")
+        with QmpShell(spec, script=script) as m:
+            m.start()
+            w = m.run(20.0, Progress(1, quiet=True))
+        # (query-status: the base class waiting for the power-off.)
+        sent = [x for x in sent if x[0] != "query-status"]
+        self.assertEqual([(c, a) for c, a, _ in sent], [("device_del", {"id": "swapdev"})])
+        self.assertIn("ok 2 half done", sent[0][2])
+        self.assertNotIn("ok 3", sent[0][2])
+        self.assertEqual(w.actions[0]["error"], "Device 'swapdev' not found")
+        self.assertIsNone(w.actions[1]["at_s"])
+        r = judge.judge(sc, rundir, 1, False, w)
+        self.assertEqual(r.status, 1)
+        self.assertIn("qmp device_del failed: Device 'swapdev' not found", r.reason)
+        self.assertIn("qmp stop never sent (no guest line with 'never printed')", r.reason)
+        self.assertEqual(len(r.qmp_actions), 2)
 
     def test_backend_registry(self):
         self.assertEqual(machine.backend_class("qemu").__name__, "QemuMachine")

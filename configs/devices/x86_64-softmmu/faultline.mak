@@ -8,3 +8,5 @@ CONFIG_VIRTIO_SERIAL=y
 CONFIG_SERIAL_ISA=y
 CONFIG_SYNCBLK=y
 CONFIG_VIRTIO_SCSI=y
+# pcie-root-port: a hot-pluggable slot for [device] hotplug = true (device_del)
+CONFIG_PCIE_PORT=y
