@@ -107,8 +107,8 @@ struct FeEngine {
     uint64_t log_total;
     uint64_t digest;
 
-    uint32_t refused;           /* FE_ACTION_* that add_rules rejects */
-    char refused_by[96];         /* who refuses them, for the error */
+    uint32_t refused_actions;   /* FE_ACTION_* that add_rules rejects */
+    char refused_actions_by[96]; /* who refuses them, for the error */
 };
 
 /* splitmix64 finaliser. */
@@ -536,8 +536,8 @@ static uint32_t rule_keys(const FeRule *r)
 }
 
 /* Rules on a key an attach point refused fail like a bad rule. */
-static int check_refused(const FeEngine *fe, const FeRule *v, size_t n,
-                         char *err, size_t errlen)
+static int check_refused_keys(const FeEngine *fe, const FeRule *v,
+                              size_t n, char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t k = rule_keys(&v[i]) & fe->refused_keys;
@@ -639,6 +639,7 @@ void fe_engine_void_hit(FeEngine *fe, FeHitRef ref, uint32_t times)
     if (h->group != FE_NOT_LAZY) {
         group_update_due(fe, &fe->group[h->group]);
     }
+}
 
 /*
  * Which of the FE_ACTION_* @mask rule @r carries; @action and @col name
@@ -662,17 +663,17 @@ static uint32_t rule_actions(const FeRule *r, uint32_t mask,
 }
 
 /* Rules with an action a device of this engine refuses are an error. */
-static int check_refused(const FeEngine *fe, const FeRule *v, size_t n,
-                         char *err, size_t errlen)
+static int check_refused_actions(const FeEngine *fe, const FeRule *v,
+                                 size_t n, char *err, size_t errlen)
 {
-    for (size_t i = 0; fe->refused && i < n; i++) {
+    for (size_t i = 0; fe->refused_actions && i < n; i++) {
         const char *action = NULL;
         size_t col = 1;
 
-        if (rule_actions(&v[i], fe->refused, &action, &col)) {
+        if (rule_actions(&v[i], fe->refused_actions, &action, &col)) {
             if (err && errlen) {
                 snprintf(err, errlen, "%zu:%zu: '%s' is not supported by %s",
-                         v[i].line, col, action, fe->refused_by);
+                         v[i].line, col, action, fe->refused_actions_by);
             }
             return -1;
         }
@@ -682,8 +683,8 @@ static int check_refused(const FeEngine *fe, const FeRule *v, size_t n,
 
 void fe_engine_refuse_actions(FeEngine *fe, uint32_t mask, const char *who)
 {
-    fe->refused = mask;
-    snprintf(fe->refused_by, sizeof(fe->refused_by), "%s",
+    fe->refused_actions = mask;
+    snprintf(fe->refused_actions_by, sizeof(fe->refused_actions_by), "%s",
              mask && who ? who : "");
 }
 
@@ -723,7 +724,8 @@ int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
         return -1;
     }
     if (check_names(fe->rules, fe->nrules, v, n, true, err, errlen) < 0 ||
-        check_refused(fe, v, n, err, errlen) < 0) {
+        check_refused_keys(fe, v, n, err, errlen) < 0 ||
+        check_refused_actions(fe, v, n, err, errlen) < 0) {
         free(v);
         return -1;
     }

@@ -184,16 +184,28 @@ static Cqe admin_cmd(Nvme *n, NvmeCmd *cmd)
     return wait_cqe(n, &n->acq, ADMIN_QID, le16_to_cpu(cmd->cid));
 }
 
-static Cqe admin(Nvme *n, uint8_t opc, uint32_t cdw10, uint32_t cdw11,
-                 uint32_t cdw12)
+/* Submit an admin command without waiting for it; returns its CID. */
+static uint16_t admin_submit(Nvme *n, uint8_t opc, uint32_t nsid,
+                             uint64_t prp1, uint32_t cdw10, uint32_t cdw11,
+                             uint32_t cdw12)
 {
     NvmeCmd cmd;
 
-    cmd_init(n, &cmd, opc, 0);
+    cmd_init(n, &cmd, opc, nsid);
+    cmd_prp(&cmd, prp1, 0);
     cmd.cdw10 = cpu_to_le32(cdw10);
     cmd.cdw11 = cpu_to_le32(cdw11);
     cmd.cdw12 = cpu_to_le32(cdw12);
-    return admin_cmd(n, &cmd);
+    submit(n, &n->asq, ADMIN_QID, &cmd);
+    return n->cid;
+}
+
+static Cqe admin(Nvme *n, uint8_t opc, uint32_t cdw10, uint32_t cdw11,
+                 uint32_t cdw12)
+{
+    uint16_t cid = admin_submit(n, opc, 0, 0, cdw10, cdw11, cdw12);
+
+    return wait_cqe(n, &n->acq, ADMIN_QID, cid);
 }
 
 static Cqe get_features(Nvme *n, uint32_t cdw10, uint32_t cdw11)
@@ -396,7 +408,7 @@ static Nvme *nvme_start_opts(const NvmeOpts *o)
     n->buf = guest_alloc(&n->pci.alloc, 65536);
     n->msix = o->msix;
     n->intx = o->intx;
-    n->icount = o->mode == MODE_DET_ICOUNT;
+    n->icount = o->mode == FL_MODE_DET_ICOUNT;
     if (o->cq_in_bar0) {
         g_assert(!n->pci.bar.is_io);
         n->cq_addr = n->pci.bar.addr;
@@ -1246,13 +1258,6 @@ static char *logged_action(Nvme *n, const char *rule, int nth)
     return action;
 }
 
-/* CC.EN 1->0 and wait for RDY 0, as a host's controller reset does. */
-static void disable(Nvme *n)
-{
-    wr32(n, NVME_REG_CC, 0);
-    wait_rdy(n, 0);
-}
-
 /*
  * Let @ns of virtual time pass under the qtest accelerator; under -icount
  * (sleep=off) an idle guest's clock warps to the next timer by itself, so
@@ -1355,7 +1360,7 @@ static void test_reset_fail(gconstpointer opaque)
     Nvme *n = nvme_start_full("rf: write nth=2 reset-fail=2\n"
                               "die: write nth=2 fatal\n", false,
                               opaque != NULL);
-    uint64_t cap = qpci_io_readq(n->dev, n->bar, NVME_REG_CAP);
+    uint64_t cap = qpci_io_readq(n->pci.dev, n->pci.bar, NVME_REG_CAP);
     g_autofree char *action = NULL;
 
     /* QEMU's CAP.TO: 15, a 8 s wait for the host. */
@@ -1393,8 +1398,8 @@ static void test_reset_fail_machine_reset(void)
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, 0);
     qtest_qmp_assert_success(n->qts, "{'execute': 'system_reset'}");
     qtest_qmp_eventwait(n->qts, "RESET");
-    qpci_device_enable(n->dev);
-    n->bar = qpci_iomap(n->dev, 0, NULL);
+    qpci_device_enable(n->pci.dev);
+    n->pci.bar = qpci_iomap(n->pci.dev, 0, NULL);
     enable(n);
     create_io_queues(n);
     g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, 0);
