@@ -1761,8 +1761,8 @@ static void test_sq_cpu(void)
     err_is("write cpu=1 drop cpu=1",
            "1:18: duplicate key 'cpu' (already given at column 7)");
     err_is("write sq=1", "1:1: rule has no action (expected delay=, error=, "
-           "dnr, drop, lie, corrupt, set-state=, complete=, irq= or "
-           "irq-delay=)");
+           "dnr, drop, lie, corrupt, fatal, reset-fail=, set-state=, "
+           "complete=, irq= or irq-delay=)");
 
     for (size_t i = 0; i < sizeof(fires) / sizeof(fires[0]); i++) {
         EQ_STR(keys_fired(fires[i].rule, fires[i].have), fires[i].want,
