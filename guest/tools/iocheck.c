@@ -285,7 +285,8 @@ static int planted_mode(int fd, struct io_uring *ring)
                         : 0, "%s%u", k ? (k + 1 == o.nplanted ? " and " : ", ")
                         : "", o.planted[k]);
     }
-    ktap_ok(!all, "planted bug: I/Os %s not all failed", names);
+    ktap_check(!all, ktap_name("planted bug: I/Os %s not all failed", names),
+               "%u I/O errors", nfailed);
     free(failed);
     return ktap_finish();
 }
@@ -335,9 +336,9 @@ static int check_mode(int fd, struct io_uring *ring)
         }
     }
     ktap_diag("ios_failed_as_expected %d", o.nexp);
-    ktap_ok(!bad, "%u %s I/Os: each failed exactly as expected (%d "
-            "expected failures)", o.count, o.write ? "write" : "read",
-            o.nexp);
+    ktap_check(!bad, ktap_name("%u %s I/Os: each failed exactly as expected", o.count,
+                               o.write ? "write" : "read"),
+               "%d expected failures, %u I/Os otherwise", o.nexp, bad);
     if (o.lat) {
         uint64_t med = 0;
 
@@ -348,12 +349,14 @@ static int check_mode(int fd, struct io_uring *ring)
         ktap_diag("lat_median_us %" PRIu64, med);
         ktap_diag("lat_min_us %" PRIu64, nlat ? lats[0] / 1000 : 0);
         ktap_diag("lat_max_us %" PRIu64, nlat ? lats[nlat - 1] / 1000 : 0);
-        ktap_ok(nlat && med >= o.lat_min && med <= o.lat_max,
-                "median latency %" PRIu64 " us in [%" PRIu64 ", %" PRIu64
-                "] us", med, o.lat_min, o.lat_max);
+        ktap_check(nlat && med >= o.lat_min && med <= o.lat_max,
+                   ktap_name("median latency in [%" PRIu64 ", %" PRIu64 "] us", o.lat_min,
+                             o.lat_max),
+                   "%" PRIu64 " us over %u I/Os", med, nlat);
     }
     if (o.verify) {
-        ktap_ok(!mismatched, "%u writes read back intact", verified);
+        ktap_check(!mismatched, "writes read back intact", "%u of %u writes read back intact",
+                   verified - mismatched, verified);
     }
     return ktap_finish();
 }
@@ -413,7 +416,8 @@ static int bench_mode(int fd, struct io_uring *ring)
                   o.write ? "randwrite" : "randread", o.qd, o.len, s, done);
         ktap_diag("iops %" PRIu64, (uint64_t)(done / s));
         ktap_diag("errors %" PRIu64, errors);
-        ktap_ok(done && !errors, "benchmark ran without errors");
+        ktap_check(done && !errors, "benchmark ran without errors",
+                   "%" PRIu64 " I/Os, %" PRIu64 " errors", done, errors);
     }
     return ktap_finish();
 }
