@@ -530,8 +530,10 @@ class ProgressTest(unittest.TestCase):
         out = io.StringIO()
         p = Progress(2, stream=out)
         p.update("# kernel 6.12\n# test: a\nok 1 x\n", 1.0, {"w": 3})
-        p.update("# kernel 6.12\n# test: a\nok 1 x\n# test: a\nnot ok 1 y\npartial", 2.0, {})
-        self.assertEqual(out.getvalue(), "  [   1.0s] test 1/2\n  | not ok 1 y\n"
+        p.update("# kernel 6.12\n# test: a\nok 1 x\n# test: a\n# y: 3 bad\nnot ok 1 y\n"
+                 "partial", 2.0, {})
+        # A failure comes with its '# NAME: detail' line.
+        self.assertEqual(out.getvalue(), "  [   1.0s] test 1/2\n  | # y: 3 bad\n  | not ok 1 y\n"
                                          "  [   2.0s] test 2/2\n")
 
 
