@@ -143,7 +143,8 @@ def monitor(chunks, delay=0.0):
 
 
 KTAP = ("# kernel 6.12\n# seed 3\n# test: swapstress\nKTAP version 1\n1..5\n"
-        "# swapstress pages=10\nok 1 memcg created\nnot ok 2 filled 40960 pages\n"
+        "# swapstress pages=10\nok 1 memcg created\n# filled 40960 pages: ok 3 # SKIP x\n"
+        "not ok 2 filled 40960 pages\n  # sub case: not ok 4 y\n"
         "  ok 3 sub case # SKIP no zswap\nok 4 round 2: 40 pages # XFAIL known\n"
         "# vmstat pswpout 40960\nBail out! modprobe nvme failed\n# totals: pass:2\n"
         "FAULTLINE-EXIT 12\nfaultline-init: test exited 12\n")
