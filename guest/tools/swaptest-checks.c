@@ -125,7 +125,7 @@ static void pages_report(const struct run *R)
 static enum check_result no_splat(const struct run *R, struct check_out *out)
 {
     check_describe(out, "no BUG/WARNING/Oops/lockdep splat in the kernel log", "%d splat lines",
-             R->kmsg.splats);
+                   R->kmsg.splats);
     return pass_if(R->kmsg.splats == 0);
 }
 
@@ -168,8 +168,8 @@ static enum check_result completion_ctx(const struct run *R, struct check_out *o
     const char *name = ktap_name("swap write completions all in %s context", o.expect_ctx);
 
     check_describe(out, name, "%s hardirq %lld softirq %lld task %lld", p->sym,
-             p->hist.ctx[GL_CTX_HARDIRQ], p->hist.ctx[GL_CTX_SOFTIRQ],
-             p->hist.ctx[GL_CTX_TASK]);
+                   p->hist.ctx[GL_CTX_HARDIRQ], p->hist.ctx[GL_CTX_SOFTIRQ],
+                   p->hist.ctx[GL_CTX_TASK]);
     if (!p->ok) {
         check_describe(out, name, "%s not probeable", p->sym);
         return CHECK_FAIL;
@@ -201,7 +201,7 @@ static enum check_result write_path(const struct run *R, struct check_out *out)
         return CHECK_FAIL;
     }
     check_describe(out, name, "swap_writepage_bdev_sync %lld, %s %lld", s->hist.sum, a->sym,
-             a->hist.sum);
+                   a->hist.sum);
     return pass_if(o.expect_sync ? s->hist.sum > 0 && a->hist.sum == 0 :
                    a->hist.sum > 0 && s->hist.sum == 0);
 }
@@ -218,8 +218,8 @@ static enum check_result injected_errors(const struct run *R, struct check_out *
 
     ktap_diag("kmsg write_error_lines %d read_error_lines %d io_error_lines %d",
               k->write_errors, k->read_errors, k->io_errors);
-    check_describe(out, "the device reported I/O errors", "block_rq_error %lld, Write-error lines %d",
-             blk_errors, k->write_errors);
+    check_describe(out, "the device reported I/O errors",
+                   "block_rq_error %lld, Write-error lines %d", blk_errors, k->write_errors);
     return pass_if(blk_errors > 0 || k->write_errors > 0 || k->read_errors > 0);
 }
 
@@ -248,8 +248,8 @@ static enum check_result zswap_wrote_back(const struct run *R, struct check_out 
 static enum check_result rewritten_after_disarm(const struct run *R, struct check_out *out)
 {
     check_describe(out, "after disarm the redirtied folios were written", "%lld of %lld left swap "
-             "cache, %lld of them on the device; pswpout +%lld", R->redirtied_written,
-             R->redirtied, R->redirtied_on_disk, R->heal_pswpout);
+                   "cache, %lld of them on the device; pswpout +%lld", R->redirtied_written,
+                   R->redirtied, R->redirtied_on_disk, R->heal_pswpout);
     return pass_if(R->redirtied > 0 && R->redirtied_written == R->redirtied);
 }
 
@@ -339,8 +339,8 @@ static enum check_result shadows_survive(const struct run *R, struct check_out *
 
     ktap_diag("refault after_wb workingset_refault_anon %lld swapins %lld", refault, swapins);
     check_describe(out, "refaults of written-back pages find workingset shadows",
-             "workingset_refault_anon %lld for %lld written-back pages touched",
-             R->wb_refaults, R->wb_marked);
+                   "workingset_refault_anon %lld for %lld written-back pages touched",
+                   R->wb_refaults, R->wb_marked);
     return pass_if(R->wb_marked > 0 && R->wb_refaults * 10 >= R->wb_marked * 9);
 }
 
