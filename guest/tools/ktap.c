@@ -40,18 +40,20 @@ const char *ktap_name(const char *fmt, ...)
 
 void ktap_result(int ok, const char *directive, const char *name, const char *detail_fmt, ...)
 {
+    char detail[512] = "";
     va_list ap;
 
     ktap_num++;
     if (!ok && !directive) {
         ktap_failed++;
     }
-    if (detail_fmt && *detail_fmt) {
-        printf("# %s: ", name);
+    if (detail_fmt) {
         va_start(ap, detail_fmt);
-        vprintf(detail_fmt, ap);
+        vsnprintf(detail, sizeof(detail), detail_fmt, ap);
         va_end(ap);
-        printf("\n");
+    }
+    if (detail[0]) {
+        printf("# %s: %s\n", name, detail);
     }
     printf("%s %d %s", ok ? "ok" : "not ok", ktap_num, name);
     if (directive) {

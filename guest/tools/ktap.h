@@ -16,9 +16,9 @@ void ktap_diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * Report a test result.  @name is the case's id in CI (LAVA, KCIDB): it may
  * hold configuration (a round, a size option) but no measured value, so it
  * is the same in every run and for a pass and a fail.  What was measured
- * goes in @detail_fmt (NULL: nothing), printed just before the result as
- * "# NAME: detail" (kselftest style).  @directive is NULL, "SKIP reason" or
- * "XFAIL reason".
+ * goes in @detail_fmt, printed just before the result as "# NAME: detail"
+ * (kselftest style; nothing when NULL or empty).  @directive is NULL,
+ * "SKIP reason" or "XFAIL reason".
  */
 void ktap_result(int ok, const char *directive, const char *name, const char *detail_fmt, ...)
     __attribute__((format(printf, 4, 5)));
