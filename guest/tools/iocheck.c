@@ -336,9 +336,9 @@ static int check_mode(int fd, struct io_uring *ring)
         }
     }
     ktap_diag("ios_failed_as_expected %d", o.nexp);
-    ktap_check(!bad, ktap_name("%u %s I/Os: each failed exactly as expected", o.count,
-                               o.write ? "write" : "read"),
-               "%d expected failures, %u I/Os otherwise", o.nexp, bad);
+    ktap_check(!bad, ktap_name("%u %s I/Os: each failed exactly as expected (%d expected "
+                               "failures)", o.count, o.write ? "write" : "read", o.nexp),
+               "%u I/Os did otherwise", bad);
     if (o.lat) {
         uint64_t med = 0;
 
