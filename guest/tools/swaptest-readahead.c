@@ -93,7 +93,8 @@ void readahead_run(struct run *R)
         R->sigbus_verify += vr.sigbus;
         R->verified += vr.ok;
         ktap_check(!vr.bad && !vr.sigbus,
-                   ktap_name("round %d: %zu pages refaulted in order and verified", r, pages),
+                   ktap_name("readahead %s: round %d: %zu pages refaulted in order and "
+                             "verified", ra.tag, r, pages),
                    "%zu bad, %zu SIGBUS", vr.bad, vr.sigbus);
         if (vr.bad) {
             ktap_diag("first bad page %zu", vr.first_bad);
