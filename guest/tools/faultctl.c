@@ -47,6 +47,12 @@ static int cmd_state(int fd, int argc, char **argv)
     return gl_faultctl_print_state(fd) ? 1 : 0;
 }
 
+/* errlog --expect-rule's one result, whether a rule is missing or not. */
+static const char *errlog_name(const char *rules)
+{
+    return ktap_name("errlog error count == hits of rules %s (> 0)", rules);
+}
+
 /* Sum of the hits of the comma-separated rules @names; -1 if one is missing. */
 static int rules_hits(int fd, const char *names, uint64_t *hits)
 {
@@ -64,7 +70,7 @@ static int rules_hits(int fd, const char *names, uint64_t *hits)
         const NvmeFaultHitsEntry *e = gl_nvme_fault_rule(log, r);
 
         if (!e) {
-            ktap_result(0, NULL, "errlog: no rule '%s' in log 0xC0", r);
+            ktap_check(0, errlog_name(names), "no rule '%s' in log 0xC0", r);
             ret = -1;
             break;
         }
@@ -142,9 +148,8 @@ static int cmd_errlog(int fd, int argc, char **argv)
         if (rules_hits(fd, expect, &hits)) {
             return 1;
         }
-        ktap_result(hits > 0 && hits == newest, NULL,
-                    "errlog error count %" PRIu64 " == rules %s hits %" PRIu64
-                    " (> 0)", newest, expect, hits);
+        ktap_check(hits > 0 && hits == newest, errlog_name(expect),
+                   "error count %" PRIu64 ", rules' hits %" PRIu64, newest, hits);
         return ktap_failed ? 1 : 0;
     }
     return 0;

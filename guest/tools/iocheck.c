@@ -321,7 +321,8 @@ static int planted_mode(int fd, struct io_uring *ring)
                         : 0, "%s%u", k ? (k + 1 == o.nplanted ? " and " : ", ")
                         : "", o.planted[k]);
     }
-    ktap_ok(!all, "planted bug: I/Os %s not all failed", names);
+    ktap_check(!all, ktap_name("planted bug: I/Os %s not all failed", names),
+               "%u I/O errors", nfailed);
     free(failed);
     return ktap_finish();
 }
@@ -371,9 +372,9 @@ static int check_mode(int fd, struct io_uring *ring)
         }
     }
     ktap_diag("ios_failed_as_expected %d", o.nexp);
-    ktap_ok(!bad, "%u %s I/Os: each failed exactly as expected (%d "
-            "expected failures)", o.count, o.write ? "write" : "read",
-            o.nexp);
+    ktap_check(!bad, ktap_name("%u %s I/Os: each failed exactly as expected (%d expected "
+                               "failures)", o.count, o.write ? "write" : "read", o.nexp),
+               "%u I/Os did otherwise", bad);
     if (o.lat) {
         uint64_t med = 0;
 
@@ -384,12 +385,14 @@ static int check_mode(int fd, struct io_uring *ring)
         ktap_diag("lat_median_us %" PRIu64, med);
         ktap_diag("lat_min_us %" PRIu64, nlat ? lats[0] / 1000 : 0);
         ktap_diag("lat_max_us %" PRIu64, nlat ? lats[nlat - 1] / 1000 : 0);
-        ktap_ok(nlat && med >= o.lat_min && med <= o.lat_max,
-                "median latency %" PRIu64 " us in [%" PRIu64 ", %" PRIu64
-                "] us", med, o.lat_min, o.lat_max);
+        ktap_check(nlat && med >= o.lat_min && med <= o.lat_max,
+                   ktap_name("median latency in [%" PRIu64 ", %" PRIu64 "] us", o.lat_min,
+                             o.lat_max),
+                   "%" PRIu64 " us over %u I/Os", med, nlat);
     }
     if (o.verify) {
-        ktap_ok(!mismatched, "%u writes read back intact", verified);
+        ktap_check(!mismatched, "writes read back intact", "%u of %u writes read back intact",
+                   verified - mismatched, verified);
     }
     return ktap_finish();
 }
@@ -545,11 +548,14 @@ static int per_cpu_mode(int fd)
                   hctx_of[cpus[k]] + 1);
     }
     if (o.fail_cpu >= 0) {
-        ktap_ok(nt == 1 && ncpu > 1, "cpu %d is one of %d online CPUs",
-                o.fail_cpu, ncpu);
+        ktap_check(nt == 1 && ncpu > 1,
+                   ktap_name("cpu %d is one of several online CPUs", o.fail_cpu),
+                   "%d online CPUs", ncpu);
     } else {
-        ktap_ok(nq > 1 && nt > 0 && nt < ncpu, "%d hw queues; SQ %u serves "
-                "%d of %d CPUs", nq, o.per_cpu_sq, nt, ncpu);
+        ktap_check(nq > 1 && nt > 0 && nt < ncpu,
+                   ktap_name("SQ %u serves some but not all CPUs", o.per_cpu_sq),
+                   "%d hw queues; SQ %u serves %d of %d CPUs", nq, o.per_cpu_sq, nt,
+                   ncpu);
     }
     /* All writers at once: the queues are busy side by side. */
     for (int k = 0; k < ncpu; k++) {
@@ -577,16 +583,19 @@ static int per_cpu_mode(int fd)
                   r->mismatched, r->moved);
         if (hit) {
             failed += r->eio;
-            ktap_ok(r->writes == o.count && r->eio == o.count && !r->moved,
-                    "cpu %d%s: every one of %u writes failed with EIO",
-                    c, queue_label(c, hctx_of), o.count);
+            ktap_check(r->writes == o.count && r->eio == o.count && !r->moved,
+                       ktap_name("cpu %d%s: every one of %u writes failed with EIO",
+                                 c, queue_label(c, hctx_of), o.count),
+                       "%u writes, %u EIO, %u moved", r->writes, r->eio, r->moved);
         } else {
             verified += r->verified - r->mismatched;
-            ktap_ok(r->writes == o.count && r->ok == o.count &&
-                    r->verified == o.count && !r->mismatched && !r->moved,
-                    "cpu %d%s: every one of %u writes succeeded and "
-                    "read back byte-exact", c, queue_label(c, hctx_of),
-                    o.count);
+            ktap_check(r->writes == o.count && r->ok == o.count &&
+                       r->verified == o.count && !r->mismatched && !r->moved,
+                       ktap_name("cpu %d%s: every one of %u writes succeeded and "
+                                 "read back byte-exact", c, queue_label(c, hctx_of),
+                                 o.count),
+                       "%u writes, %u ok, %u verified, %u mismatched, %u moved",
+                       r->writes, r->ok, r->verified, r->mismatched, r->moved);
         }
     }
     ktap_diag("targeted_writes_failed %u", failed);
@@ -650,7 +659,8 @@ static int bench_mode(int fd, struct io_uring *ring)
                   o.write ? "randwrite" : "randread", o.qd, o.len, s, done);
         ktap_diag("iops %" PRIu64, (uint64_t)(done / s));
         ktap_diag("errors %" PRIu64, errors);
-        ktap_ok(done && !errors, "benchmark ran without errors");
+        ktap_check(done && !errors, "benchmark ran without errors",
+                   "%" PRIu64 " I/Os, %" PRIu64 " errors", done, errors);
     }
     return ktap_finish();
 }

@@ -27,18 +27,35 @@ void ktap_diag(const char *fmt, ...)
     fflush(stdout);
 }
 
-void ktap_result(int ok, const char *directive, const char *fmt, ...)
+const char *ktap_name(const char *fmt, ...)
 {
+    static char name[160];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    return name;
+}
+
+void ktap_result(int ok, const char *directive, const char *name, const char *detail_fmt, ...)
+{
+    char detail[512] = "";
     va_list ap;
 
     ktap_num++;
     if (!ok && !directive) {
         ktap_failed++;
     }
-    printf("%s %d ", ok ? "ok" : "not ok", ktap_num);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
+    if (detail_fmt) {
+        va_start(ap, detail_fmt);
+        vsnprintf(detail, sizeof(detail), detail_fmt, ap);
+        va_end(ap);
+    }
+    if (detail[0]) {
+        printf("# %s: %s\n", name, detail);
+    }
+    printf("%s %d %s", ok ? "ok" : "not ok", ktap_num, name);
     if (directive) {
         printf(" # %s", directive);
     }
@@ -49,7 +66,8 @@ void ktap_result(int ok, const char *directive, const char *fmt, ...)
 int ktap_finish(void)
 {
     while (ktap_num < ktap_planned) {
-        ktap_result(0, NULL, "not run (test stopped early)");
+        ktap_result(0, NULL, ktap_name("test %d not run", ktap_num + 1),
+                    "the test stopped early");
     }
     printf("# totals: pass:%d fail:%d\n", ktap_num - ktap_failed, ktap_failed);
     fflush(stdout);

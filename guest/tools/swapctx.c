@@ -155,8 +155,7 @@ int main(int argc, char **argv)
     ktap_header(7);
     ktap_diag("swapctx: %s exited %d", argv[optind],
               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    ktap_ok(!strcmp(mode, expect), "driver mode is %s (expected %s)", mode,
-            expect);
+    ktap_check(!strcmp(mode, expect), ktap_name("driver mode is %s", expect), "mode %s", mode);
     for (int i = 0; i < C_NR; i++) {
         d[i] = after[i] - before[i];
         ktap_diag("syncblk %s %lld", counters[i], d[i]);
@@ -169,20 +168,21 @@ int main(int argc, char **argv)
         }
     }
 
-    ktap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-            "workload %s passed", argv[optind]);
+    ktap_check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               ktap_name("workload %s passed", argv[optind]), "exit status %d",
+               WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     if (want == C_SUBMITTER) {
-        ktap_ok(hits[PROBE_SYNC].hits > 0 &&
-                hits[PROBE_ASYNC_END].hits == 0,
-                "swap writes took the synchronous path only "
-                "(bdev_sync %lld, async end_io %lld)", hits[PROBE_SYNC].hits,
-                hits[PROBE_ASYNC_END].hits);
+        ktap_check(hits[PROBE_SYNC].hits > 0 &&
+                   hits[PROBE_ASYNC_END].hits == 0,
+                   "swap writes took the synchronous path only",
+                   "bdev_sync %lld, async end_io %lld", hits[PROBE_SYNC].hits,
+                   hits[PROBE_ASYNC_END].hits);
     } else {
-        ktap_ok(hits[PROBE_ASYNC_END].hits > 0 &&
-                hits[PROBE_SYNC].hits == 0,
-                "swap writes took the asynchronous path only "
-                "(bdev_sync %lld, async end_io %lld)", hits[PROBE_SYNC].hits,
-                hits[PROBE_ASYNC_END].hits);
+        ktap_check(hits[PROBE_ASYNC_END].hits > 0 &&
+                   hits[PROBE_SYNC].hits == 0,
+                   "swap writes took the asynchronous path only",
+                   "bdev_sync %lld, async end_io %lld", hits[PROBE_SYNC].hits,
+                   hits[PROBE_ASYNC_END].hits);
     }
     {
         const struct gl_hist *e = &hits[PROBE_ASYNC_END];
@@ -190,24 +190,27 @@ int main(int argc, char **argv)
                            want == C_OTHER ? e->ctx[GL_CTX_TASK] : 0;
 
         /* The kernel's own view of the end_io context (none for task). */
-        ktap_ok(in_ctx == e->hits, "end_swap_bio_write ran in %s context "
-                "%lld of %lld times (hardirq %lld, softirq %lld, task %lld)",
-                want == C_HARDIRQ ? "hardirq" : "task", in_ctx, e->hits,
-                e->ctx[GL_CTX_HARDIRQ], e->ctx[GL_CTX_SOFTIRQ], e->ctx[GL_CTX_TASK]);
+        ktap_check(in_ctx == e->hits,
+                   ktap_name("end_swap_bio_write ran in %s context",
+                             want == C_HARDIRQ ? "hardirq" : "task"),
+                   "%lld of %lld times (hardirq %lld, softirq %lld, task %lld)", in_ctx,
+                   e->hits, e->ctx[GL_CTX_HARDIRQ], e->ctx[GL_CTX_SOFTIRQ],
+                   e->ctx[GL_CTX_TASK]);
     }
-    ktap_ok(d[C_WRITES] > 0 && d[want] == d[C_IOS] && d[C_TIMEOUTS] == 0,
-            "all %lld completions (%lld writes) in %s context", d[C_IOS],
-            d[C_WRITES], counters[want] + strlen("complete_"));
+    ktap_check(d[C_WRITES] > 0 && d[want] == d[C_IOS] && d[C_TIMEOUTS] == 0,
+               ktap_name("all completions in %s context", counters[want] + strlen("complete_")),
+               "%lld of %lld completions (%lld writes), %lld timeouts", d[want], d[C_IOS],
+               d[C_WRITES], d[C_TIMEOUTS]);
     {
         long long others = 0;
 
         for (int i = C_SUBMITTER; i <= C_OTHER; i++) {
             others += i == want ? 0 : d[i];
         }
-        ktap_ok(others == 0, "no completion in any other context (%lld)",
-                others);
+        ktap_check(others == 0, "no completion in any other context",
+                   "%lld completions elsewhere", others);
     }
-    ktap_ok(d[C_ERRORS] >= errors_min, "%lld I/O errors (at least %lld)",
-            d[C_ERRORS], errors_min);
+    ktap_check(d[C_ERRORS] >= errors_min, ktap_name("at least %lld I/O errors", errors_min),
+               "%lld I/O errors", d[C_ERRORS]);
     return ktap_finish();
 }

@@ -79,7 +79,7 @@ int main(int argc, char **argv)
               " pages=%zu", o.mem, o.memcg_max, o.seed, pages);
 
     err = gl_memcg_enter(o.cgroup, o.memcg_max);
-    ktap_ok(!err, "memcg %s created and joined", o.cgroup);
+    ktap_check(!err, ktap_name("memcg %s created and joined", o.cgroup), NULL);
     if (err) {
         ktap_diag("memcg error %d", err);
         return ktap_finish();
@@ -95,13 +95,13 @@ int main(int argc, char **argv)
     gl_pattern_fill(mem, pages, o.seed);
     /* Push what is still resident out as well, so every page has a swap slot. */
     gl_memcg_write(o.cgroup, "memory.reclaim", "1G");
-    ktap_ok(1, "filled %zu pages", pages);
+    ktap_check(1, ktap_name("filled %zu pages", pages), NULL);
 
     for (int r = 1; r <= o.rounds; r++) {
         bad = gl_pattern_verify(mem, pages, o.seed, &first_bad);
         bad_total += bad;
-        ktap_ok(bad == 0, "round %d: %zu pages verified, %zu bad%s", r, pages, bad,
-                bad ? " (data lost)" : "");
+        ktap_check(bad == 0, ktap_name("round %d: %zu pages verified", r, pages), "%zu bad%s",
+                   bad, bad ? " (data lost)" : "");
         if (bad) {
             ktap_diag("first bad page %zu", first_bad);
         }
@@ -110,9 +110,9 @@ int main(int argc, char **argv)
 
     gl_vmstat_read(&after);
     gl_vmstat_report("vmstat", &before, &after);
-    ktap_ok(after.v[VM_PSWPOUT] > before.v[VM_PSWPOUT],
-            "pattern was swapped out to the device (pswpout +%lld)",
-            after.v[VM_PSWPOUT] - before.v[VM_PSWPOUT]);
+    ktap_check(after.v[VM_PSWPOUT] > before.v[VM_PSWPOUT],
+               "pattern was swapped out to the device", "pswpout +%lld",
+               after.v[VM_PSWPOUT] - before.v[VM_PSWPOUT]);
     ktap_diag("pages_verified %zu", pages * o.rounds);
     /* Bad pages over all rounds, like swaptest's (the judge and --mutate). */
     ktap_diag("data_errors %zu", bad_total);

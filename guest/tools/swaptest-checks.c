@@ -18,16 +18,17 @@ static long long delta(const struct gl_vmstat *a, const struct gl_vmstat *b, int
     return gl_vmstat_delta(a, b, id);
 }
 
-static void describe(struct check_out *out, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void describe(struct check_out *out, const char *fmt, ...)
+void check_describe(struct check_out *out, const char *name, const char *detail_fmt, ...)
 {
     va_list ap;
 
-    va_start(ap, fmt);
-    vsnprintf(out->desc, sizeof(out->desc), fmt, ap);
-    va_end(ap);
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    out->detail[0] = 0;
+    if (detail_fmt) {
+        va_start(ap, detail_fmt);
+        vsnprintf(out->detail, sizeof(out->detail), detail_fmt, ap);
+        va_end(ap);
+    }
 }
 
 static enum check_result pass_if(int cond)
@@ -44,24 +45,22 @@ int patch_checks_asserted;
 static enum check_result patch_expect(int cond, struct check_out *out, const char *what,
                                       const char *measured)
 {
+    check_describe(out, what, "measured %s", measured);
     if (patched) {
         patch_checks_asserted++;
-        describe(out, "%s (measured %s)", what, measured);
         return pass_if(cond);
     }
     if (cond) {
-        describe(out, "%s (measured %s)", what, measured);
         snprintf(out->reason, sizeof(out->reason), "stock kernel: holds anyway");
         return CHECK_SKIP;
     }
-    describe(out, "%s", what);
-    snprintf(out->reason, sizeof(out->reason), "stock kernel: measured %s", measured);
+    snprintf(out->reason, sizeof(out->reason), "stock kernel");
     return CHECK_XFAIL;
 }
 
 void run_check(const struct check *c, const struct run *R)
 {
-    struct check_out out = { "", "" };
+    struct check_out out = { "", "", "" };
     char directive[sizeof(out.reason) + 8];
     enum check_result res;
 
@@ -78,13 +77,13 @@ void run_check(const struct check *c, const struct run *R)
     switch (res) {
     case CHECK_PASS:
     case CHECK_FAIL:
-        ktap_result(res == CHECK_PASS, NULL, "%s", out.desc);
+        ktap_result(res == CHECK_PASS, NULL, out.name, "%s", out.detail);
         break;
     case CHECK_SKIP:
     case CHECK_XFAIL:
         snprintf(directive, sizeof(directive), "%s %s", res == CHECK_SKIP ? "SKIP" : "XFAIL",
                  out.reason);
-        ktap_result(res == CHECK_SKIP, directive, "%s", out.desc);
+        ktap_result(res == CHECK_SKIP, directive, out.name, "%s", out.detail);
         break;
     }
 }
@@ -112,7 +111,7 @@ static enum check_result swapped_out(const struct run *R, struct check_out *out)
 {
     long long pswpout = delta(&R->v0, &R->v_end, VM_PSWPOUT);
 
-    describe(out, "pattern was swapped out to the device (pswpout +%lld)", pswpout);
+    check_describe(out, "pattern was swapped out to the device", "pswpout +%lld", pswpout);
     return pass_if(pswpout > 0);
 }
 
@@ -125,8 +124,8 @@ static void pages_report(const struct run *R)
 
 static enum check_result no_splat(const struct run *R, struct check_out *out)
 {
-    describe(out, "no BUG/WARNING/Oops/lockdep splat in the kernel log (%d splat lines)",
-             R->kmsg.splats);
+    check_describe(out, "no BUG/WARNING/Oops/lockdep splat in the kernel log", "%d splat lines",
+                   R->kmsg.splats);
     return pass_if(R->kmsg.splats == 0);
 }
 
@@ -166,12 +165,13 @@ static enum check_result completion_ctx(const struct run *R, struct check_out *o
 {
     const struct probe *p = probes[P_EBW].hist.sum ? &probes[P_EBW] : &probes[P_FEW];
 
-    describe(out, "swap write completions all in %s context (%s hardirq %lld softirq %lld "
-             "task %lld)", o.expect_ctx, p->sym, p->hist.ctx[GL_CTX_HARDIRQ],
-             p->hist.ctx[GL_CTX_SOFTIRQ], p->hist.ctx[GL_CTX_TASK]);
+    const char *name = ktap_name("swap write completions all in %s context", o.expect_ctx);
+
+    check_describe(out, name, "%s hardirq %lld softirq %lld task %lld", p->sym,
+                   p->hist.ctx[GL_CTX_HARDIRQ], p->hist.ctx[GL_CTX_SOFTIRQ],
+                   p->hist.ctx[GL_CTX_TASK]);
     if (!p->ok) {
-        describe(out, "swap write completions all in %s context (%s not probeable)",
-                 o.expect_ctx, p->sym);
+        check_describe(out, name, "%s not probeable", p->sym);
         return CHECK_FAIL;
     }
     return pass_if(ctx_matches(p, o.expect_ctx));
@@ -193,14 +193,15 @@ static enum check_result write_path(const struct run *R, struct check_out *out)
     const struct probe *s = &probes[P_SYNC];
     const struct probe *a = probes[P_ASYNC].ok ? &probes[P_ASYNC] : &probes[P_EBW];
 
+    const char *name = ktap_name("swap write path is %s",
+                                 o.expect_sync ? "synchronous" : "asynchronous");
+
     if (!s->ok || !a->ok) {
-        describe(out, "swap write path is %s (%s not probeable)",
-                 o.expect_sync ? "synchronous" : "asynchronous", !s->ok ? s->sym : a->sym);
+        check_describe(out, name, "%s not probeable", !s->ok ? s->sym : a->sym);
         return CHECK_FAIL;
     }
-    describe(out, "swap write path is %s (swap_writepage_bdev_sync %lld, %s %lld)",
-             o.expect_sync ? "synchronous" : "asynchronous", s->hist.sum, a->sym,
-             a->hist.sum);
+    check_describe(out, name, "swap_writepage_bdev_sync %lld, %s %lld", s->hist.sum, a->sym,
+                   a->hist.sum);
     return pass_if(o.expect_sync ? s->hist.sum > 0 && a->hist.sum == 0 :
                    a->hist.sum > 0 && s->hist.sum == 0);
 }
@@ -217,8 +218,8 @@ static enum check_result injected_errors(const struct run *R, struct check_out *
 
     ktap_diag("kmsg write_error_lines %d read_error_lines %d io_error_lines %d",
               k->write_errors, k->read_errors, k->io_errors);
-    describe(out, "the device reported I/O errors (block_rq_error %lld, Write-error lines %d)",
-             blk_errors, k->write_errors);
+    check_describe(out, "the device reported I/O errors",
+                   "block_rq_error %lld, Write-error lines %d", blk_errors, k->write_errors);
     return pass_if(blk_errors > 0 || k->write_errors > 0 || k->read_errors > 0);
 }
 
@@ -234,7 +235,7 @@ static enum check_result zswap_wrote_back(const struct run *R, struct check_out 
 {
     long long zswpwb = delta(&R->v0, &R->v_end, VM_ZSWPWB);
 
-    describe(out, "zswap wrote back to the device (zswpwb +%lld)", zswpwb);
+    check_describe(out, "zswap wrote back to the device", "zswpwb +%lld", zswpwb);
     return pass_if(zswpwb > 0);
 }
 
@@ -246,9 +247,9 @@ static enum check_result zswap_wrote_back(const struct run *R, struct check_out 
  */
 static enum check_result rewritten_after_disarm(const struct run *R, struct check_out *out)
 {
-    describe(out, "after disarm the redirtied folios were written (%lld of %lld left swap "
-             "cache, %lld of them on the device; pswpout +%lld)", R->redirtied_written,
-             R->redirtied, R->redirtied_on_disk, R->heal_pswpout);
+    check_describe(out, "after disarm the redirtied folios were written", "%lld of %lld left swap "
+                   "cache, %lld of them on the device; pswpout +%lld", R->redirtied_written,
+                   R->redirtied, R->redirtied_on_disk, R->heal_pswpout);
     return pass_if(R->redirtied > 0 && R->redirtied_written == R->redirtied);
 }
 
@@ -337,9 +338,9 @@ static enum check_result shadows_survive(const struct run *R, struct check_out *
                         delta(&R->v_wb1, &R->v_end, VM_ZSWPIN);
 
     ktap_diag("refault after_wb workingset_refault_anon %lld swapins %lld", refault, swapins);
-    describe(out, "refaults of written-back pages find workingset shadows "
-             "(workingset_refault_anon %lld for %lld written-back pages touched)",
-             R->wb_refaults, R->wb_marked);
+    check_describe(out, "refaults of written-back pages find workingset shadows",
+                   "workingset_refault_anon %lld for %lld written-back pages touched",
+                   R->wb_refaults, R->wb_marked);
     return pass_if(R->wb_marked > 0 && R->wb_refaults * 10 >= R->wb_marked * 9);
 }
 

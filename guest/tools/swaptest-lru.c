@@ -200,9 +200,10 @@ void lru_run(struct run *R)
     }
     gl_memcg_reclaim_all(o.cgroup);
     gl_vmstat_read(&R->v_fill);
-    ktap_ok(1, "filled %zu pages and reclaimed into zswap (memory.zswap.current %lld, "
-            "zswpwb %lld)", pages, gl_memcg_read(o.cgroup, "memory.zswap.current"),
-            gl_vmstat_delta(&R->v0, &R->v_fill, VM_ZSWPWB));
+    ktap_check(1, ktap_name("filled %zu pages and reclaimed into zswap", pages),
+               "memory.zswap.current %lld, zswpwb %lld",
+               gl_memcg_read(o.cgroup, "memory.zswap.current"),
+               gl_vmstat_delta(&R->v0, &R->v_fill, VM_ZSWPWB));
 
     lru_tracing_start();
     gl_vmstat_read(&R->v_wb0);
@@ -240,9 +241,10 @@ void lru_run(struct run *R)
     lw.discarded = w.discarded;
     R->bad += w.vr.bad;
     R->sigbus_verify += w.vr.sigbus;
-    ktap_ok(!w.vr.bad && !w.vr.sigbus, "writeback phase: %lld chunks refaulted during "
-            "writeback, %zu bad, %zu SIGBUS; %lld chunks discarded", w.refaulted, w.vr.bad,
-            w.vr.sigbus, w.discarded);
+    ktap_check(!w.vr.bad && !w.vr.sigbus,
+               "writeback phase: chunks refaulted during writeback intact",
+               "%lld chunks refaulted, %zu bad, %zu SIGBUS; %lld chunks discarded",
+               w.refaulted, w.vr.bad, w.vr.sigbus, w.discarded);
 
     /* Every chunk once more: the pattern, or zeroes where discarded. */
     for (size_t c = 0; c < chunks; c++) {
@@ -258,9 +260,10 @@ void lru_run(struct run *R)
     R->bad += vr.bad + lw.zero_bad;
     R->sigbus_verify += vr.sigbus;
     R->verified += pages - vr.bad - vr.sigbus - lw.zero_bad;
-    ktap_ok(!vr.bad && !vr.sigbus && !lw.zero_bad, "final verify: %zu pages, %zu bad, "
-            "%zu SIGBUS, %zu discarded pages not zero", pages, vr.bad, vr.sigbus,
-            lw.zero_bad);
+    ktap_check(!vr.bad && !vr.sigbus && !lw.zero_bad,
+               ktap_name("final verify of %zu pages", pages),
+               "%zu bad, %zu SIGBUS, %zu discarded pages not zero", vr.bad, vr.sigbus,
+               lw.zero_bad);
     gl_vmstat_read(&R->v_end);
     R->t1 = gl_now_s();
     free(w.zeroed);
@@ -308,9 +311,8 @@ static enum check_result lru_counted(const struct run *R, struct check_out *out)
 {
     long long entries = lp_hits(LP_WB_ENTRY);
 
-    snprintf(out->desc, sizeof(out->desc), "zswap_writeback_entry returns counted: %lld "
-             "returns for %lld calls, %lld missed", lw.ret_ok ? lw.ret.total : -1, entries,
-             lw.nmissed);
+    check_describe(out, "zswap_writeback_entry returns counted", "%lld returns for %lld calls, "
+                   "%lld missed", lw.ret_ok ? lw.ret.total : -1, entries, lw.nmissed);
     return lw.ret_ok && entries > 0 && lw.ret.total == entries && lw.nmissed == 0 &&
            !lw.ret.dropped ? CHECK_PASS : CHECK_FAIL;
 }
@@ -321,8 +323,8 @@ static enum check_result lru_ok_is_zswpwb(const struct run *R, struct check_out 
     long long zswpwb = gl_vmstat_delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB);
     long long ok = gl_ret_hist_count(&lw.ret, 0);
 
-    snprintf(out->desc, sizeof(out->desc), "shrinker wrote back (returns 0: %lld == zswpwb "
-             "%lld > 0)", ok, zswpwb);
+    check_describe(out, "shrinker wrote back", "returns 0: %lld == zswpwb %lld > 0", ok,
+                   zswpwb);
     return lw.ret_ok && zswpwb > 0 && ok == zswpwb ? CHECK_PASS : CHECK_FAIL;
 }
 
@@ -331,9 +333,9 @@ static enum check_result lru_walked(const struct run *R, struct check_out *out)
 {
     long long walked = lp_hits(LP_WALK), calls = lp_hits(LP_WB_ENTRY);
 
-    snprintf(out->desc, sizeof(out->desc), "the shrinker walked the zswap LRU "
-             "(shrink_memcg_cb %lld >= zswap_writeback_entry %lld, zswap_shrinker_scan %lld "
-             "> 0)", walked, calls, lp_hits(LP_SCAN));
+    check_describe(out, "the shrinker walked the zswap LRU", "shrink_memcg_cb %lld >= "
+                   "zswap_writeback_entry %lld, zswap_shrinker_scan %lld > 0", walked, calls,
+                   lp_hits(LP_SCAN));
     return walked > 0 && walked >= calls && lp_hits(LP_SCAN) > 0 ? CHECK_PASS : CHECK_FAIL;
 }
 

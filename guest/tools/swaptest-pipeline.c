@@ -338,9 +338,10 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
     for (size_t p = 0; p < pages; p++) {
         R->sigbus_child += busmap[p];
     }
-    ktap_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-            "child refaulted %zu pages with the fault armed: %zu SIGBUS, no bad data%s",
-            pages, R->sigbus_child, WIFSIGNALED(st) ? " (child killed by a signal)" : "");
+    ktap_check(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+               ktap_name("child refaulted %zu pages with the fault armed: no bad data", pages),
+               "%zu SIGBUS%s", R->sigbus_child,
+               WIFSIGNALED(st) ? " (child killed by a signal)" : "");
     ktap_diag("sigbus_pages_child %zu", R->sigbus_child);
     disarm("after the child's refault");
     /* Disarmed, the errors were transient: the parent must read every page,
@@ -362,20 +363,21 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
         /* The device is gone: a page verifies or its reader gets SIGBUS
          * (also one the child read from the swap cache, since reclaimed). */
         ktap_diag("sigbus_pages_parent_not_child %zu", unexpected);
-        ktap_ok(!vp.bad && vp.ok + vp.sigbus == pages,
-                "device lost: the parent read all %zu pages: %zu match, %zu SIGBUS, "
-                "%zu bad (%zu SIGBUS not seen by the child)", pages, vp.ok, vp.sigbus,
-                vp.bad, unexpected);
+        ktap_check(!vp.bad && vp.ok + vp.sigbus == pages,
+                   ktap_name("device lost: the parent read all %zu pages", pages),
+                   "%zu match, %zu SIGBUS, %zu bad (%zu SIGBUS not seen by the child)",
+                   vp.ok, vp.sigbus, vp.bad, unexpected);
     } else {
         R->sigbus_unexpected += unexpected;
         R->sigbus_verify += vp.sigbus;
-        ktap_ok(!vp.bad && !vp.sigbus,
-                "after disarm the parent verified all %zu pages: %zu match, %zu bad, "
-                "%zu SIGBUS (%zu of them not seen by the child)", pages, vp.ok, vp.bad,
-                vp.sigbus, unexpected);
+        ktap_check(!vp.bad && !vp.sigbus,
+                   ktap_name("after disarm the parent verified all %zu pages", pages),
+                   "%zu match, %zu bad, %zu SIGBUS (%zu of them not seen by the child)",
+                   vp.ok, vp.bad, vp.sigbus, unexpected);
     }
     if (o.expect_sigbus) {
-        ktap_ok(R->sigbus_child > 0, "the read error reached the task as SIGBUS");
+        ktap_check(R->sigbus_child > 0, "the read error reached the task as SIGBUS",
+                   "%zu SIGBUS pages in the child", R->sigbus_child);
     }
     free(pbus);
     munmap(busmap, pages);
@@ -415,8 +417,8 @@ void pipeline(struct run *R)
     ktap_diag("phase fill memory.current %lld", gl_memcg_read(o.cgroup, "memory.current"));
     gl_memcg_reclaim_all(o.cgroup);
     gl_vmstat_read(&R->v_fill);
-    ktap_ok(1, "filled %zu pages and reclaimed (memory.current %lld)", pages,
-            gl_memcg_read(o.cgroup, "memory.current"));
+    ktap_check(1, ktap_name("filled %zu pages and reclaimed", pages), "memory.current %lld",
+               gl_memcg_read(o.cgroup, "memory.current"));
     ktap_diag("phase reclaimed memory.zswap.current %lld",
               gl_memcg_read(o.cgroup, "memory.zswap.current"));
 
@@ -445,9 +447,9 @@ void pipeline(struct run *R)
     R->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
     R->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
     R->sigbus_verify += R->vr_wb.sigbus;
-    ktap_ok(!R->vr_wb.bad && !R->vr_wb.sigbus,
-            "writeback phase: pattern intact while refaulting (%zu bad, %zu SIGBUS)",
-            R->vr_wb.bad, R->vr_wb.sigbus);
+    ktap_check(!R->vr_wb.bad && !R->vr_wb.sigbus,
+               "writeback phase: pattern intact while refaulting", "%zu bad, %zu SIGBUS",
+               R->vr_wb.bad, R->vr_wb.sigbus);
     R->bad += R->vr_wb.bad;
     gl_vmstat_report("phase wb vmstat", &R->v_wb0, &R->v_wb1);
     report_memstat("phase wb memstat");
@@ -476,8 +478,8 @@ void pipeline(struct run *R)
         R->bad += vr.bad;
         R->sigbus_verify += vr.sigbus;
         R->verified += vr.ok;
-        ktap_ok(!vr.bad && !vr.sigbus, "round %d: %zu pages verified, %zu bad, %zu SIGBUS%s",
-                r, pages, vr.bad, vr.sigbus, vr.bad ? " (data lost)" : "");
+        ktap_check(!vr.bad && !vr.sigbus, ktap_name("round %d: %zu pages verified", r, pages),
+                   "%zu bad, %zu SIGBUS%s", vr.bad, vr.sigbus, vr.bad ? " (data lost)" : "");
         if (vr.bad) {
             ktap_diag("first bad page %zu", vr.first_bad);
         }

@@ -193,7 +193,8 @@ void race(struct run *Rn)
     }
     gl_memcg_reclaim_all(o.cgroup);
     gl_vmstat_read(&Rn->v_fill);
-    ktap_ok(1, "filled %zu chunks of %d pages and reclaimed", R.chunks, o.chunk_pages);
+    ktap_check(1, ktap_name("filled %zu chunks of %d pages and reclaimed", R.chunks,
+                            o.chunk_pages), NULL);
     arm("before the race");
     gl_vmstat_read(&Rn->v_wb0);
     ps0 = gl_memcg_stat(o.cgroup, "pgscan");
@@ -216,8 +217,9 @@ void race(struct run *Rn)
         ktap_diag("race op %s %lld", op_names[i], R.ops[i]);
     }
     ktap_diag("race remap_refilled_with_map_fixed %lld", R.remap_fail);
-    ktap_ok(!R.bad && !R.sigbus, "race: %d threads for %.0fs: %lld bad pages, %lld SIGBUS",
-            o.threads, o.duration, R.bad, R.sigbus);
+    ktap_check(!R.bad && !R.sigbus,
+               ktap_name("race: %d threads for %.0fs: no bad pages, no SIGBUS", o.threads,
+                         o.duration), "%lld bad pages, %lld SIGBUS", R.bad, R.sigbus);
     gl_vmstat_report("phase race vmstat", &Rn->v_wb0, &Rn->v_wb1);
     /* Final pass over everything. */
     for (size_t c = 0; c < R.chunks; c++) {
@@ -226,8 +228,9 @@ void race(struct run *Rn)
     Rn->bad = R.bad + vr.bad;
     Rn->sigbus_verify = R.sigbus + vr.sigbus;
     Rn->verified = vr.ok;
-    ktap_ok(!vr.bad && !vr.sigbus, "final verify of %zu pages: %zu match, %zu bad, %zu SIGBUS",
-            R.chunks * o.chunk_pages, vr.ok, vr.bad, vr.sigbus);
+    ktap_check(!vr.bad && !vr.sigbus, ktap_name("final verify of %zu pages",
+                                                R.chunks * o.chunk_pages),
+               "%zu match, %zu bad, %zu SIGBUS", vr.ok, vr.bad, vr.sigbus);
     gl_vmstat_read(&Rn->v_end);
     Rn->t1 = gl_now_s();
     munmap(R.mem, R.chunks * clen);

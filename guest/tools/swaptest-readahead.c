@@ -92,8 +92,10 @@ void readahead_run(struct run *R)
         R->bad += vr.bad;
         R->sigbus_verify += vr.sigbus;
         R->verified += vr.ok;
-        ktap_ok(!vr.bad && !vr.sigbus, "round %d: %zu pages refaulted in order, %zu bad, "
-                "%zu SIGBUS", r, pages, vr.bad, vr.sigbus);
+        ktap_check(!vr.bad && !vr.sigbus,
+                   ktap_name("readahead %s: round %d: %zu pages refaulted in order and "
+                             "verified", ra.tag, r, pages),
+                   "%zu bad, %zu SIGBUS", vr.bad, vr.sigbus);
         if (vr.bad) {
             ktap_diag("first bad page %zu", vr.first_bad);
         }
@@ -140,10 +142,10 @@ static enum check_result ra_backend(const struct run *R, struct check_out *out)
     long long from = ra.zswap_on ? ra.zswpin : ra.pswpin;
     long long other = ra.zswap_on ? ra.pswpin : ra.zswpin;
 
-    snprintf(out->desc, sizeof(out->desc),
-             "readahead %s: refaults from %s (%s %lld >= %zu, %s %lld == 0)", ra.tag,
-             ra.zswap_on ? "zswap" : "the device", ra.zswap_on ? "zswpin" : "pswpin", from,
-             ra.refaulted / 2, ra.zswap_on ? "pswpin" : "zswpin", other);
+    check_describe(out, ktap_name("readahead %s: refaults from %s", ra.tag,
+                                  ra.zswap_on ? "zswap" : "the device"),
+                   "%s %lld >= %zu, %s %lld == 0", ra.zswap_on ? "zswpin" : "pswpin", from,
+                   ra.refaulted / 2, ra.zswap_on ? "pswpin" : "zswpin", other);
     return from >= (long long)(ra.refaulted / 2) && other == 0 ? CHECK_PASS : CHECK_FAIL;
 }
 
@@ -160,14 +162,12 @@ static int ra_expected(void)
 static enum check_result ra_expect(const struct run *R, struct check_out *out)
 {
     if (!strcmp(o.expect_ra, "zero")) {
-        snprintf(out->desc, sizeof(out->desc),
-                 "readahead %s: no swap readahead (swap_ra %lld, swap_ra_hit %lld)", ra.tag,
-                 ra.swap_ra, ra.swap_ra_hit);
+        check_describe(out, ktap_name("readahead %s: no swap readahead", ra.tag),
+                       "swap_ra %lld, swap_ra_hit %lld", ra.swap_ra, ra.swap_ra_hit);
         return ra.swap_ra == 0 && ra.swap_ra_hit == 0 ? CHECK_PASS : CHECK_FAIL;
     }
-    snprintf(out->desc, sizeof(out->desc),
-             "readahead %s: sequential refault reads ahead (swap_ra %lld > 0, swap_ra_hit "
-             "%lld > 0)", ra.tag, ra.swap_ra, ra.swap_ra_hit);
+    check_describe(out, ktap_name("readahead %s: sequential refault reads ahead", ra.tag),
+                   "swap_ra %lld > 0, swap_ra_hit %lld > 0", ra.swap_ra, ra.swap_ra_hit);
     return ra.swap_ra > 0 && ra.swap_ra_hit > 0 ? CHECK_PASS : CHECK_FAIL;
 }
 

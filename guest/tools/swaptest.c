@@ -610,7 +610,8 @@ void arm(const char *where)
         return;
     }
     err = fault_set_state(o.arm_state);
-    ktap_ok(!err, "fault state %ld armed %s", o.arm_state, where);
+    ktap_check(!err, ktap_name("fault state %ld armed %s", o.arm_state, where),
+               err ? "error %d" : NULL, err);
     armed = !err;
 }
 
@@ -622,7 +623,8 @@ void disarm(const char *where)
         return;
     }
     err = fault_set_state(0);
-    ktap_ok(!err, "fault state 0 (disarmed) %s", where);
+    ktap_check(!err, ktap_name("fault state 0 (disarmed) %s", where), err ? "error %d" : NULL,
+               err);
     armed = 0;
     fault_hits_report();
 }
@@ -674,8 +676,8 @@ static int memcg_setup(void)
 {
     int err = gl_memcg_enter(o.cgroup, o.memcg_max);
 
-    ktap_ok(!err, "memcg %s created and joined (memory.max %" PRIu64 ")", o.cgroup,
-            o.memcg_max);
+    ktap_check(!err, ktap_name("memcg %s created and joined (memory.max %" PRIu64 ")", o.cgroup,
+                               o.memcg_max), NULL);
     if (err) {
         ktap_diag("memcg error %s", strerror(-err));
         return err;

@@ -102,11 +102,18 @@ struct run {
 
 enum check_result { CHECK_PASS, CHECK_FAIL, CHECK_SKIP, CHECK_XFAIL };
 
-/* A check's KTAP line: description and, for SKIP/XFAIL, the reason. */
+/*
+ * A check's KTAP result: its name (configuration only: the case's CI id),
+ * the measured detail ("# NAME: detail") and, for SKIP/XFAIL, the reason.
+ */
 struct check_out {
-    char desc[320];
+    char name[160];
+    char detail[320];
     char reason[320];
 };
+/* Set @out's name and (@detail_fmt NULL: no) detail. */
+void check_describe(struct check_out *out, const char *name, const char *detail_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /*
  * One check run after a mode: @wanted (NULL: always) says whether the

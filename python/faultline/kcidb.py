@@ -174,7 +174,8 @@ def run_tests(report, rundir, build_id, meta):
             name += f"-{seen[name]}"
         t = dict(common, id=f"{ORIGIN}:{run_id}.{name}", path=f"{base}.{name}",
                  status=CASE_STATUS.get(res["kind"], "ERROR"),
-                 misc=dict(misc, ktap=res["line"], suite=res.get("suite", "")))
+                 misc=dict(misc, ktap=res["line"], detail=res.get("detail", ""),
+                           suite=res.get("suite", "")))
         tests.append(t)
     return tests
 

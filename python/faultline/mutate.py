@@ -51,7 +51,9 @@ def verdict(kind, status, diag, results, faults):
     errors = diag.get("data_errors", 0)
     caught = status == EXIT_FAIL and hits > 0 and errors > 0 and bool(data_failed)
     if caught:
-        why = f"caught by its data check: {data_failed[0]} (data_errors {errors})"
+        first = next(r for r in results if r["kind"] == "fail" and r["name"] == data_failed[0])
+        measured = f"{first['detail']}; " if first.get("detail") else ""
+        why = f"caught by its data check: {data_failed[0]} ({measured}data_errors {errors})"
     elif hits == 0:
         why = "the mutation rule never fired: it cannot tell"
     elif status != EXIT_FAIL or not failed:

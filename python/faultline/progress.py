@@ -38,14 +38,20 @@ class Progress:
                 phase = f"test {self.tests_started}/{self.ntests}"
             elif ln.startswith("FAULTLINE-EXIT"):
                 phase = "done"
-        new = lines[self.shown:]
-        self.shown = len(lines)
+        first, self.shown = self.shown, len(lines)
         self._clear()
         if not self.quiet:
-            for ln in new:
+            for i in range(first, len(lines)):
+                ln = lines[i]
                 if ln.startswith("FAULTLINE-EXIT"):
                     continue
-                if self.tty or ln.startswith("not ok") or ln.startswith("Bail out"):
+                if self.tty:
+                    self.out.write("  | " + ln)
+                elif ln.startswith("not ok") or ln.startswith("Bail out"):
+                    # With its measured detail, the '# NAME: ...' line before it.
+                    name = ln.split(" # ")[0].split(" ", 3)[-1].strip()
+                    if i and lines[i - 1].startswith(f"# {name}: "):
+                        self.out.write("  | " + lines[i - 1])
                     self.out.write("  | " + ln)
         if phase != self.phase and not self.tty and not self.quiet:
             self.out.write(f"  [{elapsed:6.1f}s] {phase}\n")

@@ -116,10 +116,11 @@ def junit_xml(runs):
         cases = []
         for res in r.results:
             body = ""
+            message = res["line"] + (f": {res['detail']}" if res.get("detail") else "")
             if res["kind"] == "fail":
-                body = f"<failure message={quoteattr(res['line'])}/>"
+                body = f"<failure message={quoteattr(message)}/>"
             elif res["kind"] in ("skip", "xfail"):
-                body = f"<skipped message={quoteattr(res['line'])}/>"
+                body = f"<skipped message={quoteattr(message)}/>"
             cases.append(f"    <testcase classname={quoteattr(res['suite'] or r.scenario)} "
                          f"name={quoteattr(res['name'])}>{body}</testcase>")
         verdict = ""

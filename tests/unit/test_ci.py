@@ -143,7 +143,8 @@ def monitor(chunks, delay=0.0):
 
 
 KTAP = ("# kernel 6.12\n# seed 3\n# test: swapstress\nKTAP version 1\n1..5\n"
-        "# swapstress pages=10\nok 1 memcg created\nnot ok 2 filled 40960 pages\n"
+        "# swapstress pages=10\nok 1 memcg created\n# filled 40960 pages: ok 3 # SKIP x\n"
+        "not ok 2 filled 40960 pages\n  # sub case: not ok 4 y\n"
         "  ok 3 sub case # SKIP no zswap\nok 4 round 2: 40 pages # XFAIL known\n"
         "# vmstat pswpout 40960\nBail out! modprobe nvme failed\n# totals: pass:2\n"
         "FAULTLINE-EXIT 12\nfaultline-init: test exited 12\n")
@@ -397,6 +398,55 @@ def make_run(tmp, name, status=0, outcome="pass", kernel=None, results=None):
                    {"suite": "swapstress", "name": "errors seen", "kind": "fail",
                     "line": "not ok 3 errors seen"}])
     return r, rundir
+
+
+# Two real ktap.log of syncblk-task (swapctx around swapstress), seed 1: a
+# pass, and a --mutate lie run whose data checks fail with other counts.
+REAL_KTAP = [os.path.join(TOP, "tests", "unit", "ktap", name)
+             for name in ("syncblk-task-pass.log", "syncblk-task-mutate-lie.log")]
+
+
+def ci_case_ids(path):
+    """A real run's KTAP as the CI systems name its cases: our parse, LAVA's
+    (its monitor pattern through pexpect, as lava-run applies it) and the
+    KCIDB test paths."""
+    from faultline.ktap import parse_ktap
+    with open(path) as f:
+        text = f.read()
+    results = parse_ktap(text)["results"]
+    got, _ = monitor([text])
+    r, rundir = make_run(tempfile.mkdtemp(), "run", results=results)
+    paths = [t["path"] for t in kcidb.document([(r, rundir)])["tests"]]
+    return results, [lava.lava_case_id(n) for n, _ in got], paths
+
+
+class StableCaseIdTest(unittest.TestCase):
+    """A case's id must not depend on what it measured, or a lab cannot
+    follow one check's history across runs."""
+
+    def test_two_runs_same_ids(self):
+        (pres, plava, pkcidb), (mres, mlava, mkcidb) = map(ci_case_ids, REAL_KTAP)
+        # The runs differ: in verdicts and in measured values.
+        self.assertEqual({r["kind"] for r in pres}, {"ok"})
+        self.assertIn("fail", {r["kind"] for r in mres})
+        self.assertNotEqual([r["detail"] for r in pres], [r["detail"] for r in mres])
+        # The ids are the same everywhere.
+        self.assertEqual([r["name"] for r in pres], [r["name"] for r in mres])
+        self.assertEqual(plava, mlava)
+        self.assertEqual(pkcidb, mkcidb)
+        # LAVA: one case per result (and FAULTLINE-EXIT), none for the '# NAME:' lines.
+        self.assertEqual(plava[:-1], [lava.lava_case_id(r["name"]) for r in pres])
+        self.assertEqual(len(set(plava)), len(plava))
+        self.assertEqual(len(pkcidb), len(pres) + 1)
+
+    def test_details_are_kept(self):
+        # What a failed case measured reaches report.json's failures.
+        from faultline.ktap import parse_ktap
+        with open(REAL_KTAP[1]) as f:
+            k = parse_ktap(f.read())
+        failed = [r for r in k["results"] if r["kind"] == "fail"]
+        self.assertTrue(all(r["detail"] for r in failed))
+        self.assertEqual(k["failures"][0], f"{failed[0]['line']}: {failed[0]['detail']}")
 
 
 class KcidbTest(unittest.TestCase):

@@ -142,6 +142,16 @@ class KtapTest(unittest.TestCase):
         self.assertEqual(k["diag"]["vmstat pswpout"], 15)
         self.assertEqual(k["failures"], ["not ok 2 b"])
 
+    def test_detail_lines(self):
+        # '# NAME: detail' before result NAME is its detail, not a diagnostic;
+        # the same shape before another line stays a diagnostic.
+        k = parse_ktap("# a: pswpout +40960\nok 1 a\n# b: 3 bad, 0 SIGBUS 5\nnot ok 2 b\n"
+                       "# c: 7\nok 3 other\n# swapctx: x exited 0\n# vmstat pswpout 2\n")
+        self.assertEqual([(r["name"], r["detail"]) for r in k["results"]],
+                         [("a", "pswpout +40960"), ("b", "3 bad, 0 SIGBUS 5"), ("other", "")])
+        self.assertEqual(k["diag"], {"c:": 7, "swapctx: x exited": 0, "vmstat pswpout": 2})
+        self.assertEqual(k["failures"], ["not ok 2 b: 3 bad, 0 SIGBUS 5"])
+
     def test_bail_out_is_failure(self):
         k = parse_ktap("Bail out! no device\n")
         self.assertTrue(k["bail"])
@@ -646,8 +656,10 @@ class ProgressTest(unittest.TestCase):
         out = io.StringIO()
         p = Progress(2, stream=out)
         p.update("# kernel 6.12\n# test: a\nok 1 x\n", 1.0, {"w": 3})
-        p.update("# kernel 6.12\n# test: a\nok 1 x\n# test: a\nnot ok 1 y\npartial", 2.0, {})
-        self.assertEqual(out.getvalue(), "  [   1.0s] test 1/2\n  | not ok 1 y\n"
+        p.update("# kernel 6.12\n# test: a\nok 1 x\n# test: a\n# y: 3 bad\nnot ok 1 y\n"
+                 "partial", 2.0, {})
+        # A failure comes with its '# NAME: detail' line.
+        self.assertEqual(out.getvalue(), "  [   1.0s] test 1/2\n  | # y: 3 bad\n  | not ok 1 y\n"
                                          "  [   2.0s] test 2/2\n")
 
 
@@ -701,7 +713,7 @@ class PlantedJudgeTest(unittest.TestCase):
 
     def test_kernel_mode_patched_fails_when_checks_do_not_judge(self):
         patched = scenario('kernel_mode = "patched"\n' + MINIMAL)
-        xfail = self.FULL.replace("ok 3 c", "not ok 3 c # XFAIL stock kernel: measured 9")
+        xfail = self.FULL.replace("ok 3 c", "not ok 3 c # XFAIL stock kernel")
         status, _, reason = self.verdict(xfail + "# patch_checks_asserted 0\n", patched)
         self.assertEqual(status, 1)
         self.assertIn("XFAIL", reason)
@@ -792,33 +804,35 @@ class MutateTest(unittest.TestCase):
 
     def verdict(self, status, diag, failed, hits=5):
         results = [{"name": "filled 10 pages", "kind": "ok"}] + [
-            {"name": n, "kind": "fail"} for n in failed]
+            {"name": n, "kind": "fail", "detail": d} for n, d in failed]
         return mutate.verdict("lie", status, diag, results,
                               {"rules": [{"name": "mutate", "hits": hits}]})
 
     def test_verdicts(self):
-        v = self.verdict(1, {"data_errors": 7}, ["round 1: 10 pages verified, 7 bad"])
+        v = self.verdict(1, {"data_errors": 7}, [("round 1: 10 pages verified", "7 bad")])
         self.assertTrue(v["caught"])
-        self.assertEqual(v["data_checks_failed"], ["round 1: 10 pages verified, 7 bad"])
-        self.assertIn("caught by its data check", v["verdict"])
+        self.assertEqual(v["data_checks_failed"], ["round 1: 10 pages verified"])
+        self.assertEqual(v["verdict"], "caught by its data check: round 1: 10 pages verified "
+                                       "(7 bad; data_errors 7)")
         blind = self.verdict(0, {"data_errors": 0}, [])
         self.assertFalse(blind["caught"])
         self.assertIn("blind checker", blind["verdict"])
-        other = self.verdict(1, {"data_errors": 0}, ["driver mode is task (expected irq)"])
+        other = self.verdict(1, {"data_errors": 0}, [("driver mode is irq", "mode task")])
         self.assertFalse(other["caught"])
         self.assertIn("NOT caught by a data check", other["verdict"])
         # A data check that fails with no bad page counted is not enough.
-        self.assertFalse(self.verdict(1, {}, ["final verify of 9 pages: 0 bad, 0 SIGBUS"])
+        self.assertFalse(self.verdict(1, {}, [("final verify of 9 pages", "0 bad")])
                          ["caught"])
-        idle = self.verdict(1, {"data_errors": 3}, ["race: 2 threads: 3 bad pages"], hits=0)
+        idle = self.verdict(1, {"data_errors": 3}, [("race: 2 threads: no bad pages", "3")],
+                            hits=0)
         self.assertFalse(idle["caught"])
         self.assertIn("never fired", idle["verdict"])
 
     def test_judge_records_the_mutation(self):
         d = tempfile.mkdtemp()
         with open(os.path.join(d, "ktap.log"), "w") as f:
-            f.write("ok 1 filled 10 pages\nnot ok 2 round 1: 10 pages verified, 3 bad\n"
-                    "# data_errors 3\n")
+            f.write("ok 1 filled 10 pages\n# round 1: 10 pages verified: 3 bad\n"
+                    "not ok 2 round 1: 10 pages verified\n# data_errors 3\n")
         with open(os.path.join(d, "console.log"), "w") as f:
             f.write("faultline-init\n")
         sc = mutate.apply(scenario(MINIMAL), "lie")
