@@ -238,8 +238,7 @@ void lru_run(struct run *R)
     R->swapcached_wb = swapcached_pages(&R->v_wb1);
     lw.refaulted = w.refaulted;
     lw.discarded = w.discarded;
-    R->bad += w.vr.bad;
-    R->sigbus_verify += w.vr.sigbus;
+    run_count_verify(R, &w.vr, 0);
     ktap_ok(!w.vr.bad && !w.vr.sigbus, "writeback phase: %lld chunks refaulted during "
             "writeback, %zu bad, %zu SIGBUS; %lld chunks discarded", w.refaulted, w.vr.bad,
             w.vr.sigbus, w.discarded);
@@ -255,8 +254,8 @@ void lru_run(struct run *R)
                          0, &vr);
         }
     }
-    R->bad += vr.bad + lw.zero_bad;
-    R->sigbus_verify += vr.sigbus;
+    run_count_verify(R, &vr, 0);
+    run_count_verify(R, &(struct verify_result){ .bad = lw.zero_bad }, 0);
     R->verified += pages - vr.bad - vr.sigbus - lw.zero_bad;
     ktap_ok(!vr.bad && !vr.sigbus && !lw.zero_bad, "final verify: %zu pages, %zu bad, "
             "%zu SIGBUS, %zu discarded pages not zero", pages, vr.bad, vr.sigbus,

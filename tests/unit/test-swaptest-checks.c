@@ -27,6 +27,14 @@ static void expect(enum check_result got, enum check_result want, const char *wh
            names[got], names[want]);
 }
 
+static void expect_count(size_t got, size_t want, const char *what)
+{
+    n_tests++;
+    n_failed += got != want;
+    printf("%s %d %s (%zu, expected %zu)\n", got == want ? "ok" : "not ok", n_tests, what,
+           got, want);
+}
+
 static void set_ctx(struct probe *p, long long hard, long long soft, long long task)
 {
     p->ok = 1;
@@ -41,7 +49,7 @@ int main(void)
     struct run R;
     struct check_out out;
 
-    printf("TAP version 13\n1..13\n");
+    printf("TAP version 13\n1..16\n");
     memset(&R, 0, sizeof(R));
 
     /* completion context: the scenario claims one context, all of it */
@@ -96,6 +104,15 @@ int main(void)
            "pswpout +5000 but no redirtied folio left swap cache");
     R.redirtied_written = 800;
     expect(rewritten_after_disarm(&R, &out), CHECK_PASS, "every redirtied folio written");
+
+    /* data_errors: what every data check found, counted the same way */
+    memset(&R, 0, sizeof(R));
+    run_count_verify(&R, &(struct verify_result){ .ok = 900, .sigbus = 124 }, 1);
+    expect_count(run_data_errors(&R), 0, "read-error child: expected SIGBUS is no data error");
+    run_count_verify(&R, &(struct verify_result){ .ok = 1000, .bad = 24 }, 1);
+    expect_count(run_data_errors(&R), 24, "read-error child: its bad pages are data errors");
+    run_count_verify(&R, &(struct verify_result){ .ok = 1020, .sigbus = 4 }, 0);
+    expect_count(run_data_errors(&R), 28, "parent after disarm: SIGBUS is a data error");
     printf("# %d of %d failed\n", n_failed, n_tests);
     return n_failed ? 1 : 0;
 }
