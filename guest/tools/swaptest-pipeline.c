@@ -8,6 +8,7 @@
 #include "swaptest.h"
 #include "ktap.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -216,9 +217,18 @@ static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct ve
 /*
  * swaptest's own memory is locked (main: mlockall on fault): only the pattern
  * is swappable, so a device that loses or damages data (--mutate) hits pages
- * a check verifies, never the test's heap (a lie there made malloc abort
- * before any metric was reported).
+ * a check verifies, never swaptest's own heap or stack (a lie there made
+ * malloc abort before any metric was reported; read-error's armed read
+ * errors there killed swaptest with SIGBUS outside any verify).
  */
+void lock_own_memory(void)
+{
+    if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) {
+        ktap_bail("mlockall: %s (swaptest's own memory must not be swapped)",
+                  strerror(errno));
+    }
+}
+
 void pattern_unlock(uint8_t *mem, size_t len)
 {
     munlock(mem, len);
@@ -347,10 +357,17 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
     if (cv == MAP_FAILED) {
         ktap_bail("mmap busmap failed");
     }
+    /* Faulted in by the (locked) parent now, so it is never swapped: the
+     * parent reads it while the fault is still armed. */
+    memset(cv, 0, shared_len);
     busmap = cv->busmap;
     fflush(stdout);
     pid = fork();
     if (pid == 0) {
+        /* Memory locks are not inherited: the child's own stack and heap
+         * must not swap while reads fail either. */
+        lock_own_memory();
+        pattern_unlock(mem, pages * GL_PAGE_SIZE);
         verify_pages(mem, 0, pages, 0, o.seed, busmap, NULL, 0, &cv->vr);
         /* exit code: 0 all fine, 1 data mismatch (never acceptable) */
         _exit(cv->vr.bad ? 1 : 0);

@@ -33,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -690,11 +689,7 @@ int main(int argc, char **argv)
 
     memset(&R, 0, sizeof(R));
     parse_args(argc, argv);
-    /* Only the pattern may be swapped (map_pattern unlocks it). */
-    if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) {
-        ktap_bail("mlockall: %s (swaptest's own memory must not be swapped)",
-                  strerror(errno));
-    }
+    lock_own_memory();      /* only the pattern swaps (map_pattern) */
     /* memcg joined, the mode's run and checks, no splat */
     ktap_header(1 + mode->planned() + checks_planned(mode->checks) + 1);
     ktap_diag("swaptest %s mem=%" PRIu64 " memcg_max=%" PRIu64 " seed=%" PRIu64

@@ -174,7 +174,8 @@ void sigbus_install(void);
 void verify_pages(uint8_t *base, size_t first, size_t n, size_t idx0, uint64_t seed,
                   uint8_t *busmap, const uint8_t *skip, int allow_zero,
                   struct verify_result *r);
-/* The pattern's memory: swappable, unlike the rest of swaptest's (mlockall). */
+/* The pattern's memory is swappable; the rest of swaptest's is locked. */
+void lock_own_memory(void);
 uint8_t *map_pattern(size_t len);
 void pattern_unlock(uint8_t *mem, size_t len);
 void zswap_max_restore(void);
