@@ -105,6 +105,27 @@ void run_checks(const struct check *const *checks, const struct run *R)
     }
 }
 
+/* ------------------------------------------------------------ data errors */
+
+/*
+ * Every data check's verify result is counted here, so that data_errors
+ * (report_metrics) is what the data checks found in every mode: bad pages,
+ * and SIGBUS where none may happen (@sigbus_expected: read-error's armed
+ * child, where SIGBUS is the point).
+ */
+void run_count_verify(struct run *R, const struct verify_result *vr, int sigbus_expected)
+{
+    R->bad += vr->bad;
+    if (!sigbus_expected) {
+        R->sigbus_verify += vr->sigbus;
+    }
+}
+
+size_t run_data_errors(const struct run *R)
+{
+    return R->bad + R->sigbus_verify;
+}
+
 /* ------------------------------------------------------------ every mode */
 
 static enum check_result swapped_out(const struct run *R, struct check_out *out)
@@ -404,6 +425,6 @@ void report_metrics(const struct run *R)
     ktap_diag("nr_swapcached_after_writeback %lld", R->swapcached_wb);
     ktap_diag("fill_zswpwb %lld", delta(&R->v0, &R->v_fill, VM_ZSWPWB));
     ktap_diag("wb_reclaim_calls %d", R->wb_calls);
-    ktap_diag("data_errors %zu", R->bad + R->sigbus_verify + R->sigbus_unexpected);
+    ktap_diag("data_errors %zu", run_data_errors(R));
     ktap_diag("workload_ms %lld", (long long)((R->t1 - R->t0) * 1000 + 0.5));
 }

@@ -239,8 +239,7 @@ void lru_run(struct run *R)
     R->swapcached_wb = swapcached_pages(&R->v_wb1);
     lw.refaulted = w.refaulted;
     lw.discarded = w.discarded;
-    R->bad += w.vr.bad;
-    R->sigbus_verify += w.vr.sigbus;
+    run_count_verify(R, &w.vr, 0);
     ktap_check(!w.vr.bad && !w.vr.sigbus,
                "writeback phase: chunks refaulted during writeback intact",
                "%lld chunks refaulted, %zu bad, %zu SIGBUS; %lld chunks discarded",
@@ -257,8 +256,8 @@ void lru_run(struct run *R)
                          0, &vr);
         }
     }
-    R->bad += vr.bad + lw.zero_bad;
-    R->sigbus_verify += vr.sigbus;
+    run_count_verify(R, &vr, 0);
+    run_count_verify(R, &(struct verify_result){ .bad = lw.zero_bad }, 0);
     R->verified += pages - vr.bad - vr.sigbus - lw.zero_bad;
     ktap_check(!vr.bad && !vr.sigbus && !lw.zero_bad,
                ktap_name("final verify of %zu pages", pages),

@@ -38,7 +38,8 @@ struct race {
     double deadline;
     volatile int stop;
     long long ops[OP__N];
-    long long bad, sigbus, remap_fail;
+    struct verify_result vr;    /* the workers' verifies during the race */
+    long long remap_fail;
     pthread_mutex_t stat_lock;
 };
 
@@ -121,7 +122,7 @@ static void *race_worker(void *arg)
                 mmap(base, clen, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
             }
-            madvise(base, clen, MADV_NOHUGEPAGE);
+            pattern_unlock(base, clen);
             chunk_fill(R, c);
             break;
         case OP_PAGEOUT:
@@ -135,8 +136,8 @@ static void *race_worker(void *arg)
     for (int i = 0; i < OP__N; i++) {
         R->ops[i] += ops[i];
     }
-    R->bad += vr.bad;
-    R->sigbus += vr.sigbus;
+    R->vr.bad += vr.bad;
+    R->vr.sigbus += vr.sigbus;
     R->remap_fail += remap_fail;
     pthread_mutex_unlock(&R->stat_lock);
     return NULL;
@@ -217,16 +218,16 @@ void race(struct run *Rn)
         ktap_diag("race op %s %lld", op_names[i], R.ops[i]);
     }
     ktap_diag("race remap_refilled_with_map_fixed %lld", R.remap_fail);
-    ktap_check(!R.bad && !R.sigbus,
+    ktap_check(!R.vr.bad && !R.vr.sigbus,
                ktap_name("race: %d threads for %.0fs: no bad pages, no SIGBUS", o.threads,
-                         o.duration), "%lld bad pages, %lld SIGBUS", R.bad, R.sigbus);
+                         o.duration), "%zu bad pages, %zu SIGBUS", R.vr.bad, R.vr.sigbus);
     gl_vmstat_report("phase race vmstat", &Rn->v_wb0, &Rn->v_wb1);
     /* Final pass over everything. */
     for (size_t c = 0; c < R.chunks; c++) {
         chunk_verify(&R, c, &vr);
     }
-    Rn->bad = R.bad + vr.bad;
-    Rn->sigbus_verify = R.sigbus + vr.sigbus;
+    run_count_verify(Rn, &R.vr, 0);
+    run_count_verify(Rn, &vr, 0);
     Rn->verified = vr.ok;
     ktap_check(!vr.bad && !vr.sigbus, ktap_name("final verify of %zu pages",
                                                 R.chunks * o.chunk_pages),

@@ -89,8 +89,7 @@ void readahead_run(struct run *R)
         ra.pswpin += gl_vmstat_delta(&a, &b, VM_PSWPIN);
         ra.zswpin += gl_vmstat_delta(&a, &b, VM_ZSWPIN);
         ra.refaulted += pages;
-        R->bad += vr.bad;
-        R->sigbus_verify += vr.sigbus;
+        run_count_verify(R, &vr, 0);
         R->verified += vr.ok;
         ktap_check(!vr.bad && !vr.sigbus,
                    ktap_name("readahead %s: round %d: %zu pages refaulted in order and "

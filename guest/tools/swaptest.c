@@ -696,6 +696,7 @@ int main(int argc, char **argv)
 
     memset(&R, 0, sizeof(R));
     parse_args(argc, argv);
+    lock_own_memory();      /* only the pattern swaps (map_pattern) */
     /* memcg joined, the mode's run and checks, no splat */
     ktap_header(1 + mode->planned() + checks_planned(mode->checks) + 1);
     ktap_diag("swaptest %s mem=%" PRIu64 " memcg_max=%" PRIu64 " seed=%" PRIu64

@@ -79,7 +79,8 @@ struct run {
     struct gl_vmstat v0, v_fill, v_wb0, v_wb1, v_end;
     struct verify_result vr_wb;
     size_t verified, bad, sigbus_child, sigbus_parent, sigbus_unexpected;
-    size_t sigbus_verify;       /* SIGBUS where none may happen */
+    size_t sigbus_verify;       /* SIGBUS where none may happen (sigbus_unexpected
+                                 * are among them) */
     long long heal_pswpout;
     /* heal: folios whose write failed (swapped, in swap cache, not on the
      * device), and how many of them left swap cache or reached the device
@@ -138,6 +139,9 @@ void run_checks(const struct check *const *checks, const struct run *R);
 int checks_planned(const struct check *const *checks);
 void run_check(const struct check *c, const struct run *R);
 void report_metrics(const struct run *R);
+/* Count a data check's verify result (bad pages, SIGBUS) into data_errors. */
+void run_count_verify(struct run *R, const struct verify_result *vr, int sigbus_expected);
+size_t run_data_errors(const struct run *R);
 
 /* ------------------------------------------------------------ shared by the runs */
 
@@ -178,7 +182,10 @@ void sigbus_install(void);
 void verify_pages(uint8_t *base, size_t first, size_t n, size_t idx0, uint64_t seed,
                   uint8_t *busmap, const uint8_t *skip, int allow_zero,
                   struct verify_result *r);
+/* The pattern's memory is swappable; the rest of swaptest's is locked. */
+void lock_own_memory(void);
 uint8_t *map_pattern(size_t len);
+void pattern_unlock(uint8_t *mem, size_t len);
 void zswap_max_restore(void);
 /* "# PREFIX KEY VALUE" for the memcg counters swaptest reports. */
 void report_memstat(const char *prefix);

@@ -67,6 +67,14 @@ static void expect_name(const struct check_out *out, const char *name, const cha
            what, out->name);
 }
 
+static void expect_count(size_t got, size_t want, const char *what)
+{
+    n_tests++;
+    n_failed += got != want;
+    printf("%s %d %s (%zu, expected %zu)\n", got == want ? "ok" : "not ok", n_tests, what,
+           got, want);
+}
+
 static void set_ctx(struct probe *p, long long hard, long long soft, long long task)
 {
     p->ok = 1;
@@ -81,7 +89,7 @@ int main(void)
     struct run R;
     struct check_out out;
 
-    printf("TAP version 13\n1..28\n");
+    printf("TAP version 13\n1..31\n");
     memset(&R, 0, sizeof(R));
 
     /* completion context: the scenario claims one context, all of it */
@@ -182,6 +190,15 @@ int main(void)
     expect_ktap(&check_no_linger, &R, LINGER_DETAIL "0 pages, last reclaim call zswpwb 100\n"
                 "ok 6 written-back folios do not linger in swap cache # SKIP stock kernel: "
                 "holds anyway\n", "linger: SKIP");
+
+    /* data_errors: what every data check found, counted the same way */
+    memset(&R, 0, sizeof(R));
+    run_count_verify(&R, &(struct verify_result){ .ok = 900, .sigbus = 124 }, 1);
+    expect_count(run_data_errors(&R), 0, "read-error child: expected SIGBUS is no data error");
+    run_count_verify(&R, &(struct verify_result){ .ok = 1000, .bad = 24 }, 1);
+    expect_count(run_data_errors(&R), 24, "read-error child: its bad pages are data errors");
+    run_count_verify(&R, &(struct verify_result){ .ok = 1020, .sigbus = 4 }, 0);
+    expect_count(run_data_errors(&R), 28, "parent after disarm: SIGBUS is a data error");
     printf("# %d of %d failed\n", n_failed, n_tests);
     return n_failed ? 1 : 0;
 }
