@@ -433,17 +433,9 @@ void pipeline(struct run *R)
     int zswap_on;
     char buf[8];
 
-    if (o.device_lost) {
-        /* Once the device is gone a swapped-out stack or heap page of our
-         * own is lost too: keep everything but the pattern in memory. */
-        if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) {
-            ktap_bail("mlockall failed: %s", strerror(errno));
-        }
-    }
+    /* map_pattern() leaves only the pattern swappable (lock_own_memory()),
+     * which --device-lost needs too: our own pages would be lost with it. */
     mem = map_pattern(o.mem);
-    if (o.device_lost && munlock(mem, o.mem)) {
-        ktap_bail("munlock of the pattern failed: %s", strerror(errno));
-    }
 
     zswap_on = gl_read_file(ZSWAP_PARAM "enabled", buf, sizeof(buf)) == 0 && buf[0] == 'Y';
     if (zswap_on && !o.fill_writeback) {
