@@ -1445,6 +1445,38 @@ static void test_ctrl_fail_bad_rules(void)
 }
 
 
+/*
+ * Surprise removal (device_del and ACPI eject) of a controller with one
+ * command held by drop and one under delay=: QEMU stays up, the delay's
+ * timer never fires into the freed controller, and the injector is free
+ * again (object-del succeeds once no device uses it).
+ */
+static void test_surprise_removal(void)
+{
+    NvmeOpts o = { .rules = "held: write lba=8 drop\n"
+                            "slow: write lba=16 delay=1s\n",
+                   .dev_opts = ",id=nv0" };
+    Nvme *n = nvme_start_opts(&o);
+    g_autofree char *err = NULL;
+
+    io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    io_submit(n, NVME_CMD_WRITE, 16, 8, n->buf);
+    assert_no_cqe(n, 20);
+    g_assert_cmpuint(rule_hits(n, "held"), ==, 1);
+    g_assert_cmpuint(rule_hits(n, "slow"), ==, 1);
+    err = fl_qmp_error(n->qts, "{'execute': 'object-del', 'arguments': "
+                       "{'id': 'fi0'}}");
+    g_assert(strstr(err, "fi0"));
+
+    qpci_unplug_acpi_device_test(n->qts, "nv0", 4);
+    qtest_clock_step(n->qts, 2 * NANOSECONDS_PER_SECOND);
+    fl_assert_running(n->qts);
+    qtest_qmp_assert_success(n->qts, "{'execute': 'object-del', "
+                             "'arguments': {'id': 'fi0'}}");
+    fl_assert_running(n->qts);
+    nvme_stop(n);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -1499,6 +1531,7 @@ int main(int argc, char **argv)
                         test_reset_fail);
     qtest_add_func("/nvme-fault/reset-fail-machine-reset",
                    test_reset_fail_machine_reset);
+    qtest_add_func("/nvme-fault/surprise-removal", test_surprise_removal);
     qtest_add_func("/nvme-fault/ctrl-fail-bad-rules",
                    test_ctrl_fail_bad_rules);
     ret = g_test_run();
