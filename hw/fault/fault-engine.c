@@ -18,22 +18,59 @@
 #define FE_GOLDEN 0x9e3779b97f4a7c15ULL
 
 /*
- * Candidate rules of one op that must be looked at per I/O.  Rules with
- * len= but no lba= are in @all.  Rules with lba= are sorted by start, with
- * a prefix maximum of their ends, so one branch-free binary search finds
- * the last range starting at or before the I/O's end and a short backward
- * scan stops as soon as no earlier range can reach the I/O's start: an I/O
- * outside every range costs O(log n) and never touches a rule.
+ * Rules of one op with a range key, sorted by start, with a prefix maximum
+ * of their ends, so one branch-free binary search finds the last range
+ * starting at or before the I/O's end and a short backward scan stops as
+ * soon as no earlier range can reach the I/O's start: an I/O outside every
+ * range costs O(log n) and never touches a rule.
  */
-typedef struct FeCand {
-    uint32_t nall;
-    uint32_t *all;              /* rule indices, no lba= */
+typedef struct FeRanges {
     uint32_t n;
     uint64_t *lo;               /* sorted ascending */
     uint64_t *hi;
     uint64_t *pmax;             /* max(hi[0..i]) */
     uint32_t *idx;
+} FeRanges;
+
+/*
+ * Candidate rules of one op that must be looked at per I/O: by lba= if
+ * they have it, else by sq=, else by cpu= (an I/O without that key skips
+ * the list); rules with only len= are in @all.
+ */
+typedef struct FeCand {
+    uint32_t nall;
+    uint32_t *all;              /* rule indices, no lba=, sq= or cpu= */
+    FeRanges lba, sq, cpu;
 } FeCand;
+
+/*
+ * Rules with one range key (lba=, sq= or cpu=, nothing else to match)
+ * that cannot fire for many matches (prob=0, nth=huge, a used up
+ * count=...) are counted, not looked at: per op and key, two counts per
+ * I/O (how many of the rules' sorted distinct ends lie below its start,
+ * how many starts lie at or below its end) give every such rule its
+ * ordinal at a fold, since an I/O misses [lo, hi] exactly when hi < start
+ * or lo > end.  A matching I/O bumps a rule's ordinal by at most one, so no
+ * rule reaches its bound before @budget I/Os since the last fold: the
+ * fold triggers the rules that are due then.
+ */
+#define FE_SPAN_SLACK 64        /* fewer matches to a bound: looked at */
+
+#define FE_RANGE_KEYS 3         /* lba=, sq=, cpu=: FeCand lists 0..2 */
+
+typedef struct FeSpanEnt {
+    uint32_t idx;               /* rule index */
+    uint32_t jlo, jhi;          /* its lo in @lo, its hi in @hi */
+} FeSpanEnt;
+
+typedef struct FeSpans {
+    uint32_t nlo, nhi, nent;
+    uint64_t *lo, *hi;          /* sorted distinct starts, ends */
+    uint64_t *below;            /* [k]: I/Os with k ends below their lba */
+    uint64_t *upto;             /* [k]: I/Os with k starts <= their end */
+    uint64_t total;             /* I/Os since the last fold */
+    FeSpanEnt *ent;
+} FeSpans;
 
 /*
  * Rules with neither lba= nor len= match every I/O of their op (while
@@ -43,6 +80,7 @@ typedef struct FeCand {
  */
 #define FE_NGROUPS (FE_OP__MAX + 1)
 #define FE_NOT_LAZY 0xff
+#define FE_SPAN 0xfe            /* counted by the FeSpans, not a group */
 
 typedef struct FeGroup {
     uint64_t count;             /* the group's I/Os since new/reset */
@@ -95,6 +133,12 @@ struct FeEngine {
     size_t nrules;
     FeCand cand[FE_OP__MAX];
     FeGroup group[FE_NGROUPS];
+    FeSpans span[FE_OP__MAX][FE_RANGE_KEYS];
+    uint32_t nspan;             /* FE_SPAN rules, in @span_idx */
+    uint32_t *span_idx;
+    uint64_t span_io;           /* I/Os since the last fold */
+    uint64_t span_budget;       /* fold when span_io reaches it */
+    void *span_mem;
     char *cand_mem;
     size_t cand_cap;            /* rules the arrays can hold */
     FeSortEnt *sort_tmp;
@@ -219,19 +263,94 @@ static inline bool hot_live(const FeHot *h, uint32_t state)
     return !(h->flags & FE_HAS_STATE) || h->state == state;
 }
 
+static inline bool in_group(const FeHot *h)
+{
+    return h->group < FE_NGROUPS;
+}
+
+/* Matches of span entry @e since the last fold. */
+static uint64_t span_pending(const FeSpans *s, const FeSpanEnt *e)
+{
+    uint64_t miss = 0;
+
+    for (uint32_t k = e->jhi + 1; k <= s->nhi; k++) {
+        miss += s->below[k];
+    }
+    for (uint32_t k = 0; k <= e->jlo; k++) {
+        miss += s->upto[k];
+    }
+    return s->total - miss;
+}
+
 static uint64_t rule_matched(const FeEngine *fe, size_t i)
 {
     const FeHot *h = &fe->hot[i];
+    uint64_t m = h->matched;
 
-    if (h->group != FE_NOT_LAZY && hot_live(h, fe->state)) {
+    if (h->group == FE_SPAN) {
+        for (const FeSpans *s = fe->span[0];
+             s < fe->span[0] + FE_OP__MAX * FE_RANGE_KEYS; s++) {
+            for (uint32_t k = 0; k < s->nent; k++) {
+                if (s->ent[k].idx == i) {
+                    m += span_pending(s, &s->ent[k]);
+                }
+            }
+        }
+        return m;
+    }
+    if (in_group(h) && hot_live(h, fe->state)) {
         return fe->group[h->group].count - h->base;
     }
-    return h->matched;
+    return m;
+}
+
+/* Fold the span counts into the span rules' ordinals (no trigger). */
+static void spans_fold(FeEngine *fe)
+{
+    for (FeSpans *s = fe->span[0];
+         s < fe->span[0] + FE_OP__MAX * FE_RANGE_KEYS; s++) {
+        if (!s->total) {
+            continue;
+        }
+        /* below[] to suffix sums, upto[] to prefix sums. */
+        for (uint32_t k = s->nhi; k-- > 0;) {
+            s->below[k] += s->below[k + 1];
+        }
+        for (uint32_t k = 1; k <= s->nlo; k++) {
+            s->upto[k] += s->upto[k - 1];
+        }
+        for (uint32_t k = 0; k < s->nent; k++) {
+            const FeSpanEnt *e = &s->ent[k];
+            uint64_t miss = s->upto[e->jlo] +
+                            (e->jhi < s->nhi ? s->below[e->jhi + 1] : 0);
+            fe->hot[e->idx].matched += s->total - miss;
+        }
+        memset(s->below, 0, (s->nhi + 1) * sizeof(*s->below));
+        memset(s->upto, 0, (s->nlo + 1) * sizeof(*s->upto));
+        s->total = 0;
+    }
+    fe->span_io = 0;
+}
+
+/* The fewest I/Os after which a span rule may be due. */
+static void spans_set_budget(FeEngine *fe)
+{
+    uint64_t budget = UINT64_MAX;
+
+    for (uint32_t k = 0; k < fe->nspan; k++) {
+        const FeHot *h = &fe->hot[fe->span_idx[k]];
+        uint64_t slack = h->next == UINT64_MAX ? UINT64_MAX :
+                         h->next > h->matched ? h->next - h->matched : 1;
+        budget = slack < budget ? slack : budget;
+    }
+    fe->span_budget = budget;
 }
 
 /* Store every lazy rule's ordinal in matched, before rules move. */
 static void freeze_all(FeEngine *fe)
 {
+    spans_fold(fe);
+    spans_set_budget(fe);
     for (size_t i = 0; i < fe->nrules; i++) {
         fe->hot[i].matched = rule_matched(fe, i);
     }
@@ -256,13 +375,185 @@ static void thaw_all(FeEngine *fe)
 {
     for (size_t i = 0; i < fe->nrules; i++) {
         FeHot *h = &fe->hot[i];
-        if (h->group != FE_NOT_LAZY && hot_live(h, fe->state)) {
+        if (in_group(h) && hot_live(h, fe->state)) {
             h->base = fe->group[h->group].count - h->matched;
         }
     }
     for (int g = 0; g < FE_NGROUPS; g++) {
         group_update_due(fe, &fe->group[g]);
     }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Sort and de-duplicate @v[0..n); returns the distinct count. */
+static uint32_t sort_unique(uint64_t *v, uint32_t n)
+{
+    uint32_t k = 0;
+
+    qsort(v, n, sizeof(*v), cmp_u64);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!k || v[i] != v[k - 1]) {
+            v[k++] = v[i];
+        }
+    }
+    return k;
+}
+
+/* Number of a[0..n) that are <= key (a sorted, n >= 1); branch-free. */
+static inline uint32_t upper_bound(const uint64_t *a, uint32_t n, uint64_t key)
+{
+    const uint64_t *base = a;
+
+    while (n > 1) {
+        uint32_t half = n / 2;
+        base = base[half] <= key ? base + half : base;
+        n -= half;
+    }
+    return (uint32_t)(base - a) + (*base <= key);
+}
+
+static bool rule_of_op(const FeRule *r, int op)
+{
+    return r->op == FE_OP_ANY || (int)r->op == op;
+}
+
+/* Which candidate list of its op rule @r is in (FeCand.all: 3). */
+static int cand_list(const FeRule *r)
+{
+    return (r->flags & FE_HAS_LBA) ? 0 : (r->flags & FE_HAS_SQ) ? 1 :
+           (r->flags & FE_HAS_CPU) ? 2 : 3;
+}
+
+/* Rule @r's bounds for key @l (a cand_list() index below 3). */
+static void rule_bounds(const FeRule *r, int l, uint64_t *lo, uint64_t *hi)
+{
+    *lo = l == 0 ? r->lba_lo : l == 1 ? r->sq_lo : r->cpu_lo;
+    *hi = l == 0 ? r->lba_hi : l == 1 ? r->sq_hi : r->cpu_hi;
+}
+
+/*
+ * Count rule @i with the spans if it cannot fire for FE_SPAN_SLACK more
+ * matches and its one match key is lba=, sq= or cpu=.
+ */
+static bool span_candidate(const FeEngine *fe, size_t i)
+{
+    const FeRule *r = &fe->rules[i];
+    const FeHot *h = &fe->hot[i];
+    uint32_t keys = r->flags & (FE_HAS_LBA | FE_HAS_LEN | FE_HAS_STATE |
+                                FE_RULE_KEYS);
+
+    if (in_group(h) || (keys != FE_HAS_LBA && keys != FE_HAS_SQ &&
+                        keys != FE_HAS_CPU)) {
+        return false;
+    }
+    return h->next == UINT64_MAX ||
+           (h->next > h->matched && h->next - h->matched >= FE_SPAN_SLACK);
+}
+
+/* Set up fe->span[][] for the rules marked FE_SPAN; false if out of memory. */
+static bool spans_build(FeEngine *fe)
+{
+    uint32_t nent[FE_OP__MAX][FE_RANGE_KEYS] = { { 0 } };
+    size_t sz, nspan = 0;
+    FeSpans *sp, *end = fe->span[0] + FE_OP__MAX * FE_RANGE_KEYS;
+    uint32_t *ne;
+    char *p;
+
+    free(fe->span_mem);
+    fe->span_mem = NULL;
+    memset(fe->span, 0, sizeof(fe->span));
+    fe->nspan = 0;
+    fe->span_idx = NULL;
+    for (size_t i = 0; i < fe->nrules; i++) {
+        if (fe->hot[i].group != FE_SPAN) {
+            continue;
+        }
+        nspan++;
+        for (int op = 0; op < FE_OP__MAX; op++) {
+            nent[op][cand_list(&fe->rules[i])] +=
+                rule_of_op(&fe->rules[i], op);
+        }
+    }
+    if (!nspan) {
+        return true;
+    }
+    sz = nspan * sizeof(uint32_t);
+    for (ne = nent[0]; ne < nent[0] + FE_OP__MAX * FE_RANGE_KEYS; ne++) {
+        sz += (4 * (size_t)*ne + 2) * sizeof(uint64_t) +
+              *ne * sizeof(FeSpanEnt);
+    }
+    p = calloc(1, sz);
+    if (!p) {
+        return false;
+    }
+    fe->span_mem = p;
+    /* 64-bit arrays first, so every array stays aligned. */
+    for (sp = fe->span[0], ne = nent[0]; sp < end; sp++, ne++) {
+        sp->lo = (uint64_t *)(void *)p;
+        sp->hi = sp->lo + *ne;
+        sp->below = sp->hi + *ne;
+        sp->upto = sp->below + *ne + 1;
+        p = (char *)(sp->upto + *ne + 1);
+    }
+    for (sp = fe->span[0], ne = nent[0]; sp < end; sp++, ne++) {
+        sp->ent = (FeSpanEnt *)(void *)p;
+        p += *ne * sizeof(FeSpanEnt);
+    }
+    fe->span_idx = (uint32_t *)(void *)p;
+    for (size_t i = 0; i < fe->nrules; i++) {
+        if (fe->hot[i].group == FE_SPAN) {
+            fe->span_idx[fe->nspan++] = (uint32_t)i;
+        }
+    }
+    for (int op = 0; op < FE_OP__MAX; op++) {
+        for (int l = 0; l < FE_RANGE_KEYS; l++) {
+            uint64_t lo, hi;
+
+            sp = &fe->span[op][l];
+            for (uint32_t k = 0; k < fe->nspan; k++) {
+                const FeRule *r = &fe->rules[fe->span_idx[k]];
+                if (rule_of_op(r, op) && cand_list(r) == l) {
+                    rule_bounds(r, l, &lo, &hi);
+                    sp->lo[sp->nent] = lo;
+                    sp->hi[sp->nent] = hi;
+                    sp->ent[sp->nent++].idx = fe->span_idx[k];
+                }
+            }
+            if (!sp->nent) {
+                continue;
+            }
+            sp->nlo = sort_unique(sp->lo, sp->nent);
+            sp->nhi = sort_unique(sp->hi, sp->nent);
+            for (uint32_t k = 0; k < sp->nent; k++) {
+                rule_bounds(&fe->rules[sp->ent[k].idx], l, &lo, &hi);
+                sp->ent[k].jlo = upper_bound(sp->lo, sp->nlo, lo) - 1;
+                sp->ent[k].jhi = upper_bound(sp->hi, sp->nhi, hi) - 1;
+            }
+        }
+    }
+    return true;
+}
+
+/* Sort the @n entries of @t into @rg. */
+static void ranges_build(FeRanges *rg, FeSortEnt *t, uint32_t n)
+{
+    uint64_t m = 0;
+
+    qsort(t, n, sizeof(*t), cmp_sort_ent);
+    for (uint32_t i = 0; i < n; i++) {
+        m = t[i].hi > m ? t[i].hi : m;
+        rg->lo[i] = t[i].lo;
+        rg->hi[i] = t[i].hi;
+        rg->pmax[i] = m;
+        rg->idx[i] = t[i].idx;
+    }
+    rg->n = n;
 }
 
 /* Never fails when the rule count did not grow (delete, clear). */
@@ -275,7 +566,7 @@ static int rebuild_candidates(FeEngine *fe)
 
     if (per > fe->cand_cap) {
         size_t sz = FE_OP__MAX * per *
-                    (3 * sizeof(uint64_t) + 2 * sizeof(uint32_t)) +
+                    (9 * sizeof(uint64_t) + 4 * sizeof(uint32_t)) +
                     FE_NGROUPS * per * sizeof(uint32_t);
         char *mem = malloc(sz);
         FeFired *fired = malloc(per * sizeof(*fired));
@@ -299,9 +590,9 @@ static int rebuild_candidates(FeEngine *fe)
     fe->gen++;              /* rule indices move: older hit refs are void */
     /* All 64-bit arrays first, so every array stays aligned. */
     b64 = (uint64_t *)(void *)fe->cand_mem;
-    b32 = (uint32_t *)(void *)(b64 + FE_OP__MAX * 3 * cap);
+    b32 = (uint32_t *)(void *)(b64 + FE_OP__MAX * 9 * cap);
     for (int g = 0; g < FE_NGROUPS; g++) {
-        fe->group[g].idx = b32 + (size_t)(2 * FE_OP__MAX + g) * cap;
+        fe->group[g].idx = b32 + (size_t)(4 * FE_OP__MAX + g) * cap;
         fe->group[g].n = 0;
     }
     for (size_t i = 0; i < fe->nrules; i++) {
@@ -320,45 +611,57 @@ static int rebuild_candidates(FeEngine *fe)
             FeGroup *g = &fe->group[r->op];
             h->group = (uint8_t)r->op;
             g->idx[g->n++] = (uint32_t)i;
+        } else if (span_candidate(fe, i)) {
+            h->group = FE_SPAN;
+        }
+    }
+    if (!spans_build(fe)) {
+        /* Out of memory: the span rules are looked at per I/O instead. */
+        for (size_t i = 0; i < fe->nrules; i++) {
+            if (fe->hot[i].group == FE_SPAN) {
+                fe->hot[i].group = FE_NOT_LAZY;
+            }
         }
     }
     for (int op = 0; op < FE_OP__MAX; op++) {
         FeCand *c = &fe->cand[op];
-        FeSortEnt *t = fe->sort_tmp;
-        uint64_t m = 0;
+        FeRanges *rg[3] = { &c->lba, &c->sq, &c->cpu };
 
-        c->lo = b64 + (size_t)op * 3 * cap;
-        c->hi = c->lo + cap;
-        c->pmax = c->hi + cap;
-        c->idx = b32 + (size_t)op * 2 * cap;
-        c->all = c->idx + cap;
-        c->n = 0;
+        for (int l = 0; l < 3; l++) {
+            uint64_t *o = b64 + ((size_t)op * 9 + 3 * l) * cap;
+            uint32_t n = 0;
+
+            rg[l]->lo = o;
+            rg[l]->hi = o + cap;
+            rg[l]->pmax = o + 2 * cap;
+            rg[l]->idx = b32 + ((size_t)op * 4 + l) * cap;
+            for (size_t i = 0; i < fe->nrules; i++) {
+                const FeRule *r = &fe->rules[i];
+                FeSortEnt *t = &fe->sort_tmp[n];
+
+                if (!rule_of_op(r, op) || fe->hot[i].group != FE_NOT_LAZY ||
+                    cand_list(r) != l) {
+                    continue;
+                }
+                rule_bounds(r, l, &t->lo, &t->hi);
+                t->idx = (uint32_t)i;
+                n++;
+            }
+            ranges_build(rg[l], fe->sort_tmp, n);
+        }
+        c->all = b32 + ((size_t)op * 4 + 3) * cap;
         c->nall = 0;
         for (size_t i = 0; i < fe->nrules; i++) {
-            const FeRule *r = &fe->rules[i];
-            if ((r->op != FE_OP_ANY && (int)r->op != op) ||
-                fe->hot[i].group != FE_NOT_LAZY) {
-                continue;
-            }
-            if (!(r->flags & FE_HAS_LBA)) {
+            if (rule_of_op(&fe->rules[i], op) &&
+                fe->hot[i].group == FE_NOT_LAZY &&
+                cand_list(&fe->rules[i]) == 3) {
                 c->all[c->nall++] = (uint32_t)i;
-                continue;
             }
-            t[c->n].lo = r->lba_lo;
-            t[c->n].hi = r->lba_hi;
-            t[c->n].idx = (uint32_t)i;
-            c->n++;
-        }
-        qsort(t, c->n, sizeof(*t), cmp_sort_ent);
-        for (uint32_t i = 0; i < c->n; i++) {
-            m = t[i].hi > m ? t[i].hi : m;
-            c->lo[i] = t[i].lo;
-            c->hi[i] = t[i].hi;
-            c->pmax[i] = m;
-            c->idx[i] = t[i].idx;
         }
     }
     thaw_all(fe);
+    fe->span_io = 0;
+    spans_set_budget(fe);
     return 0;
 }
 
@@ -389,6 +692,7 @@ void fe_engine_free(FeEngine *fe)
     free(fe->cand_mem);
     free(fe->fired);
     free(fe->sort_tmp);
+    free(fe->span_mem);
     free(fe->log);
     free(fe);
 }
@@ -635,8 +939,14 @@ void fe_engine_void_hit(FeEngine *fe, FeHitRef ref, uint32_t times)
     h = &fe->hot[ref.rule];
     r->hits -= times < r->hits ? times : r->hits;
     /* A count= it had used up may pass again. */
+    if (h->group == FE_SPAN) {
+        spans_fold(fe);
+        h->next = next_chance(r, h->matched);
+        spans_set_budget(fe);
+        return;
+    }
     h->next = next_chance(r, rule_matched(fe, ref.rule));
-    if (h->group != FE_NOT_LAZY) {
+    if (in_group(h)) {
         group_update_due(fe, &fe->group[h->group]);
     }
 }
@@ -859,8 +1169,8 @@ void fe_engine_reset_counters(FeEngine *fe)
         fe->group[g].count = 0;
     }
     fe->ordinal = 0;
-    fe->gen++;
-    thaw_all(fe);
+    /* Bounds moved: the span rules are chosen again, their counts dropped. */
+    rebuild_candidates(fe);
 }
 
 void fe_engine_reset(FeEngine *fe)
@@ -905,19 +1215,6 @@ static uint32_t trigger(FeEngine *fe, uint32_t idx, uint64_t n, uint32_t nf)
     }
     fe->hot[idx].next = next_chance(r, n);
     return pass;
-}
-
-/* Number of a[0..n) that are <= key (a sorted); branch-free. */
-static inline uint32_t upper_bound(const uint64_t *a, uint32_t n, uint64_t key)
-{
-    const uint64_t *base = a;
-
-    while (n > 1) {
-        uint32_t half = n / 2;
-        base = base[half] <= key ? base + half : base;
-        n -= half;
-    }
-    return (uint32_t)(base - a) + (*base <= key);
 }
 
 /* sq= and cpu= of rule @r against the I/O's @keys (absent: no match). */
@@ -965,6 +1262,53 @@ static inline uint32_t consider(FeEngine *fe, uint32_t idx, uint32_t len,
     }
     n = ++h->matched;
     return n < h->next ? 0 : trigger(fe, idx, n, nf);
+}
+
+/* An I/O over [lo, hi] of the key of @sp. */
+static inline void spans_count(FeSpans *sp, uint64_t lo, uint64_t hi)
+{
+    if (sp->nent) {
+        sp->below[lo ? upper_bound(sp->hi, sp->nhi, lo - 1) : 0]++;
+        sp->upto[upper_bound(sp->lo, sp->nlo, hi)]++;
+        sp->total++;
+    }
+}
+
+/* A span rule may be due: fold, trigger the due ones, set a new budget. */
+static uint32_t spans_due(FeEngine *fe, uint32_t nf)
+{
+    spans_fold(fe);
+    for (uint32_t k = 0; k < fe->nspan; k++) {
+        uint32_t idx = fe->span_idx[k];
+        const FeHot *h = &fe->hot[idx];
+
+        /* A bound cannot be passed: an I/O adds at most one match. */
+        if (h->next != UINT64_MAX && h->matched >= h->next) {
+            nf += trigger(fe, idx, h->matched, nf);
+        }
+    }
+    spans_set_budget(fe);
+    return nf;
+}
+
+/* Ranges of @rg that overlap [lo, hi]: check the rest, then trigger. */
+static inline uint32_t ranges_scan(FeEngine *fe, const FeRanges *rg,
+                                   uint64_t lo, uint64_t hi, uint32_t len,
+                                   const FeIoKeys *keys, uint32_t state,
+                                   uint32_t nf)
+{
+    uint32_t i;
+
+    if (!rg->n) {
+        return nf;
+    }
+    i = upper_bound(rg->lo, rg->n, hi);
+    while (i-- > 0 && rg->pmax[i] >= lo) {
+        if (rg->hi[i] >= lo) {
+            nf += consider(fe, rg->idx[i], len, keys, state, nf);
+        }
+    }
+    return nf;
 }
 
 /* Group @g reached a member's bound: trigger the members that are due. */
@@ -1272,12 +1616,25 @@ bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     for (uint32_t i = 0; i < c->nall; i++) {
         nf += consider(fe, c->all[i], len, keys, state, nf);
     }
-    if (c->n) {
-        uint32_t i = upper_bound(c->lo, c->n, end);
-        while (i-- > 0 && c->pmax[i] >= lba) {
-            if (c->hi[i] >= lba) {
-                nf += consider(fe, c->idx[i], len, keys, state, nf);
-            }
+    nf = ranges_scan(fe, &c->lba, lba, end, len, keys, state, nf);
+    if (keys->have & FE_KEY_SQ) {
+        nf = ranges_scan(fe, &c->sq, keys->sq, keys->sq, len, keys, state,
+                         nf);
+    }
+    if (keys->have & FE_KEY_CPU) {
+        nf = ranges_scan(fe, &c->cpu, keys->cpu, keys->cpu, len, keys, state,
+                         nf);
+    }
+    if (fe->nspan) {
+        spans_count(&fe->span[op][0], lba, end);
+        if (keys->have & FE_KEY_SQ) {
+            spans_count(&fe->span[op][1], keys->sq, keys->sq);
+        }
+        if (keys->have & FE_KEY_CPU) {
+            spans_count(&fe->span[op][2], keys->cpu, keys->cpu);
+        }
+        if (++fe->span_io >= fe->span_budget) {
+            nf = spans_due(fe, nf);
         }
     }
     if (!nf) {
