@@ -57,6 +57,7 @@ typedef struct FeCand {
 #define FE_SPAN_SLACK 64        /* fewer matches to a bound: looked at */
 
 #define FE_RANGE_KEYS 3         /* lba=, sq=, cpu=: FeCand lists 0..2 */
+#define FE_NSPANS (FE_OP__MAX * FE_RANGE_KEYS)
 
 typedef struct FeSpanEnt {
     uint32_t idx;               /* rule index */
@@ -133,7 +134,7 @@ struct FeEngine {
     size_t nrules;
     FeCand cand[FE_OP__MAX];
     FeGroup group[FE_NGROUPS];
-    FeSpans span[FE_OP__MAX][FE_RANGE_KEYS];
+    FeSpans span[FE_NSPANS];   /* per op and key: span_of() */
     uint32_t nspan;             /* FE_SPAN rules, in @span_idx */
     uint32_t *span_idx;
     uint64_t span_io;           /* I/Os since the last fold */
@@ -263,6 +264,11 @@ static inline bool hot_live(const FeHot *h, uint32_t state)
     return !(h->flags & FE_HAS_STATE) || h->state == state;
 }
 
+static inline FeSpans *span_of(FeEngine *fe, int op, int key)
+{
+    return &fe->span[op * FE_RANGE_KEYS + key];
+}
+
 static inline bool in_group(const FeHot *h)
 {
     return h->group < FE_NGROUPS;
@@ -288,8 +294,7 @@ static uint64_t rule_matched(const FeEngine *fe, size_t i)
     uint64_t m = h->matched;
 
     if (h->group == FE_SPAN) {
-        for (const FeSpans *s = fe->span[0];
-             s < fe->span[0] + FE_OP__MAX * FE_RANGE_KEYS; s++) {
+        for (const FeSpans *s = fe->span; s < fe->span + FE_NSPANS; s++) {
             for (uint32_t k = 0; k < s->nent; k++) {
                 if (s->ent[k].idx == i) {
                     m += span_pending(s, &s->ent[k]);
@@ -307,8 +312,7 @@ static uint64_t rule_matched(const FeEngine *fe, size_t i)
 /* Fold the span counts into the span rules' ordinals (no trigger). */
 static void spans_fold(FeEngine *fe)
 {
-    for (FeSpans *s = fe->span[0];
-         s < fe->span[0] + FE_OP__MAX * FE_RANGE_KEYS; s++) {
+    for (FeSpans *s = fe->span; s < fe->span + FE_NSPANS; s++) {
         if (!s->total) {
             continue;
         }
@@ -456,12 +460,12 @@ static bool span_candidate(const FeEngine *fe, size_t i)
            (h->next > h->matched && h->next - h->matched >= FE_SPAN_SLACK);
 }
 
-/* Set up fe->span[][] for the rules marked FE_SPAN; false if out of memory. */
+/* Set up fe->span[] for the rules marked FE_SPAN; false if out of memory. */
 static bool spans_build(FeEngine *fe)
 {
-    uint32_t nent[FE_OP__MAX][FE_RANGE_KEYS] = { { 0 } };
+    uint32_t nent[FE_NSPANS] = { 0 };
     size_t sz, nspan = 0;
-    FeSpans *sp, *end = fe->span[0] + FE_OP__MAX * FE_RANGE_KEYS;
+    FeSpans *sp;
     uint32_t *ne;
     char *p;
 
@@ -476,7 +480,7 @@ static bool spans_build(FeEngine *fe)
         }
         nspan++;
         for (int op = 0; op < FE_OP__MAX; op++) {
-            nent[op][cand_list(&fe->rules[i])] +=
+            nent[op * FE_RANGE_KEYS + cand_list(&fe->rules[i])] +=
                 rule_of_op(&fe->rules[i], op);
         }
     }
@@ -484,7 +488,7 @@ static bool spans_build(FeEngine *fe)
         return true;
     }
     sz = nspan * sizeof(uint32_t);
-    for (ne = nent[0]; ne < nent[0] + FE_OP__MAX * FE_RANGE_KEYS; ne++) {
+    for (ne = nent; ne < nent + FE_NSPANS; ne++) {
         sz += (4 * (size_t)*ne + 2) * sizeof(uint64_t) +
               *ne * sizeof(FeSpanEnt);
     }
@@ -494,14 +498,14 @@ static bool spans_build(FeEngine *fe)
     }
     fe->span_mem = p;
     /* 64-bit arrays first, so every array stays aligned. */
-    for (sp = fe->span[0], ne = nent[0]; sp < end; sp++, ne++) {
+    for (sp = fe->span, ne = nent; sp < fe->span + FE_NSPANS; sp++, ne++) {
         sp->lo = (uint64_t *)(void *)p;
         sp->hi = sp->lo + *ne;
         sp->below = sp->hi + *ne;
         sp->upto = sp->below + *ne + 1;
         p = (char *)(sp->upto + *ne + 1);
     }
-    for (sp = fe->span[0], ne = nent[0]; sp < end; sp++, ne++) {
+    for (sp = fe->span, ne = nent; sp < fe->span + FE_NSPANS; sp++, ne++) {
         sp->ent = (FeSpanEnt *)(void *)p;
         p += *ne * sizeof(FeSpanEnt);
     }
@@ -515,7 +519,7 @@ static bool spans_build(FeEngine *fe)
         for (int l = 0; l < FE_RANGE_KEYS; l++) {
             uint64_t lo, hi;
 
-            sp = &fe->span[op][l];
+            sp = span_of(fe, op, l);
             for (uint32_t k = 0; k < fe->nspan; k++) {
                 const FeRule *r = &fe->rules[fe->span_idx[k]];
                 if (rule_of_op(r, op) && cand_list(r) == l) {
@@ -1626,12 +1630,12 @@ bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
                          nf);
     }
     if (fe->nspan) {
-        spans_count(&fe->span[op][0], lba, end);
+        spans_count(span_of(fe, op, 0), lba, end);
         if (keys->have & FE_KEY_SQ) {
-            spans_count(&fe->span[op][1], keys->sq, keys->sq);
+            spans_count(span_of(fe, op, 1), keys->sq, keys->sq);
         }
         if (keys->have & FE_KEY_CPU) {
-            spans_count(&fe->span[op][2], keys->cpu, keys->cpu);
+            spans_count(span_of(fe, op, 2), keys->cpu, keys->cpu);
         }
         if (++fe->span_io >= fe->span_budget) {
             nf = spans_due(fe, nf);
