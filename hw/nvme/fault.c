@@ -314,6 +314,14 @@ void nvme_fault_det_wait(NvmeCtrl *n, NvmeRequest *req)
     AIO_WAIT_WHILE(qemu_get_aio_context(),
                    f->det_req == req || f->det_cancels);
     f->det_req = NULL;
+    /*
+     * A nested aio_poll() (this wait, a synchronous cancel or a drain in
+     * the command) may have run the main loop's notify BH that arming a
+     * kick timer at "now" scheduled.  Ask again: otherwise nothing tells
+     * the main loop to look at that timer, and under the qtest accelerator
+     * clock_step finds it due and cannot advance.
+     */
+    qemu_notify_event();
 }
 
 void nvme_fault_reset(NvmeCtrl *n)

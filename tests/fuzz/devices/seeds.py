@@ -90,7 +90,7 @@ def syncblk_seeds():
 NVME_AQA, NVME_ASQ, NVME_ACQ, NVME_CC = 0x24, 0x28, 0x30, 0x14
 NVME_SQ0_TAIL, NVME_CQ0_HEAD, NVME_SQ1_TAIL, NVME_CQ1_HEAD = \
     0x1000, 0x1004, 0x1008, 0x100c
-NVME_ADM_CREATE_SQ, NVME_ADM_CREATE_CQ = 0x01, 0x05
+NVME_ADM_CREATE_SQ, NVME_ADM_CREATE_CQ, NVME_ADM_ABORT = 0x01, 0x05, 0x08
 NVME_CMD_FLUSH, NVME_CMD_WRITE, NVME_CMD_READ = 0x00, 0x01, 0x02
 
 
@@ -122,6 +122,18 @@ def nvme_seeds():
     yield "enable", enable
     yield "queues", enable + queues
     yield "io", enable + queues + io
+    # Fifteen writes in one SQ doorbell write (every SQ entry reads the same
+    # pattern; the rules hold some), then fifteen Aborts of them in one
+    # admin doorbell write.  In deterministic mode each Abort waits for its
+    # cancel in a nested aio_poll(), which ran the main loop's notify BH of
+    # the CQ timer an earlier one armed: the main loop never looked at that
+    # timer, and the next clock_step found it due "now" (could not advance).
+    burst = [dma_pattern(nvme_cmd(NVME_CMD_WRITE, 20, nsid=1, prp1=0x500000,
+                                  cdw12=7)),
+             mmio_write(regs, NVME_SQ1_TAIL, 15), clear_patterns(),
+             dma_pattern(nvme_cmd(NVME_ADM_ABORT, 30, cdw10=1 | 20 << 16)),
+             mmio_write(regs, NVME_SQ0_TAIL, 1), clock_step(), clock_step()]
+    yield "abort-burst", enable + queues + burst
     # The admin CQ in the controller's own BAR0 (0xe0000000, where libqos
     # maps it): the second CQE's dword 1 lands on CC (issue 12, defect 2).
     in_bar = [mmio_write(regs, NVME_AQA, 0x000f000f),
