@@ -69,6 +69,7 @@ struct NvmeFaultSqTimer {
     uint16_t  sqid;
     bool      blocked;      /* deterministic: waits for a held command */
     QEMUTimer kick;         /* deterministic: runs the SQ (upstream: sq->bh) */
+    int64_t   doorbell_ns;  /* last tail doorbell write, virtual clock */
 };
 
 /* Per CQ id. */
@@ -261,6 +262,39 @@ static void nvme_fault_det_kick(NvmeCtrl *n, QEMUTimer *kick, uint16_t qid,
     }
 }
 
+void nvme_fault_sq_doorbell(NvmeCtrl *n, NvmeSQueue *sq)
+{
+    NvmeFaultCtrl *f = &n->fault;
+
+    if (f->det) {
+        nvme_process_sq(sq);    /* the I/O happens in this MMIO write */
+        return;
+    }
+    if (sq->sqid < f->nr_queues) {
+        f->sq_timers[sq->sqid].doorbell_ns =
+            qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    }
+    qemu_bh_schedule(sq->bh);
+}
+
+/*
+ * When @sq's command was submitted: its SQ's last tail doorbell write, so
+ * that delay= counts from there and not from when sq->bh got to run.  A
+ * command fetched later was submitted no later than that.  With shadow
+ * doorbells (dbbuf) a command needs no MMIO write: then, now.
+ */
+static int64_t nvme_fault_submit_ns(NvmeCtrl *n, NvmeSQueue *sq)
+{
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    int64_t db;
+
+    if (n->fault.det || n->dbbuf_enabled || sq->sqid >= n->fault.nr_queues) {
+        return now;
+    }
+    db = n->fault.sq_timers[sq->sqid].doorbell_ns;
+    return db > 0 && db <= now ? db : now;
+}
+
 void nvme_fault_det_kick_sq(NvmeCtrl *n, uint16_t sqid)
 {
     if (sqid < n->fault.nr_queues) {
@@ -337,6 +371,7 @@ void nvme_fault_reset(NvmeCtrl *n)
     for (unsigned int i = 0; i < f->nr_queues; i++) {
         timer_del(&f->sq_timers[i].kick);
         f->sq_timers[i].blocked = false;
+        f->sq_timers[i].doorbell_ns = 0;
         timer_del(&f->cq_timers[i].kick);
         timer_del(&f->cq_timers[i].irq);
     }
@@ -466,7 +501,7 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
      * this or an upstream check (a fused command) fails it first.
      */
     req->ns = ns;
-    fr->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    fr->submit_ns = nvme_fault_submit_ns(n, req->sq);
     fr->d.drop |= fr->d.error == FE_ERR_TIMEOUT;
     fr->status = nvme_fault_status(fr->d.error);
     if (fr->status && fr->d.dnr) {

@@ -54,6 +54,7 @@ typedef struct NvmeFaultSqTimer NvmeFaultSqTimer;
 typedef struct NvmeFaultCqTimer NvmeFaultCqTimer;
 struct NvmeCtrl;
 struct NvmeCQueue;
+struct NvmeSQueue;
 struct NvmeRequest;
 
 /* Per controller. */
@@ -96,6 +97,11 @@ void nvme_fault_reset(struct NvmeCtrl *n);
 /* CC.EN 0->1: true if this enable fails (CSTS.RDY stays 0). */
 bool nvme_fault_enable_fails(struct NvmeCtrl *n);
 void nvme_fault_exit(struct NvmeCtrl *n);
+/*
+ * An SQ tail doorbell write: note its time and schedule sq->bh (with or
+ * without a fault-injector); deterministic mode processes the SQ here.
+ */
+void nvme_fault_sq_doorbell(struct NvmeCtrl *n, struct NvmeSQueue *sq);
 /* Submission: decide; a nonzero status fails the command at once. */
 uint16_t nvme_fault_io_cmd(struct NvmeCtrl *n, struct NvmeRequest *req);
 /* Completion: true if the layer took the request (held or dropped). */
