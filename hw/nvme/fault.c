@@ -35,6 +35,9 @@
  * MMIO fails, and the controller reports a fatal status.  The timers of
  * this layer run the same code, so they engage the same guard.
  *
+ * With a fault-injector the SQ is processed inside the doorbell MMIO
+ * write (nvme_fault_sq_doorbell()), so delay= counts from the doorbell.
+ *
  * Deterministic mode (fault-injector deterministic=on, needs -icount or
  * the qtest accelerator): nothing the guest sees may depend on host
  * timing.  The SQ is processed inside the doorbell MMIO write, each
@@ -69,7 +72,6 @@ struct NvmeFaultSqTimer {
     uint16_t  sqid;
     bool      blocked;      /* deterministic: waits for a held command */
     QEMUTimer kick;         /* deterministic: runs the SQ (upstream: sq->bh) */
-    int64_t   doorbell_ns;  /* last tail doorbell write, virtual clock */
 };
 
 /* Per CQ id. */
@@ -85,18 +87,32 @@ typedef struct NvmeFaultAIOCB {
     NvmeRequest  *req;
     QEMUTimer    timer;
     int64_t      expire_ns; /* what the timer was armed for */
+    unsigned     late_bucket; /* which timer_late_ns[] it measures */
     bool         done;      /* released or cancelled */
 } NvmeFaultAIOCB;
 
 /*
  * Without deterministic mode the virtual clock follows the host, and a
- * timer fires late by the host's wake-up latency (tens of us).  Held
- * completions are armed that much early: the running average of the
- * measured lateness, samples clamped to NVME_FAULT_LATE_MAX_NS, and never
- * more than 1/NVME_FAULT_LATE_FRACTION of the delay.
+ * timer fires late by the host's wake-up latency (tens of us, more after
+ * a longer sleep).  Held completions are armed that much early: the
+ * running average of the measured lateness of timers armed for about as
+ * long (one average per decade of the wait, from 100 us), samples clamped
+ * to NVME_FAULT_LATE_MAX_NS, and never more than 1/NVME_FAULT_LATE_FRACTION
+ * of the delay.
  */
 #define NVME_FAULT_LATE_MAX_NS      (1 * SCALE_MS)
-#define NVME_FAULT_LATE_FRACTION    8
+#define NVME_FAULT_LATE_FRACTION    4
+
+static unsigned nvme_fault_late_bucket(int64_t wait_ns)
+{
+    unsigned b = 0;
+
+    for (int64_t t = 100 * SCALE_US; wait_ns >= t &&
+         b < NVME_FAULT_LATE_BUCKETS - 1; t *= 10) {
+        b++;
+    }
+    return b;
+}
 
 /* As aio_bh_call() does for a guarded BH; returns the previous state. */
 static bool nvme_fault_guard_enter(NvmeCtrl *n)
@@ -264,35 +280,17 @@ static void nvme_fault_det_kick(NvmeCtrl *n, QEMUTimer *kick, uint16_t qid,
 
 void nvme_fault_sq_doorbell(NvmeCtrl *n, NvmeSQueue *sq)
 {
-    NvmeFaultCtrl *f = &n->fault;
-
-    if (f->det) {
-        nvme_process_sq(sq);    /* the I/O happens in this MMIO write */
-        return;
+    /*
+     * With a fault-injector the SQ is processed in the doorbell write, as
+     * deterministic mode must: a command's delay= then counts from its
+     * doorbell, not from when sq->bh got to run (tens of us later).  The
+     * MMIO access engages the device's MemReentrancyGuard, as sq->bh does.
+     */
+    if (n->fault.fi) {
+        nvme_process_sq(sq);
+    } else {
+        qemu_bh_schedule(sq->bh);
     }
-    if (sq->sqid < f->nr_queues) {
-        f->sq_timers[sq->sqid].doorbell_ns =
-            qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
-    }
-    qemu_bh_schedule(sq->bh);
-}
-
-/*
- * When @sq's command was submitted: its SQ's last tail doorbell write, so
- * that delay= counts from there and not from when sq->bh got to run.  A
- * command fetched later was submitted no later than that.  With shadow
- * doorbells (dbbuf) a command needs no MMIO write: then, now.
- */
-static int64_t nvme_fault_submit_ns(NvmeCtrl *n, NvmeSQueue *sq)
-{
-    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
-    int64_t db;
-
-    if (n->fault.det || n->dbbuf_enabled || sq->sqid >= n->fault.nr_queues) {
-        return now;
-    }
-    db = n->fault.sq_timers[sq->sqid].doorbell_ns;
-    return db > 0 && db <= now ? db : now;
 }
 
 void nvme_fault_det_kick_sq(NvmeCtrl *n, uint16_t sqid)
@@ -371,7 +369,6 @@ void nvme_fault_reset(NvmeCtrl *n)
     for (unsigned int i = 0; i < f->nr_queues; i++) {
         timer_del(&f->sq_timers[i].kick);
         f->sq_timers[i].blocked = false;
-        f->sq_timers[i].doorbell_ns = 0;
         timer_del(&f->cq_timers[i].kick);
         timer_del(&f->cq_timers[i].irq);
     }
@@ -501,7 +498,7 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
      * this or an upstream check (a fused command) fails it first.
      */
     req->ns = ns;
-    fr->submit_ns = nvme_fault_submit_ns(n, req->sq);
+    fr->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     fr->d.drop |= fr->d.error == FE_ERR_TIMEOUT;
     fr->status = nvme_fault_status(fr->d.error);
     if (fr->status && fr->d.dnr) {
@@ -603,14 +600,16 @@ static void nvme_fault_timer_cb(void *opaque)
     if (iocb->done) {
         return;
     }
+    iocb->done = true;
+    iocb->common.cb(iocb->common.opaque, 0);
     if (!f->det) {
+        /* Late as the guest sees it: the CQE and interrupt are out now. */
         int64_t late = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - iocb->expire_ns;
 
         late = MIN(MAX(late, 0), NVME_FAULT_LATE_MAX_NS);
-        f->timer_late_ns += (late - f->timer_late_ns) / 8;
+        f->timer_late_ns[iocb->late_bucket] +=
+            (late - f->timer_late_ns[iocb->late_bucket]) / 8;
     }
-    iocb->done = true;
-    iocb->common.cb(iocb->common.opaque, 0);
     qemu_aio_unref(iocb);
 }
 
@@ -675,8 +674,9 @@ static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
     /* delay=DUR: no earlier than DUR after the submission. */
     now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     deadline = nvme_fault_deadline(fr->submit_ns, fr->d.delay_ns);
+    iocb->late_bucket = nvme_fault_late_bucket(deadline - now);
     if (!n->fault.det) {
-        early = MIN(n->fault.timer_late_ns,
+        early = MIN(n->fault.timer_late_ns[iocb->late_bucket],
                     fr->d.delay_ns / NVME_FAULT_LATE_FRACTION);
     }
     iocb->expire_ns = MAX(now, deadline - early);

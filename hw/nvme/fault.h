@@ -20,6 +20,9 @@
 #include "hw/fault/fault-injector.h"
 #include "fault-vendor.h"
 
+/* Timer lateness averages: waits < 100 us, < 1 ms, < 10 ms, longer. */
+#define NVME_FAULT_LATE_BUCKETS     4
+
 /* Error Information log entries kept and advertised (ELPE + 1). */
 #define NVME_FAULT_ERRLOG_ENTRIES   64
 
@@ -64,7 +67,8 @@ typedef struct NvmeFaultCtrl {
     unsigned int      errlog_next;  /* next slot to fill */
     uint64_t          error_count;  /* errors logged so far */
     uint64_t          held;         /* CQEs held back right now */
-    int64_t           timer_late_ns; /* average lateness of held timers */
+    /* Average lateness of held timers, by how long they wait (fault.c). */
+    int64_t           timer_late_ns[NVME_FAULT_LATE_BUCKETS];
     unsigned int      nr_queues;    /* entries in sq_timers, cq_timers */
     NvmeFaultSqTimer  *sq_timers;
     NvmeFaultCqTimer  *cq_timers;
@@ -98,8 +102,8 @@ void nvme_fault_reset(struct NvmeCtrl *n);
 bool nvme_fault_enable_fails(struct NvmeCtrl *n);
 void nvme_fault_exit(struct NvmeCtrl *n);
 /*
- * An SQ tail doorbell write: note its time and schedule sq->bh (with or
- * without a fault-injector); deterministic mode processes the SQ here.
+ * An SQ tail doorbell write: with a fault-injector, process the SQ right
+ * here (the I/O starts in the MMIO write); without one, schedule sq->bh.
  */
 void nvme_fault_sq_doorbell(struct NvmeCtrl *n, struct NvmeSQueue *sq);
 /* Submission: decide; a nonzero status fails the command at once. */
