@@ -99,6 +99,8 @@ typedef struct SyncBlkSlot {
     uint32_t result_error;
     int64_t submit_ns;
     int64_t deadline_ns;
+    int64_t armed_ns;           /* what @timer was armed for */
+    unsigned late_bucket;       /* for fault_lateness_sample() */
     bool dropped;               /* lost completion: never signalled */
 
     FeDecision decision;
@@ -120,6 +122,7 @@ struct SyncBlkState {
     int completion;             /* SyncblkCompletion */
     uint32_t timeout_ms;
     bool deterministic;         /* from the fault-injector */
+    FaultLateness lateness;     /* of the slots' timers */
 
     MemoryRegion mmio;
     uint32_t mode;              /* SYNCBLK_CTX_* */
@@ -250,7 +253,11 @@ static void syncblk_schedule_signal(SyncBlkSlot *slot)
     } else if (now >= slot->deadline_ns) {
         syncblk_signal(slot);
     } else if (slot->ctx != SYNCBLK_CTX_TASK) {
-        timer_mod(&slot->timer, slot->deadline_ns);
+        /* Early by the host's usual timer lateness (fault-injector.h). */
+        slot->armed_ns = slot->deadline_ns -
+            fault_lateness_early(&s->lateness, slot->deadline_ns - now, delay,
+                                 &slot->late_bucket);
+        timer_mod(&slot->timer, MAX(slot->armed_ns, now));
     }
     /* else: task mode, a STATUS read at or after the deadline signals it */
 }
@@ -261,6 +268,11 @@ static void syncblk_timer_cb(void *opaque)
     bool was = syncblk_guard_enter(slot->s);
 
     if (!slot->dropped) {
+        if (!slot->s->deterministic) {
+            fault_lateness_sample(&slot->s->lateness, slot->late_bucket,
+                                  slot->armed_ns,
+                                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+        }
         syncblk_signal(slot);
     }
     syncblk_guard_exit(slot->s, was);

@@ -554,3 +554,40 @@ static void fault_injector_register_types(void)
 }
 
 type_init(fault_injector_register_types);
+
+#define FAULT_LATE_MAX_NS   (1 * SCALE_MS)     /* samples clamped to it */
+#define FAULT_LATE_FRACTION 4
+#define FAULT_LATE_STEP_NS  (2 * SCALE_US)      /* of the median estimate */
+
+int64_t fault_lateness_early(const FaultLateness *l, int64_t wait_ns,
+                             uint64_t delay_ns, unsigned *bucket)
+{
+    unsigned b = 0;
+
+    for (int64_t t = 100 * SCALE_US; wait_ns >= t && b < FAULT_LATE_BUCKETS - 1;
+         t *= 10) {
+        b++;
+    }
+    *bucket = b;
+    return MIN((uint64_t)l->est_ns[b], delay_ns / FAULT_LATE_FRACTION);
+}
+
+void fault_lateness_sample(FaultLateness *l, unsigned bucket,
+                           int64_t armed_ns, int64_t now_ns)
+{
+    int64_t late = MIN(MAX(now_ns - armed_ns, 0), FAULT_LATE_MAX_NS);
+
+    if (bucket < FAULT_LATE_BUCKETS) {
+        int64_t *est = &l->est_ns[bucket];
+
+        /*
+         * The median, not the mean: a noisy host's long tail of late
+         * wake-ups would make most completions early.
+         */
+        if (late > *est) {
+            *est += MIN(late - *est, FAULT_LATE_STEP_NS);
+        } else {
+            *est -= MIN(*est - late, FAULT_LATE_STEP_NS);
+        }
+    }
+}

@@ -94,4 +94,29 @@ void fault_injector_release_actions(FaultInjector *fi, uint32_t mask);
 /* Look up a fault-injector by its -object id; sets @errp if there is none. */
 FaultInjector *fault_injector_find(const char *id, Error **errp);
 
+/*
+ * Without deterministic mode the virtual clock follows the host, and a
+ * timer fires late by the host's wake-up latency: tens of us, more after
+ * a longer sleep.  A device holding a completion for an injected delay
+ * arms its timer that much early: the running median of the lateness of
+ * timers that waited about as long (one per decade of the wait, from
+ * 100 us), measured once the guest can see the completion, and never more
+ * than a quarter of the delay.
+ */
+#define FAULT_LATE_BUCKETS 4
+
+typedef struct FaultLateness {
+    int64_t est_ns[FAULT_LATE_BUCKETS];
+} FaultLateness;
+
+/*
+ * How much earlier than its deadline, @wait_ns from now, to arm the timer
+ * of a @delay_ns delay; *@bucket is for fault_lateness_sample().
+ */
+int64_t fault_lateness_early(const FaultLateness *l, int64_t wait_ns,
+                             uint64_t delay_ns, unsigned *bucket);
+/* The timer armed for @armed_ns completed its work at @now_ns. */
+void fault_lateness_sample(FaultLateness *l, unsigned bucket,
+                           int64_t armed_ns, int64_t now_ns);
+
 #endif /* HW_FAULT_INJECTOR_H */

@@ -87,32 +87,9 @@ typedef struct NvmeFaultAIOCB {
     NvmeRequest  *req;
     QEMUTimer    timer;
     int64_t      expire_ns; /* what the timer was armed for */
-    unsigned     late_bucket; /* which timer_late_ns[] it measures */
+    unsigned     late_bucket; /* for fault_lateness_sample() */
     bool         done;      /* released or cancelled */
 } NvmeFaultAIOCB;
-
-/*
- * Without deterministic mode the virtual clock follows the host, and a
- * timer fires late by the host's wake-up latency (tens of us, more after
- * a longer sleep).  Held completions are armed that much early: the
- * running average of the measured lateness of timers armed for about as
- * long (one average per decade of the wait, from 100 us), samples clamped
- * to NVME_FAULT_LATE_MAX_NS, and never more than 1/NVME_FAULT_LATE_FRACTION
- * of the delay.
- */
-#define NVME_FAULT_LATE_MAX_NS      (1 * SCALE_MS)
-#define NVME_FAULT_LATE_FRACTION    4
-
-static unsigned nvme_fault_late_bucket(int64_t wait_ns)
-{
-    unsigned b = 0;
-
-    for (int64_t t = 100 * SCALE_US; wait_ns >= t &&
-         b < NVME_FAULT_LATE_BUCKETS - 1; t *= 10) {
-        b++;
-    }
-    return b;
-}
 
 /* As aio_bh_call() does for a guarded BH; returns the previous state. */
 static bool nvme_fault_guard_enter(NvmeCtrl *n)
@@ -604,11 +581,9 @@ static void nvme_fault_timer_cb(void *opaque)
     iocb->common.cb(iocb->common.opaque, 0);
     if (!f->det) {
         /* Late as the guest sees it: the CQE and interrupt are out now. */
-        int64_t late = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - iocb->expire_ns;
-
-        late = MIN(MAX(late, 0), NVME_FAULT_LATE_MAX_NS);
-        f->timer_late_ns[iocb->late_bucket] +=
-            (late - f->timer_late_ns[iocb->late_bucket]) / 8;
+        fault_lateness_sample(&f->lateness, iocb->late_bucket,
+                              iocb->expire_ns,
+                              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
     }
     qemu_aio_unref(iocb);
 }
@@ -674,10 +649,10 @@ static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
     /* delay=DUR: no earlier than DUR after the submission. */
     now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     deadline = nvme_fault_deadline(fr->submit_ns, fr->d.delay_ns);
-    iocb->late_bucket = nvme_fault_late_bucket(deadline - now);
-    if (!n->fault.det) {
-        early = MIN(n->fault.timer_late_ns[iocb->late_bucket],
-                    fr->d.delay_ns / NVME_FAULT_LATE_FRACTION);
+    early = fault_lateness_early(&n->fault.lateness, deadline - now,
+                                 fr->d.delay_ns, &iocb->late_bucket);
+    if (n->fault.det) {
+        early = 0;
     }
     iocb->expire_ns = MAX(now, deadline - early);
     trace_pci_nvme_fault_delay(nvme_cid(req), req->sq->sqid, fr->d.delay_ns,

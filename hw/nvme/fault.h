@@ -20,9 +20,6 @@
 #include "hw/fault/fault-injector.h"
 #include "fault-vendor.h"
 
-/* Timer lateness averages: waits < 100 us, < 1 ms, < 10 ms, longer. */
-#define NVME_FAULT_LATE_BUCKETS     4
-
 /* Error Information log entries kept and advertised (ELPE + 1). */
 #define NVME_FAULT_ERRLOG_ENTRIES   64
 
@@ -67,8 +64,7 @@ typedef struct NvmeFaultCtrl {
     unsigned int      errlog_next;  /* next slot to fill */
     uint64_t          error_count;  /* errors logged so far */
     uint64_t          held;         /* CQEs held back right now */
-    /* Average lateness of held timers, by how long they wait (fault.c). */
-    int64_t           timer_late_ns[NVME_FAULT_LATE_BUCKETS];
+    FaultLateness     lateness;     /* of held completions' timers */
     unsigned int      nr_queues;    /* entries in sq_timers, cq_timers */
     NvmeFaultSqTimer  *sq_timers;
     NvmeFaultCqTimer  *cq_timers;
