@@ -143,8 +143,8 @@ bool nvme_fault_check(NvmeCtrl *n, Error **errp)
         return true;
     }
     /*
-     * The SQ is processed in a bottom half, not in the vCPU's doorbell
-     * write: no vCPU is known to match cpu= on.
+     * A command can be fetched outside the vCPU's doorbell write (ioeventfd,
+     * an SQ resumed by CQ room), so no vCPU is known to match cpu= on.
      */
     if (!fault_injector_refuse_keys(f->fi, FE_KEY_CPU, "nvme", errp)) {
         return false;
