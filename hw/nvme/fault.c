@@ -164,13 +164,24 @@ bool nvme_fault_check(NvmeCtrl *n, Error **errp)
     return true;
 }
 
+/* Kicks one instant may chain before the next goes 1 ns later. */
+#define NVME_FAULT_KICK_CHAIN_MAX   256
+
+/* Deterministic mode: SQ or CQ work from its kick timer. */
+static void nvme_fault_run_kick(NvmeCtrl *n, void (*fn)(void *), void *opaque)
+{
+    n->fault.in_kick = true;
+    nvme_fault_run_guarded(n, fn, opaque);
+    n->fault.in_kick = false;
+}
+
 static void nvme_fault_sq_kick_cb(void *opaque)
 {
     NvmeFaultSqTimer *t = opaque;
 
     /* The queue may have been deleted (or replaced) meanwhile. */
     if (t->n->sq[t->sqid]) {
-        nvme_fault_run_guarded(t->n, nvme_process_sq, t->n->sq[t->sqid]);
+        nvme_fault_run_kick(t->n, nvme_process_sq, t->n->sq[t->sqid]);
     }
 }
 
@@ -179,7 +190,7 @@ static void nvme_fault_cq_kick_cb(void *opaque)
     NvmeFaultCqTimer *t = opaque;
 
     if (t->n->cq[t->cqid]) {
-        nvme_fault_run_guarded(t->n, nvme_post_cqes, t->n->cq[t->cqid]);
+        nvme_fault_run_kick(t->n, nvme_post_cqes, t->n->cq[t->cqid]);
     }
 }
 
@@ -248,11 +259,28 @@ void nvme_fault_realize(NvmeCtrl *n)
 static void nvme_fault_det_kick(NvmeCtrl *n, QEMUTimer *kick, uint16_t qid,
                                 bool cq)
 {
+    NvmeFaultCtrl *f = &n->fault;
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+
     trace_pci_nvme_fault_det_kick(qid, cq);
-    if (!timer_pending(kick)) {
-        /* Now, in virtual time: after the current MMIO access returns. */
-        timer_mod_ns(kick, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+    if (timer_pending(kick)) {
+        return;
     }
+    /*
+     * Now, in virtual time: after the current MMIO access returns.  A kick
+     * armed by another kick's work runs in the same pass of the timer
+     * list, and a guest can make SQ and CQ restart each other for ever
+     * (shadow doorbells that read back a tail beyond the queue): after
+     * NVME_FAULT_KICK_CHAIN_MAX such kicks at one instant, 1 ns later.
+     */
+    if (f->in_kick && now == f->chain_ns) {
+        f->chain++;
+    } else if (f->in_kick) {
+        f->chain_ns = now;
+        f->chain = 0;
+    }
+    timer_mod_ns(kick, now + (f->in_kick &&
+                              f->chain >= NVME_FAULT_KICK_CHAIN_MAX));
 }
 
 void nvme_fault_sq_doorbell(NvmeCtrl *n, NvmeSQueue *sq)

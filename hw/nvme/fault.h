@@ -87,6 +87,9 @@ typedef struct NvmeFaultCtrl {
     bool              det;
     struct NvmeRequest *det_req;    /* command being dispatched */
     unsigned int      det_cancels;  /* held-command cancels not done yet */
+    bool              in_kick;      /* running SQ/CQ work from a kick timer */
+    int64_t           chain_ns;     /* the instant kicks are chained at */
+    unsigned int      chain;        /* kicks armed by kicks at chain_ns */
 } NvmeFaultCtrl;
 
 /* Realize-time checks (deterministic mode); false with @errp set. */

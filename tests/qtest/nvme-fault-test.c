@@ -954,6 +954,47 @@ static void test_det_cq_in_bar0(gconstpointer opaque)
 }
 
 /*
+ * Shadow doorbells (Doorbell Buffer Config) whose I/O SQ tail and CQ head
+ * read back as 0xffffffff: the SQ is never empty, the CQ never full, and
+ * every CQE post restarts the SQ.  In deterministic mode that chain ran
+ * in one pass of the timer list at one virtual instant, and QEMU never
+ * returned (found by fuzzing, tests/fuzz/devices/crashes/
+ * nvme-fault-det--dbbuf-spin).  QEMU must keep answering, and a reset
+ * must end it.
+ */
+static void test_det_dbbuf_spin(gconstpointer opaque)
+{
+    NvmeOpts o = { .rules = "never: read lba=30000 error=eio\n",
+                   .mode = GPOINTER_TO_INT(opaque) };
+    Nvme *n = nvme_start_opts(&o);
+    uint64_t dbs = guest_alloc(&n->pci.alloc, 4096);
+    uint64_t eis = guest_alloc(&n->pci.alloc, 4096);
+    uint64_t shadow_sq = dbs + SQ_TAIL_DB(IO_QID) - sizeof(NvmeBar);
+    uint64_t shadow_cq = dbs + CQ_HEAD_DB(IO_QID) - sizeof(NvmeBar);
+    NvmeCmd cmd;
+
+    qtest_memset(n->qts, dbs, 0, 4096);
+    qtest_memset(n->qts, eis, 0, 4096);
+    cmd_init(n, &cmd, NVME_ADM_CMD_DBBUF_CONFIG, 0);
+    cmd_prp(&cmd, dbs, eis);
+    g_assert_cmphex(admin_cmd(n, &cmd).status, ==, NVME_SUCCESS);
+
+    qtest_writel(n->qts, shadow_sq, 0xffffffff);
+    qtest_writel(n->qts, shadow_cq, 0xffffffff);
+    io_submit(n, NVME_CMD_FLUSH, 0, 1, 0);
+    det_advance(n, o.mode, 100);
+    fl_assert_running(n->qts);
+    g_assert_cmphex(rd32(n, NVME_REG_CSTS) & NVME_CSTS_READY, ==,
+                    NVME_CSTS_READY);
+
+    disable(n);
+    enable(n);
+    create_io_queues(n);
+    g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    nvme_stop(n);
+}
+
+/*
  * Deterministic mode with atomic writes: a write that conflicts with a
  * held (delayed) write waits for it, and the main loop keeps running.
  */
@@ -1511,6 +1552,12 @@ int main(int argc, char **argv)
     qtest_add_data_func("/nvme-fault/deterministic-qtest/cq-in-bar0",
                         GINT_TO_POINTER(FL_MODE_DET_QTEST),
                         test_det_cq_in_bar0);
+    qtest_add_data_func("/nvme-fault/deterministic/dbbuf-spin",
+                        GINT_TO_POINTER(FL_MODE_DET_ICOUNT),
+                        test_det_dbbuf_spin);
+    qtest_add_data_func("/nvme-fault/deterministic-qtest/dbbuf-spin",
+                        GINT_TO_POINTER(FL_MODE_DET_QTEST),
+                        test_det_dbbuf_spin);
     qtest_add_data_func("/nvme-fault/deterministic/atomic-held",
                         GINT_TO_POINTER(FL_MODE_DET_ICOUNT),
                         test_det_atomic_held);

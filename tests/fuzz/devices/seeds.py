@@ -91,6 +91,7 @@ NVME_AQA, NVME_ASQ, NVME_ACQ, NVME_CC = 0x24, 0x28, 0x30, 0x14
 NVME_SQ0_TAIL, NVME_CQ0_HEAD, NVME_SQ1_TAIL, NVME_CQ1_HEAD = \
     0x1000, 0x1004, 0x1008, 0x100c
 NVME_ADM_CREATE_SQ, NVME_ADM_CREATE_CQ, NVME_ADM_ABORT = 0x01, 0x05, 0x08
+NVME_ADM_DBBUF_CONFIG = 0x7c
 NVME_CMD_FLUSH, NVME_CMD_WRITE, NVME_CMD_READ = 0x00, 0x01, 0x02
 
 
@@ -134,6 +135,15 @@ def nvme_seeds():
              dma_pattern(nvme_cmd(NVME_ADM_ABORT, 30, cdw10=1 | 20 << 16)),
              mmio_write(regs, NVME_SQ0_TAIL, 1), clock_step(), clock_step()]
     yield "abort-burst", enable + queues + burst
+    # Shadow doorbells (Doorbell Buffer Config) whose SQ tail reads back as
+    # 0xffffffff: the SQ is never empty, and every CQE post restarts it.
+    # In deterministic mode that chain ran inside one pass of the timer
+    # list, all at the same virtual instant, and QEMU never came back.
+    spin = [dma_pattern(nvme_cmd(NVME_ADM_DBBUF_CONFIG, 40, prp1=0x600000)),
+            mmio_write(regs, NVME_SQ0_TAIL, 1), clock_step(), clear_patterns(),
+            dma_pattern(b"\xff" * 64),
+            mmio_write(regs, NVME_SQ0_TAIL, 2), clock_step(), clock_step()]
+    yield "dbbuf-spin", enable + spin
     # The admin CQ in the controller's own BAR0 (0xe0000000, where libqos
     # maps it): the second CQE's dword 1 lands on CC (issue 12, defect 2).
     in_bar = [mmio_write(regs, NVME_AQA, 0x000f000f),
