@@ -165,7 +165,7 @@ bool nvme_fault_check(NvmeCtrl *n, Error **errp)
 }
 
 /* Kicks one instant may chain before the next goes 1 ns later. */
-#define NVME_FAULT_KICK_CHAIN_MAX   256
+#define NVME_FAULT_KICK_CHAIN_MAX   8
 
 /* Deterministic mode: SQ or CQ work from its kick timer. */
 static void nvme_fault_run_kick(NvmeCtrl *n, void (*fn)(void *), void *opaque)
