@@ -365,12 +365,18 @@ void nvme_fault_reset(NvmeCtrl *n)
 {
     NvmeFaultCtrl *f = &n->fault;
 
-    if (f->halted) {
-        /* nvme_ctrl_reset() clears CSTS (CFS with it) after this. */
-        trace_pci_nvme_fault_fatal_cleared();
-        f->halted = false;
-    }
-
+    /*
+     * The reset drains and cancels every command in flight, polling the
+     * main context meanwhile.  An SQ run from there would fetch and
+     * execute commands that the reset discards, an admin one among them
+     * could delete the SQ being cancelled, and an atomic write waiting
+     * for the command being cancelled would keep rescheduling sq->bh.
+     * CQEs are still posted: that also releases the cancelled requests'
+     * mappings (and their references to the device).
+     */
+    trace_pci_nvme_fault_reset_halt(f->halted);
+    f->halted = false;      /* nvme_ctrl_reset() clears CSTS.CFS */
+    f->resetting = true;
     for (unsigned int i = 0; i < f->nr_queues; i++) {
         timer_del(&f->sq_timers[i].kick);
         f->sq_timers[i].blocked = false;
@@ -401,6 +407,7 @@ bool nvme_fault_enable_fails(NvmeCtrl *n)
 {
     NvmeFaultCtrl *f = &n->fault;
 
+    f->resetting = false;   /* the queues start afresh */
     if (!f->enables_to_fail) {
         return false;
     }

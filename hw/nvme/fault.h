@@ -73,9 +73,12 @@ typedef struct NvmeFaultCtrl {
      * Controller failure.  fatal: CSTS.CFS is set and the controller
      * fetches no command and posts no CQE until a reset (CC.EN 1->0).
      * reset-fail=N: the next @enables_to_fail enables (CC.EN 0->1) never
-     * set CSTS.RDY; a machine reset forgets them.
+     * set CSTS.RDY; a machine reset forgets them.  @resetting: from a
+     * reset to the next enable no SQ fetches a command, so none runs in
+     * the nested aio_poll() of the reset's drain and cancels.
      */
     bool              halted;
+    bool              resetting;
     uint32_t          enables_to_fail;
 
     /*
@@ -96,8 +99,9 @@ typedef struct NvmeFaultCtrl {
 bool nvme_fault_check(struct NvmeCtrl *n, Error **errp);
 /* Called last in realize: allocates what nvme_fault_exit() frees. */
 void nvme_fault_realize(struct NvmeCtrl *n);
+/* First in nvme_ctrl_reset(): no SQ runs, the timers stop. */
 void nvme_fault_reset(struct NvmeCtrl *n);
-/* CC.EN 0->1: true if this enable fails (CSTS.RDY stays 0). */
+/* CC.EN 0->1: SQs run again; true if this enable fails (CSTS.RDY 0). */
 bool nvme_fault_enable_fails(struct NvmeCtrl *n);
 void nvme_fault_exit(struct NvmeCtrl *n);
 /*

@@ -1072,6 +1072,34 @@ static void test_reset_dma_map_wait(void)
     nvme_stop(n);
 }
 
+/*
+ * A controller reset while an atomic write waits for a held one it
+ * overlaps.  Cancelling the held write runs a nested aio_poll(); the SQ
+ * must not fetch and execute the waiting write then (the reset discards
+ * it), nor spin in that poll.  Found by generic-fuzz as a machine reset
+ * that never returned, and as a use-after-free of an SQ that an admin
+ * command fetched during the reset deleted.
+ */
+static void test_reset_atomic_waiting(void)
+{
+    NvmeOpts o = { .rules = "slow: write nth=1 delay=10s\n",
+                   .dev_opts = ",atomic.dn=off,atomic.awun=15" };
+    Nvme *n = nvme_start_opts(&o);
+    uint64_t second = n->buf + 4096;
+
+    fill(n, 0xa1);
+    io_submit(n, NVME_CMD_WRITE, 0, 8, n->buf);
+    qtest_memset(n->qts, second, 0xb2, 4096);
+    io_submit(n, NVME_CMD_WRITE, 0, 8, second);
+    assert_no_cqe(n, 20);
+    reset_ctrl(n);
+    fill(n, 0);
+    g_assert_cmphex(io(n, NVME_CMD_READ, 0).status, ==, NVME_SUCCESS);
+    g_assert_cmphex(first_byte(n), ==, 0xa1);
+    g_assert_cmpuint(rule_hits(n, "slow"), ==, 1);
+    nvme_stop(n);
+}
+
 /* Wait until the I/O CQ's next CQE is posted, without consuming it. */
 static void wait_cqe_posted(Nvme *n)
 {
@@ -1571,6 +1599,8 @@ int main(int argc, char **argv)
     qtest_add_func("/nvme-fault/abort-held-irq", test_abort_held_irq);
     qtest_add_func("/nvme-fault/realize-fails", test_realize_fails);
     qtest_add_func("/nvme-fault/reset-dma-map-wait", test_reset_dma_map_wait);
+    qtest_add_func("/nvme-fault/reset-atomic-waiting",
+                   test_reset_atomic_waiting);
     qtest_add_data_func("/nvme-fault/fatal", NULL, test_fatal);
     qtest_add_data_func("/nvme-fault/deterministic/fatal", "det", test_fatal);
     qtest_add_data_func("/nvme-fault/reset-fail", NULL, test_reset_fail);
