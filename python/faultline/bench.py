@@ -10,10 +10,12 @@ Rows, by group:
                  side (fio median completion latency) against the guest's
                  baseline plus the same, target 10 % (100 us) / 5 %.  The
                  baseline segment runs in the same boot with the injector
-                 attached; its rules never match the baseline's LBAs.
-  wakeup         what the guest adds on top of the device when it sleeps
-                 through DUR (idle exit + interrupt delivery): guest-side
-                 excess minus device-side excess.
+                 attached; its rules never match the baseline's LBAs.  The
+                 guest idles with idle=poll there (see wakeup).
+  wakeup         what the guest's idle wake-up costs: the latency boot runs
+                 with idle=poll (a vCPU that never halts) and again with
+                 the default idle (HLT); per DUR, the second's guest-side
+                 excess over its baseline minus the first's.
   overhead       host CPU (QEMU utime+stime) per guest I/O for a fixed number
                  of fio writes: NVMe with an injector and 64 never-matching
                  rules against stock NVMe, interleaved rounds, 95 % CI.
@@ -224,9 +226,11 @@ def segment_of(lba):
     return lba * 512 // (SEGMENT_MIB << 20)
 
 
-def latency_rows(kind, dev_lat, guest_p50_us):
-    """Rows of one device's latency boot.  dev_lat: [(lba, s)] from the
-    trace; guest_p50_us: {DUR us: fio median} with key 0 the baseline."""
+def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us):
+    """Rows of one device's latency boots.  dev_lat: [(lba, s)] from the
+    trace of the idle=poll boot; guest_p50_us: {DUR us: fio median} of that
+    boot, key 0 the baseline; halt_p50_us: the same from the boot with the
+    default idle."""
     label = "nvme" if kind == "nvme" else "syncblk-irq"
     by_seg = {}
     for lba, s in dev_lat:
@@ -257,10 +261,12 @@ def latency_rows(kind, dev_lat, guest_p50_us):
                         target=f"error <= {tol:.0%} of DUR",
                         ok=abs(g - g_expect) <= tol * dur,
                         note=f"error {(g - g_expect) / dur:+.1%} of DUR"))
-        # What the guest adds beyond the device when it idles through DUR.
-        wake = (g - g_base) - (dev - backend)
+        # What halting through DUR adds: back to back (the baseline) the
+        # vCPU never idles, so the baselines cancel boot-to-boot drift.
+        wake = (halt_p50_us[dur] - halt_p50_us[0]) - (g - g_base)
         rows.append(Row("wakeup", f"{label} delay={dur}us", wake, 0.0, "us",
-                        note="guest excess minus device excess"))
+                        note=f"guest median {halt_p50_us[dur]:.0f} us with HLT idle, "
+                             f"{g:.0f} us with idle=poll"))
     return rows
 
 
@@ -455,10 +461,11 @@ class Boot:
 
 
 def scenario_text(desc, kind, tools, faults, run, timeout=600, completion="task",
-                  memory="512M", cpus=2, swap=False, size="1G"):
+                  memory="512M", cpus=2, swap=False, size="1G",
+                  cmdline="transparent_hugepage=never"):
     comp = f'completion = "{completion}"\n' if kind == "syncblk" else ""
     return (f'description = "{desc}"\ntimeout = "{timeout}s"\n\n[vm]\nmemory = "{memory}"\n'
-            f'cpus = {cpus}\ncmdline = "transparent_hugepage=never"\n'
+            f'cpus = {cpus}\ncmdline = "{cmdline}"\n'
             f'tools = {json.dumps(tools)}\n\n'
             f'[device]\nkind = "{kind}"\n{comp}size = "{size}"\n\n'
             f'[swap]\n{"zswap = false" if swap else "enabled = false"}\n\n{faults}\n'
@@ -503,16 +510,27 @@ def latency_faults():
     return '[faults]\nseed = 1\nrules = """\n' + "\n".join(lines) + '\n"""\n'
 
 
-def run_latency(kind, sizes, out, builds):
+def latency_boot(kind, sizes, out, builds, idle):
+    """One latency boot, one vCPU; idle "poll" (idle=poll: the vCPU never
+    halts, so no wake-up from HLT is in what the guest measures) or
+    "halt" (the kernel's default).  Returns (device latencies, fio medians)."""
     label = "nvme" if kind == "nvme" else "syncblk-irq"
-    text = scenario_text(f"bench latency {label}", kind, ["fio"], latency_faults(),
-                         latency_script(kind, sizes), completion="irq")
-    b = Boot(text, f"bench-latency-{label}", out, builds,
+    cmdline = "transparent_hugepage=never" + (" idle=poll" if idle == "poll" else "")
+    text = scenario_text(f"bench latency {label} idle={idle}", kind, ["fio"],
+                         latency_faults(), latency_script(kind, sizes), completion="irq",
+                         cpus=1, cmdline=cmdline)
+    b = Boot(text, f"bench-latency-{label}-{idle}", out, builds,
              trace=NVME_EVENTS if kind == "nvme" else SYNCBLK_EVENTS).run()
     with open(os.path.join(b.dir, "trace.log"), errors="replace") as f:
         dev = device_latencies(f.read(), kind)
     p50 = {dur: b.diag_after(f"seg{dur}", "fio write_clat_p50_us") for dur in (0,) + DELAYS_US}
-    return latency_rows(kind, dev, p50)
+    return dev, p50
+
+
+def run_latency(kind, sizes, out, builds):
+    dev, p50 = latency_boot(kind, sizes, out, builds, "poll")
+    _, halt_p50 = latency_boot(kind, sizes, out, builds, "halt")
+    return latency_rows(kind, dev, p50, halt_p50)
 
 
 def overhead_variants():
@@ -631,7 +649,8 @@ def bench(args):
         group("engine", lambda: (run_engine(sizes), None))
     if "latency" in only:
         for kind in ("nvme", "syncblk"):
-            log(f"latency: {kind} (one boot, QD1 segments baseline/100us/1ms/10ms)")
+            log(f"latency: {kind} (two boots, idle=poll and HLT; QD1 segments "
+                "baseline/100us/1ms/10ms)")
             group(f"latency-{kind}", lambda: (run_latency(kind, sizes, out, builds), None))
     if "deterministic" in only:
         log(f"deterministic: {sizes.det_rounds} round(s)")

@@ -114,7 +114,8 @@ class RowsTest(unittest.TestCase):
         dev = [(5, 40e-6), (6, 50e-6), (7, 60e-6),            # backend: median 50 us
                (sect, 110e-6), (2 * sect, 1010e-6), (3 * sect, 10030e-6)]
         guest = {0: 80, 100: 150, 1000: 1100, 10000: 10700}
-        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest)}
+        halt = {0: 85, 100: 175, 1000: 1135, 10000: 10705}
+        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, halt)}
         self.assertEqual(rows["latency/nvme backend (no rule)"].value, 50.0)
         d100 = rows["latency/nvme device delay=100us"]
         self.assertEqual((d100.baseline, d100.value, d100.ok), (100.0, 110.0, True))
@@ -126,18 +127,19 @@ class RowsTest(unittest.TestCase):
         # 1100 - 1030 = 70 us is 7 % of DUR: above the 5 % target.
         self.assertEqual((g1m.baseline, g1m.ok), (1030.0, False))
         self.assertAlmostEqual(g1m.ratio, 1100 / 1030)
-        # wake-up: guest excess (1100-80) minus device excess (1010-50).
-        self.assertEqual(rows["wakeup/nvme delay=1000us"].value, 60.0)
+        # wake-up: excess with HLT idle (1135-85) minus with idle=poll (1100-80).
+        self.assertEqual(rows["wakeup/nvme delay=1000us"].value, 30.0)
+        self.assertEqual(rows["wakeup/nvme delay=100us"].value, 20.0)
 
     def test_latency_backend_longer_than_delay(self):
         sect = (bench.SEGMENT_MIB << 20) // 512
         dev = [(0, 300e-6), (sect, 305e-6), (2 * sect, 1000e-6), (3 * sect, 10000e-6)]
         guest = {0: 400, 100: 405, 1000: 1100, 10000: 10100}
-        rows = {r.key: r for r in bench.latency_rows("syncblk", dev, guest)}
+        rows = {r.key: r for r in bench.latency_rows("syncblk", dev, guest, guest)}
         r = rows["latency/syncblk-irq device delay=100us"]
         self.assertEqual((r.baseline, r.ok), (300.0, True))    # max(DUR, backend)
         with self.assertRaises(SetupError):
-            bench.latency_rows("nvme", [(sect, 1e-4)], guest)  # no baseline segment
+            bench.latency_rows("nvme", [(sect, 1e-4)], guest, guest)  # no baseline segment
 
     def test_overhead_rows(self):
         bases = {"stock": None, "inj": "stock"}
