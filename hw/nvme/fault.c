@@ -361,6 +361,29 @@ void nvme_fault_det_wait(NvmeCtrl *n, NvmeRequest *req)
     qemu_notify_event();
 }
 
+/*
+ * The CQEs a fatal halt kept from being posted go with the reset, as on a
+ * real controller.  Release their mappings (each QEMUSGList holds a
+ * reference to the device) and return the requests to their SQs, as an
+ * SQ deletion does.
+ */
+static void nvme_fault_discard_held_cqes(NvmeCtrl *n)
+{
+    for (unsigned int i = 0; i < n->fault.nr_queues; i++) {
+        NvmeCQueue *cq = n->cq[i];
+        NvmeRequest *req, *next;
+
+        if (!cq) {
+            continue;
+        }
+        QTAILQ_FOREACH_SAFE(req, &cq->req_list, entry, next) {
+            QTAILQ_REMOVE(&cq->req_list, req, entry);
+            nvme_sg_unmap(&req->sg);
+            QTAILQ_INSERT_TAIL(&req->sq->req_list, req, entry);
+        }
+    }
+}
+
 void nvme_fault_reset(NvmeCtrl *n)
 {
     NvmeFaultCtrl *f = &n->fault;
@@ -375,6 +398,9 @@ void nvme_fault_reset(NvmeCtrl *n)
      * mappings (and their references to the device).
      */
     trace_pci_nvme_fault_reset_halt(f->halted);
+    if (f->halted) {
+        nvme_fault_discard_held_cqes(n);
+    }
     f->halted = false;      /* nvme_ctrl_reset() clears CSTS.CFS */
     f->resetting = true;
     for (unsigned int i = 0; i < f->nr_queues; i++) {

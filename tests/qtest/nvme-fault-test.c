@@ -1546,6 +1546,47 @@ static void test_surprise_removal(void)
     nvme_stop(n);
 }
 
+/* libqos' PC hotplug port (tests/qtest/libqos/pci-pc.c): eject a slot. */
+#define PCIHP_EJECT     (0xae00 + 0x0008)
+
+static bool device_deleted(Nvme *n)
+{
+    QDict *ev;
+
+    qtest_qmp_assert_success(n->qts, "{'execute': 'query-status'}");
+    ev = qtest_qmp_event_ref(n->qts, "DEVICE_DELETED");
+    qobject_unref(ev);
+    return ev != NULL;
+}
+
+/*
+ * A write completes while the controller is halted by fatal: its CQE is
+ * held back with its mapped data, whose QEMUSGList holds a reference to
+ * the device.  The removal's reset must drop it (the CQE is discarded),
+ * or the device is never finalized and DEVICE_DELETED never comes.
+ */
+static void test_fatal_held_cqe_removal(void)
+{
+    NvmeOpts o = { .rules = "slow: write lba=16 delay=1ms\n"
+                            "die: write lba=8 fatal\n",
+                   .dev_opts = ",id=nv0" };
+    Nvme *n = nvme_start_opts(&o);
+
+    io_submit(n, NVME_CMD_WRITE, 16, 8, n->buf);
+    io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    qtest_clock_step(n->qts, 2 * SCALE_MS);
+    assert_no_cqe(n, 20);
+    g_assert_cmpuint(rule_hits(n, "slow"), ==, 1);
+    g_assert_cmpuint(rule_hits(n, "die"), ==, 1);
+
+    qtest_qmp_device_del_send(n->qts, "nv0");
+    qtest_outl(n->qts, PCIHP_EJECT, 1 << 4);
+    g_assert(FL_POLL(device_deleted(n), 100, 20000));
+    qtest_qmp_assert_success(n->qts, "{'execute': 'object-del', "
+                             "'arguments': {'id': 'fi0'}}");
+    nvme_stop(n);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -1609,6 +1650,8 @@ int main(int argc, char **argv)
     qtest_add_func("/nvme-fault/reset-fail-machine-reset",
                    test_reset_fail_machine_reset);
     qtest_add_func("/nvme-fault/surprise-removal", test_surprise_removal);
+    qtest_add_func("/nvme-fault/fatal-held-cqe-removal",
+                   test_fatal_held_cqe_removal);
     qtest_add_func("/nvme-fault/ctrl-fail-bad-rules",
                    test_ctrl_fail_bad_rules);
     ret = g_test_run();
