@@ -300,16 +300,30 @@ void nvme_fault_sq_doorbell(NvmeCtrl *n, NvmeSQueue *sq)
 
 void nvme_fault_det_kick_sq(NvmeCtrl *n, uint16_t sqid)
 {
-    if (sqid < n->fault.nr_queues) {
+    /* No SQ runs in a reset, and a kick armed there would outlive it. */
+    if (sqid < n->fault.nr_queues && !n->fault.resetting) {
         nvme_fault_det_kick(n, &n->fault.sq_timers[sqid].kick, sqid, false);
     }
 }
 
 void nvme_fault_det_kick_cq(NvmeCtrl *n, uint16_t cqid)
 {
-    if (cqid < n->fault.nr_queues) {
-        nvme_fault_det_kick(n, &n->fault.cq_timers[cqid].kick, cqid, true);
+    if (cqid >= n->fault.nr_queues) {
+        return;
     }
+    if (n->fault.resetting) {
+        /*
+         * A command the reset cancels completes: post it now, as upstream's
+         * cq->bh does in the reset's nested aio_poll(), which also releases
+         * its mapping.  A kick timer would outlive the CQ, due at "now"
+         * with nothing left to tell the main loop about it.
+         */
+        if (n->cq[cqid]) {
+            nvme_fault_run_guarded(n, nvme_post_cqes, n->cq[cqid]);
+        }
+        return;
+    }
+    nvme_fault_det_kick(n, &n->fault.cq_timers[cqid].kick, cqid, true);
 }
 
 void nvme_fault_det_sq_blocked(NvmeCtrl *n, uint16_t sqid)
