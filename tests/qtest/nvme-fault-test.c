@@ -1513,6 +1513,18 @@ static void test_ctrl_fail_bad_rules(void)
     nvme_stop(n);
 }
 
+/* libqos' PC hotplug port (tests/qtest/libqos/pci-pc.c): eject a slot. */
+#define PCIHP_EJECT     (0xae00 + 0x0008)
+
+static bool device_deleted(Nvme *n)
+{
+    QDict *ev;
+
+    qtest_qmp_assert_success(n->qts, "{'execute': 'query-status'}");
+    ev = qtest_qmp_event_ref(n->qts, "DEVICE_DELETED");
+    qobject_unref(ev);
+    return ev != NULL;
+}
 
 /*
  * Surprise removal (device_del and ACPI eject) of a controller with one
@@ -1520,10 +1532,11 @@ static void test_ctrl_fail_bad_rules(void)
  * timer never fires into the freed controller, and the injector is free
  * again (object-del succeeds once no device uses it).
  */
-static void test_surprise_removal(void)
+static void test_surprise_removal(gconstpointer opaque)
 {
     NvmeOpts o = { .rules = "held: write lba=8 drop\n"
                             "slow: write lba=16 delay=1s\n",
+                   .mode = GPOINTER_TO_INT(opaque),
                    .dev_opts = ",id=nv0" };
     Nvme *n = nvme_start_opts(&o);
     g_autofree char *err = NULL;
@@ -1537,26 +1550,16 @@ static void test_surprise_removal(void)
                        "{'id': 'fi0'}}");
     g_assert(strstr(err, "fi0"));
 
-    qpci_unplug_acpi_device_test(n->qts, "nv0", 4);
+    qtest_qmp_device_del_send(n->qts, "nv0");
+    qtest_outl(n->qts, PCIHP_EJECT, 1 << 4);
+    /* Deterministic mode used to leak the cancelled commands' mappings. */
+    g_assert(FL_POLL(device_deleted(n), 100, 20000));
     qtest_clock_step(n->qts, 2 * NANOSECONDS_PER_SECOND);
     fl_assert_running(n->qts);
     qtest_qmp_assert_success(n->qts, "{'execute': 'object-del', "
                              "'arguments': {'id': 'fi0'}}");
     fl_assert_running(n->qts);
     nvme_stop(n);
-}
-
-/* libqos' PC hotplug port (tests/qtest/libqos/pci-pc.c): eject a slot. */
-#define PCIHP_EJECT     (0xae00 + 0x0008)
-
-static bool device_deleted(Nvme *n)
-{
-    QDict *ev;
-
-    qtest_qmp_assert_success(n->qts, "{'execute': 'query-status'}");
-    ev = qtest_qmp_event_ref(n->qts, "DEVICE_DELETED");
-    qobject_unref(ev);
-    return ev != NULL;
 }
 
 /*
@@ -1649,7 +1652,11 @@ int main(int argc, char **argv)
                         test_reset_fail);
     qtest_add_func("/nvme-fault/reset-fail-machine-reset",
                    test_reset_fail_machine_reset);
-    qtest_add_func("/nvme-fault/surprise-removal", test_surprise_removal);
+    qtest_add_data_func("/nvme-fault/surprise-removal",
+                        GINT_TO_POINTER(FL_MODE_NORMAL), test_surprise_removal);
+    qtest_add_data_func("/nvme-fault/deterministic-qtest/surprise-removal",
+                        GINT_TO_POINTER(FL_MODE_DET_QTEST),
+                        test_surprise_removal);
     qtest_add_func("/nvme-fault/fatal-held-cqe-removal",
                    test_fatal_held_cqe_removal);
     qtest_add_func("/nvme-fault/ctrl-fail-bad-rules",
