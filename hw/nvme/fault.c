@@ -633,11 +633,14 @@ static void nvme_fault_held_cb(void *opaque, int ret)
     nvme_do_enqueue_req_completion(cq, req);
     if (n->fault.det) {
         nvme_fault_det_unblock(n);
-    } else if (ret == 0) {
+    } else if (ret == 0 || n->fault.resetting) {
         /*
          * Released by its timer (main loop, not inside an MMIO access):
          * post now rather than one main-loop iteration later from cq->bh,
-         * whose work this is.
+         * whose work this is.  Cancelled by a reset: post now as well,
+         * since the reset may free the CQ, and delete cq->bh, before that
+         * runs; the CQE would never be posted and its mapping, which
+         * holds a reference to the device, never released.
          */
         qemu_bh_cancel(cq->bh);
         nvme_fault_run_guarded(n, nvme_post_cqes, cq);

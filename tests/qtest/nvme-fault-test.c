@@ -1563,6 +1563,26 @@ static void test_surprise_removal(gconstpointer opaque)
 }
 
 /*
+ * The same with one held command: its cancel is the reset's last, and
+ * the CQE it completes with must still be posted (upstream's cq->bh,
+ * scheduled then, is deleted with the CQ before it runs).
+ */
+static void test_removal_one_held(gconstpointer opaque)
+{
+    NvmeOpts o = { .rules = "held: write lba=8 drop\n",
+                   .mode = GPOINTER_TO_INT(opaque),
+                   .dev_opts = ",id=nv0" };
+    Nvme *n = nvme_start_opts(&o);
+
+    io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
+    assert_no_cqe(n, 20);
+    qtest_qmp_device_del_send(n->qts, "nv0");
+    qtest_outl(n->qts, PCIHP_EJECT, 1 << 4);
+    g_assert(FL_POLL(device_deleted(n), 100, 20000));
+    nvme_stop(n);
+}
+
+/*
  * A write completes while the controller is halted by fatal: its CQE is
  * held back with its mapped data, whose QEMUSGList holds a reference to
  * the device.  The removal's reset must drop it (the CQE is discarded),
@@ -1657,6 +1677,11 @@ int main(int argc, char **argv)
     qtest_add_data_func("/nvme-fault/deterministic-qtest/surprise-removal",
                         GINT_TO_POINTER(FL_MODE_DET_QTEST),
                         test_surprise_removal);
+    qtest_add_data_func("/nvme-fault/removal-one-held",
+                        GINT_TO_POINTER(FL_MODE_NORMAL), test_removal_one_held);
+    qtest_add_data_func("/nvme-fault/deterministic-qtest/removal-one-held",
+                        GINT_TO_POINTER(FL_MODE_DET_QTEST),
+                        test_removal_one_held);
     qtest_add_func("/nvme-fault/fatal-held-cqe-removal",
                    test_fatal_held_cqe_removal);
     qtest_add_func("/nvme-fault/ctrl-fail-bad-rules",
