@@ -1527,6 +1527,17 @@ static bool device_deleted(Nvme *n)
 }
 
 /*
+ * Remove nv0 (slot 4) as the guest's ACPI hotplug does, and wait (2 s at
+ * most) until it is finalized: a reference left behind never gets there.
+ */
+static void remove_device(Nvme *n)
+{
+    qtest_qmp_device_del_send(n->qts, "nv0");
+    qtest_outl(n->qts, PCIHP_EJECT, 1 << 4);
+    g_assert(FL_POLL(device_deleted(n), 100, 20000));
+}
+
+/*
  * Surprise removal (device_del and ACPI eject) of a controller with one
  * command held by drop and one under delay=: QEMU stays up, the delay's
  * timer never fires into the freed controller, and the injector is free
@@ -1550,10 +1561,8 @@ static void test_surprise_removal(gconstpointer opaque)
                        "{'id': 'fi0'}}");
     g_assert(strstr(err, "fi0"));
 
-    qtest_qmp_device_del_send(n->qts, "nv0");
-    qtest_outl(n->qts, PCIHP_EJECT, 1 << 4);
     /* Deterministic mode used to leak the cancelled commands' mappings. */
-    g_assert(FL_POLL(device_deleted(n), 100, 20000));
+    remove_device(n);
     qtest_clock_step(n->qts, 2 * NANOSECONDS_PER_SECOND);
     fl_assert_running(n->qts);
     qtest_qmp_assert_success(n->qts, "{'execute': 'object-del', "
@@ -1576,9 +1585,7 @@ static void test_removal_one_held(gconstpointer opaque)
 
     io_submit(n, NVME_CMD_WRITE, 8, 8, n->buf);
     assert_no_cqe(n, 20);
-    qtest_qmp_device_del_send(n->qts, "nv0");
-    qtest_outl(n->qts, PCIHP_EJECT, 1 << 4);
-    g_assert(FL_POLL(device_deleted(n), 100, 20000));
+    remove_device(n);
     nvme_stop(n);
 }
 
@@ -1602,9 +1609,7 @@ static void test_fatal_held_cqe_removal(void)
     g_assert_cmpuint(rule_hits(n, "slow"), ==, 1);
     g_assert_cmpuint(rule_hits(n, "die"), ==, 1);
 
-    qtest_qmp_device_del_send(n->qts, "nv0");
-    qtest_outl(n->qts, PCIHP_EJECT, 1 << 4);
-    g_assert(FL_POLL(device_deleted(n), 100, 20000));
+    remove_device(n);
     qtest_qmp_assert_success(n->qts, "{'execute': 'object-del', "
                              "'arguments': {'id': 'fi0'}}");
     nvme_stop(n);
