@@ -20,3 +20,11 @@ load_versions() {
     # shellcheck disable=SC1090
     . "$FL_VERSIONS"
 }
+
+# The QEMU source version only (setup --only qemu records it before the
+# rest of the machine is set up, so the QEMU build can start early).
+load_qemu_version() {
+    local f=$FL_CACHE/src/download/VERSION
+    [ -f "$f" ] || die "no QEMU source in $FL_CACHE/src/download: run scripts/setup first"
+    read -r QEMU_SRC_VERSION QEMU_SRC_SUITE <"$f"
+}

@@ -69,19 +69,18 @@ def setup_hash():
     return sha256(os.path.join(TOP, "scripts", "setup"))[:16]
 
 
-def ensure_setup():
-    """Bootstrap: run scripts/setup when its recorded versions or tools are
-    missing, or when scripts/setup changed since it ran."""
+def setup_needed():
+    """Why scripts/setup must run (a missing tool, a stale setup), or None."""
     missing = [t for t in ("meson", "ninja", "cpio", "busybox", "dpkg-source",
                            "fio", "nvme", "virsh", "libvirtd", "lava-run")
                if not shutil.which(t)]
-    stale = versions().get("SETUP_HASH") != setup_hash()
-    if os.path.exists(VERSIONS) and not missing and not stale:
-        return
-    say("setting up this machine (scripts/setup)" +
-        (f": missing {', '.join(missing)}" if missing else
-         ": scripts/setup changed" if stale and os.path.exists(VERSIONS) else ""))
-    run_script("setup")
+    if missing:
+        return f"missing {', '.join(missing)}"
+    if not os.path.exists(VERSIONS):
+        return "not set up yet"
+    if versions().get("SETUP_HASH") != setup_hash():
+        return "scripts/setup changed"
+    return None
 
 
 def versions():
@@ -118,20 +117,33 @@ def guest_dir(kernel=None, modules=None, tools=()):
 
 
 def build_all(kernel=None, modules=None, quiet=False):
-    """QEMU and the guest image (for @kernel and @modules, or Debian's).
+    """Set the machine up if needed, then QEMU and the guest image (for
+    @kernel and @modules, or Debian's).
 
-    The guest image builds beside QEMU: on a fresh machine its kernel
-    package download overlaps QEMU's compile."""
-    ensure_setup()
+    On a fresh machine the QEMU build starts as soon as its own prerequisites
+    are in (scripts/setup --only qemu); the rest of the setup (libvirt, LAVA,
+    kernel headers) and then the guest image run beside its compile."""
     t0 = time.monotonic()
+    why = setup_needed()
+    if why:
+        say(f"setting up this machine (scripts/setup): {why}")
+        run_script("setup", "--only", "qemu")
+    t_pre = time.monotonic() - t0
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        guest_job = pool.submit(_timed, guest_dir, kernel, modules)
+        guest_job = pool.submit(_timed, _setup_then_guest, bool(why), kernel, modules)
         qemu, t_qemu = _timed(qemu_dir)
         guest, t_guest = guest_job.result()
     if not quiet:
-        say(f"build: qemu {t_qemu:.1f}s, guest {t_guest:.1f}s (side by side), "
-            f"wall {time.monotonic() - t0:.1f}s")
+        pre = f"setup for qemu {t_pre:.1f}s, " if why else ""
+        say(f"build: {pre}qemu {t_qemu:.1f}s, {'setup + ' if why else ''}guest "
+            f"{t_guest:.1f}s (side by side), wall {time.monotonic() - t0:.1f}s")
     return Builds(qemu, guest)
+
+
+def _setup_then_guest(setup, kernel, modules):
+    if setup:
+        run_script("setup")
+    return guest_dir(kernel, modules)
 
 
 def _timed(fn, *args):
