@@ -135,6 +135,46 @@ def proc_cpu_seconds(stat_text, clk_tck):
     return (int(rest[11]) + int(rest[12])) / clk_tck
 
 
+# QEMU's thread names under -name ...,debug-threads=on, by role.
+THREAD_ROLES = (("CPU ", "vCPU"), ("worker", "thread pool"), ("qemu-system", "main loop"))
+EXITED = "exited threads"
+ROLE_ORDER = ("vCPU", "main loop", "thread pool", "other", EXITED)
+
+
+def thread_role(comm):
+    for prefix, role in THREAD_ROLES:
+        if comm.startswith(prefix):
+            return role
+    return "other"
+
+
+def proc_thread_cpu_seconds(pid, clk_tck):
+    """{tid: (role, utime+stime)} of @pid's live threads (thread_role())."""
+    threads = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return threads
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue            # the thread just exited
+        threads[int(tid)] = (thread_role(text[text.index("(") + 1:text.rindex(")")]),
+                             proc_cpu_seconds(text, clk_tck))
+    return threads
+
+
+def thread_cpu_between(start, end):
+    """{role: CPU seconds} from mark @start to mark @end ({tid: (role, s)}),
+    of the threads alive at @end (one born in between counts from 0)."""
+    by_role = {}
+    for tid, (role, secs) in end.items():
+        by_role[role] = by_role.get(role, 0.0) + secs - start.get(tid, (role, 0.0))[1]
+    return by_role
+
+
 ENGINE_LINE = re.compile(r"^(?P<case>\S.*?)\s+(?P<rules>\d+) rules:\s+(?P<ns>[\d.]+) ns/decision")
 ENGINE_BASE = re.compile(r"^baseline.*?:\s+(?P<ns>[\d.]+) ns")
 
@@ -281,9 +321,11 @@ def overhead_rows(samples, bases, level=LEVEL):
                                     ("boot", boots, "s", "first KTAP line")):
         for v, xs in data.items():
             base = bases[v]
+            threads = thread_note(samples[v]) if group == "overhead" else ""
             if base is None:
                 mean = stats.summary(xs).mean    # as the compared rows show it
-                rows.append(Row(group, f"{v}, {what}", mean, mean, unit, 1.0, n=len(xs)))
+                rows.append(Row(group, f"{v}, {what}", mean, mean, unit, 1.0, n=len(xs),
+                                note=threads))
                 continue
             r, lo, hi = paired_ratio(data[base], xs, level)
             row = Row(group, f"{v}, {what}", stats.summary(xs).mean,
@@ -294,6 +336,8 @@ def overhead_rows(samples, bases, level=LEVEL):
                 row.target = f"<= {OVERHEAD_TARGET}"
                 if row.ok is None:
                     row.note += "; the CI straddles the target"
+                if threads:
+                    row.note += "; " + threads
             rows.append(row)
     return rows
 
@@ -377,6 +421,7 @@ class Boot:
         self.deterministic = deterministic
         self.trace = trace
         self.marks = {}
+        self.thread_marks = {}      # mark -> {thread role: CPU seconds}
         self.first_ktap_s = None
         self.block_writes = None
         self.watch = None
@@ -404,6 +449,8 @@ class Boot:
                         try:
                             with open(stat) as f:
                                 self.marks[ln.split()[2]] = proc_cpu_seconds(f.read(), clk)
+                            self.thread_marks[ln.split()[2]] = proc_thread_cpu_seconds(
+                                m.proc.pid, clk)
                         except (OSError, IndexError, ValueError):
                             pass
             time.sleep(0.005)
@@ -416,6 +463,8 @@ class Boot:
             spec = make_spec(self.sc, self.builds, self.builds.kernel, initrd,
                              guest.kernel_cmdline(self.sc), self.dir, scratch, seed,
                              self.deterministic)
+            # Named threads (vCPU, worker...): CPU per I/O by thread role.
+            spec.extra_args += ["-name", "bench,debug-threads=on"]
             if self.trace:
                 spec.extra_args += ["-msg", "timestamp=on",
                                     "-D", os.path.join(self.dir, "trace.log")]
@@ -563,10 +612,31 @@ def overhead_script(dev, sizes):
             f"echo '# bench-mark b1'")
 
 
-def overhead_sample(marks, ios_small, ios_large):
-    """CPU seconds and I/Os of the large run beyond the small one."""
+def overhead_sample(marks, ios_small, ios_large, thread_marks=None):
+    """CPU seconds and I/Os of the large run beyond the small one; with
+    @thread_marks (per mark, proc_thread_cpu_seconds()), also that CPU by
+    thread role.  A thread that exited during a run took its time into the
+    process total only: that rest is EXITED."""
     cpu = (marks["b1"] - marks["b0"]) - (marks["a1"] - marks["a0"])
-    return {"cpu_s": cpu, "ios": ios_large - ios_small}
+    sample = {"cpu_s": cpu, "ios": ios_large - ios_small}
+    if thread_marks and all(k in thread_marks for k in ("a0", "a1", "b0", "b1")):
+        small = thread_cpu_between(thread_marks["a0"], thread_marks["a1"])
+        large = thread_cpu_between(thread_marks["b0"], thread_marks["b1"])
+        t = {r: large.get(r, 0.0) - small.get(r, 0.0) for r in set(small) | set(large)}
+        t[EXITED] = cpu - sum(t.values())
+        sample["threads_s"] = t
+    return sample
+
+
+def thread_note(samples):
+    """Mean CPU per I/O by thread role over @samples, e.g. 'vCPU 50.1, main
+    loop 9.0 us per I/O', or '' when the samples have no breakdown."""
+    if not samples or any("threads_s" not in r for r in samples):
+        return ""
+    roles = sorted(set().union(*(r["threads_s"] for r in samples)), key=ROLE_ORDER.index)
+    parts = [f"{role} {sum(r['threads_s'].get(role, 0.0) / r['ios'] for r in samples) / len(samples) * 1e6:.1f}"
+             for role in roles]
+    return ", ".join(parts) + " us per I/O"
 
 
 def run_overhead(sizes, out, builds, log):
@@ -586,7 +656,7 @@ def run_overhead(sizes, out, builds, log):
                                  f"counted {b.block_writes} (expected {sizes.overhead_ios})")
             if any(k not in b.marks for k in ("a0", "a1", "b0", "b1")):
                 raise SetupError(f"{b.dir}: the bench marks were not seen")
-            s = overhead_sample(b.marks, small, large)
+            s = overhead_sample(b.marks, small, large, b.thread_marks)
             s.update(device_writes=b.block_writes, boot_s=b.first_ktap_s)
             samples[name].append(s)
             log(f"round {rnd + 1} {name:40} {s['cpu_s'] / s['ios'] * 1e6:6.1f} us CPU/I/O  "

@@ -167,6 +167,55 @@ class RowsTest(unittest.TestCase):
         self.assertEqual(s["ios"], 7500)
         self.assertAlmostEqual(s["cpu_s"] / s["ios"], 40e-6)
 
+    def test_overhead_sample_by_thread_role(self):
+        # vCPU (tid 1) 30 us and main loop (tid 2) 8 us per I/O; in the large
+        # run a worker (tid 3) took 1.5 us per I/O, and one that was there at
+        # b0 (tid 4) exited before b1 with 0.5 us per I/O.
+        marks = {"a0": 10.0, "a1": 10.0 + 2500 * 38e-6,
+                 "b0": 20.0, "b1": 20.0 + 10000 * 40e-6}
+        vcpu, main = "vCPU", "main loop"
+        threads = {"a0": {1: (vcpu, 5.0), 2: (main, 1.0)},
+                   "a1": {1: (vcpu, 5.0 + 2500 * 30e-6), 2: (main, 1.0 + 2500 * 8e-6)},
+                   "b0": {1: (vcpu, 9.0), 2: (main, 2.0), 4: ("thread pool", 0.7)},
+                   "b1": {1: (vcpu, 9.0 + 10000 * 30e-6), 2: (main, 2.0 + 10000 * 8e-6),
+                          3: ("thread pool", 10000 * 1.5e-6)}}
+        s = bench.overhead_sample(marks, 2500, 10000, threads)
+        t = {k: v / s["ios"] * 1e6 for k, v in s["threads_s"].items()}
+        self.assertAlmostEqual(t["vCPU"], 30.0)
+        self.assertAlmostEqual(t["main loop"], 8.0)
+        self.assertAlmostEqual(t["thread pool"], 10000 * 1.5 / 7500)
+        self.assertAlmostEqual(sum(s["threads_s"].values()), s["cpu_s"])
+        self.assertAlmostEqual(t[bench.EXITED], 40.0 * 10000 / 7500 - 38.0 * 2500 / 7500
+                               - 30.0 - 8.0 - 2.0)
+        # Without all four marks there is no breakdown.
+        self.assertNotIn("threads_s", bench.overhead_sample(marks, 2500, 10000,
+                                                            {"a0": {}, "b1": {}}))
+        note = bench.thread_note([s, s])
+        self.assertTrue(note.startswith("vCPU 30.0, main loop 8.0, thread pool 2.0, "
+                                        "exited threads "), note)
+        self.assertTrue(note.endswith(" us per I/O"), note)
+        rows = {r.key: r for r in bench.overhead_rows(
+            {"stock": [dict(s, boot_s=1.0)], "inj": [dict(s, boot_s=1.0)]},
+            {"stock": None, "inj": "stock"})}
+        self.assertIn("vCPU 30.0", rows["overhead/stock, host CPU per I/O"].note)
+        self.assertIn("vCPU 30.0", rows["overhead/inj, host CPU per I/O"].note)
+        self.assertNotIn("vCPU", rows["boot/inj, first KTAP line"].note)
+
+    def test_thread_roles_from_proc(self):
+        self.assertEqual(bench.thread_role("CPU 1/TCG"), "vCPU")
+        self.assertEqual(bench.thread_role("worker"), "thread pool")
+        self.assertEqual(bench.thread_role("qemu-system-x86"), "main loop")
+        self.assertEqual(bench.thread_role("call_rcu"), "other")
+        sum(i * i for i in range(300000))       # some CPU time of our own
+        clk = os.sysconf("SC_CLK_TCK")
+        threads = bench.proc_thread_cpu_seconds(os.getpid(), clk)
+        with open(f"/proc/{os.getpid()}/stat") as f:
+            total = bench.proc_cpu_seconds(f.read(), clk)
+        self.assertEqual(threads[os.getpid()][0], "other")     # python3: no QEMU role
+        self.assertGreater(threads[os.getpid()][1], 0)
+        self.assertLessEqual(sum(x[1] for x in threads.values()), total + 2.0 / clk)
+        self.assertEqual(bench.proc_thread_cpu_seconds(2 ** 22 + 1, clk), {})
+
     def test_deterministic_rows(self):
         (r,) = bench.deterministic_rows([50.0, 60.0], [55.0, 60.0], 0.010, 3000)
         self.assertAlmostEqual(r.ratio, 1.05)
