@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 import xml.etree.ElementTree as ET
 
@@ -167,6 +169,26 @@ class DomainXml(unittest.TestCase):
         self.assertTrue(a.startswith(f"faultline-smoke-{os.getpid()}-"))
         self.assertRegex(libvirt.new_domain_name("we ird/name"), r"^faultline-we_ird_name-")
 
+
+
+class PowerOffTest(unittest.TestCase):
+    def test_final_statistics_wait_for_the_reset_pause(self):
+        # dom.suspend() has paused the domain, but the event callback has
+        # not yet noted the reset: the wait must not end on the status.
+        m = libvirt.LibvirtMachine(spec_of("nvme-write-error"))
+        m.running = lambda: True
+        m.qmp = lambda cmd, **a: {"status": "paused"}
+        threading.Timer(0.5, m.reset_paused.set).start()
+        m._wait_powered_off(timeout_s=10.0)
+        self.assertTrue(m.reset_paused.is_set())
+        # No event at all: the qemu backend's wait on the status, bounded.
+        m2 = libvirt.LibvirtMachine(spec_of("nvme-write-error"))
+        m2.running = lambda: True
+        m2.qmp = lambda cmd, **a: {"status": "paused"}
+        t0 = time.monotonic()
+        m2._wait_powered_off(timeout_s=0.2)
+        self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertFalse(m2.reset_paused.is_set())
 
 
 class RecountTest(unittest.TestCase):
