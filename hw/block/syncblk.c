@@ -100,7 +100,7 @@ typedef struct SyncBlkSlot {
     int64_t submit_ns;
     int64_t deadline_ns;
     int64_t armed_ns;           /* what @timer was armed for */
-    unsigned late_bucket;       /* for fault_lateness_sample() */
+    unsigned late_bucket;       /* for fault_lateness_arrive() */
     bool dropped;               /* lost completion: never signalled */
 
     FeDecision decision;
@@ -268,12 +268,14 @@ static void syncblk_timer_cb(void *opaque)
     bool was = syncblk_guard_enter(slot->s);
 
     if (!slot->dropped) {
-        if (!slot->s->deterministic) {
-            fault_lateness_sample(&slot->s->lateness, slot->late_bucket,
-                                  slot->armed_ns,
-                                  qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
+        if (!slot->s->deterministic &&
+            !fault_lateness_arrive(&slot->s->lateness, &slot->late_bucket,
+                                   slot->armed_ns, slot->deadline_ns)) {
+            slot->armed_ns = slot->deadline_ns;
+            timer_mod(&slot->timer, slot->armed_ns);
+        } else {
+            syncblk_signal(slot);
         }
-        syncblk_signal(slot);
     }
     syncblk_guard_exit(slot->s, was);
 }

@@ -15,6 +15,7 @@
 #include "qom/object_interfaces.h"
 #include "qemu/thread.h"
 #include "qemu/timer.h"
+#include "qemu/processor.h"
 #include "system/cpu-timers.h"
 #include "system/qtest.h"
 #include "hw/fault/fault-injector.h"
@@ -556,8 +557,9 @@ static void fault_injector_register_types(void)
 type_init(fault_injector_register_types);
 
 #define FAULT_LATE_MAX_NS   (1 * SCALE_MS)     /* samples clamped to it */
-#define FAULT_LATE_FRACTION 4
+#define FAULT_LATE_FRACTION 2
 #define FAULT_LATE_STEP_NS  (2 * SCALE_US)      /* of the median estimate */
+#define FAULT_LATE_SPIN_NS  (100 * SCALE_US)    /* longest wait on the CPU */
 
 int64_t fault_lateness_early(const FaultLateness *l, int64_t wait_ns,
                              uint64_t delay_ns, unsigned *bucket)
@@ -572,22 +574,44 @@ int64_t fault_lateness_early(const FaultLateness *l, int64_t wait_ns,
     return MIN((uint64_t)l->est_ns[b], delay_ns / FAULT_LATE_FRACTION);
 }
 
-void fault_lateness_sample(FaultLateness *l, unsigned bucket,
-                           int64_t armed_ns, int64_t now_ns)
+static void fault_lateness_sample(FaultLateness *l, unsigned bucket,
+                                  int64_t late)
 {
-    int64_t late = MIN(MAX(now_ns - armed_ns, 0), FAULT_LATE_MAX_NS);
+    int64_t *est = &l->est_ns[bucket];
 
-    if (bucket < FAULT_LATE_BUCKETS) {
-        int64_t *est = &l->est_ns[bucket];
-
-        /*
-         * The median, not the mean: a noisy host's long tail of late
-         * wake-ups would make most completions early.
-         */
-        if (late > *est) {
-            *est += MIN(late - *est, FAULT_LATE_STEP_NS);
-        } else {
-            *est -= MIN(*est - late, FAULT_LATE_STEP_NS);
-        }
+    /*
+     * The median, not the mean: a noisy host's long tail of late
+     * wake-ups would have most timers spin.
+     */
+    late = MIN(MAX(late, 0), FAULT_LATE_MAX_NS);
+    if (late > *est) {
+        *est += MIN(late - *est, FAULT_LATE_STEP_NS);
+    } else {
+        *est -= MIN(*est - late, FAULT_LATE_STEP_NS);
     }
+}
+
+bool fault_lateness_arrive(FaultLateness *l, unsigned *bucket,
+                           int64_t armed_ns, int64_t deadline_ns)
+{
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    int64_t spin_end;
+
+    if (*bucket < FAULT_LATE_BUCKETS) {
+        fault_lateness_sample(l, *bucket, now - armed_ns);
+        *bucket = FAULT_LATE_BUCKETS;
+    }
+    if (deadline_ns - now > FAULT_LATE_SPIN_NS) {
+        return false;
+    }
+    /*
+     * Bounded by the host's clock as well: with -icount the virtual clock
+     * stands still while the main loop spins.
+     */
+    spin_end = get_clock() + FAULT_LATE_SPIN_NS;
+    while (now < deadline_ns && get_clock() < spin_end) {
+        cpu_relax();
+        now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    }
+    return now >= deadline_ns;
 }

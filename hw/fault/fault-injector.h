@@ -100,8 +100,9 @@ FaultInjector *fault_injector_find(const char *id, Error **errp);
  * a longer sleep.  A device holding a completion for an injected delay
  * arms its timer that much early: the running median of the lateness of
  * timers that waited about as long (one per decade of the wait, from
- * 100 us), measured once the guest can see the completion, and never more
- * than a quarter of the delay.
+ * 100 us), never more than half the delay.  A timer that fires before
+ * its deadline waits out the rest in fault_lateness_arrive(), so that no
+ * completion is ever early.
  */
 #define FAULT_LATE_BUCKETS 4
 
@@ -111,12 +112,18 @@ typedef struct FaultLateness {
 
 /*
  * How much earlier than its deadline, @wait_ns from now, to arm the timer
- * of a @delay_ns delay; *@bucket is for fault_lateness_sample().
+ * of a @delay_ns delay; *@bucket is for fault_lateness_arrive().
  */
 int64_t fault_lateness_early(const FaultLateness *l, int64_t wait_ns,
                              uint64_t delay_ns, unsigned *bucket);
-/* The timer armed for @armed_ns completed its work at @now_ns. */
-void fault_lateness_sample(FaultLateness *l, unsigned bucket,
-                           int64_t armed_ns, int64_t now_ns);
+/*
+ * The timer armed for @armed_ns, early for @deadline_ns, fires: learn its
+ * lateness (once per arming: *@bucket is spent), then spin on the host's
+ * clock to the deadline when that is at most FAULT_LATE_SPIN_NS away.
+ * True when the deadline has passed; false when the caller must re-arm
+ * the timer for @deadline_ns.
+ */
+bool fault_lateness_arrive(FaultLateness *l, unsigned *bucket,
+                           int64_t armed_ns, int64_t deadline_ns);
 
 #endif /* HW_FAULT_INJECTOR_H */

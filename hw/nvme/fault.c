@@ -72,6 +72,10 @@ struct NvmeFaultSqTimer {
     uint16_t  sqid;
     bool      blocked;      /* deterministic: waits for a held command */
     QEMUTimer kick;         /* deterministic: runs the SQ (upstream: sq->bh) */
+    /* Not deterministic: slots [db_head, db_tail) were doorbelled at db_ns */
+    int64_t   db_ns;
+    uint32_t  db_head;
+    uint32_t  db_tail;
 };
 
 /* Per CQ id. */
@@ -87,7 +91,8 @@ typedef struct NvmeFaultAIOCB {
     NvmeRequest  *req;
     QEMUTimer    timer;
     int64_t      expire_ns; /* what the timer was armed for */
-    unsigned     late_bucket; /* for fault_lateness_sample() */
+    int64_t      deadline_ns; /* submission + delay */
+    unsigned     late_bucket; /* for fault_lateness_arrive() */
     bool         done;      /* released or cancelled */
 } NvmeFaultAIOCB;
 
@@ -285,17 +290,56 @@ static void nvme_fault_det_kick(NvmeCtrl *n, QEMUTimer *kick, uint16_t qid,
 
 void nvme_fault_sq_doorbell(NvmeCtrl *n, NvmeSQueue *sq)
 {
+    NvmeFaultSqTimer *t;
+
     /*
-     * With a fault-injector the SQ is processed in the doorbell write, as
-     * deterministic mode must: a command's delay= then counts from its
-     * doorbell, not from when sq->bh got to run (tens of us later).  The
-     * MMIO access engages the device's MemReentrancyGuard, as sq->bh does.
+     * Deterministic mode processes the SQ in the doorbell write: its I/O
+     * must run at that virtual instant.  The MMIO access engages the
+     * device's MemReentrancyGuard, as sq->bh does.
      */
-    if (n->fault.fi) {
+    if (n->fault.det) {
         nvme_process_sq(sq);
-    } else {
-        qemu_bh_schedule(sq->bh);
+        return;
     }
+    /*
+     * Otherwise sq->bh runs it, as upstream: processing in the vCPU's
+     * MMIO exit costs more host CPU per I/O than the main loop does.
+     * delay= counts from this stamp, not from when sq->bh got to run.
+     * A later doorbell restamps every slot not yet fetched: that only
+     * ever moves a command's start later than its own doorbell, never
+     * earlier.
+     */
+    if (n->fault.fi && sq->sqid < n->fault.nr_queues) {
+        t = &n->fault.sq_timers[sq->sqid];
+        t->db_head = sq->head;
+        t->db_tail = sq->tail;
+        t->db_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    }
+    qemu_bh_schedule(sq->bh);
+}
+
+/*
+ * When the command just fetched from @sq was submitted: its doorbell's
+ * stamp, or now for a tail that came without one (a shadow doorbell, an
+ * ioeventfd).
+ */
+static int64_t nvme_fault_submit_ns(NvmeCtrl *n, NvmeSQueue *sq)
+{
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    NvmeFaultSqTimer *t;
+    uint32_t slot, span;
+
+    if (n->fault.det || sq->sqid >= n->fault.nr_queues || !sq->size) {
+        return now;
+    }
+    t = &n->fault.sq_timers[sq->sqid];
+    slot = (sq->head + sq->size - 1) % sq->size;
+    span = (t->db_tail + sq->size - t->db_head) % sq->size;
+    if ((slot + sq->size - t->db_head) % sq->size >= span) {
+        return now;
+    }
+    t->db_head = sq->head;      /* fetched: out of the span */
+    return MIN(now, t->db_ns);
 }
 
 void nvme_fault_det_kick_sq(NvmeCtrl *n, uint16_t sqid)
@@ -420,6 +464,7 @@ void nvme_fault_reset(NvmeCtrl *n)
     for (unsigned int i = 0; i < f->nr_queues; i++) {
         timer_del(&f->sq_timers[i].kick);
         f->sq_timers[i].blocked = false;
+        f->sq_timers[i].db_head = f->sq_timers[i].db_tail;
         timer_del(&f->cq_timers[i].kick);
         timer_del(&f->cq_timers[i].irq);
     }
@@ -550,7 +595,7 @@ uint16_t nvme_fault_io_cmd(NvmeCtrl *n, NvmeRequest *req)
      * this or an upstream check (a fused command) fails it first.
      */
     req->ns = ns;
-    fr->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    fr->submit_ns = nvme_fault_submit_ns(n, req->sq);
     fr->d.drop |= fr->d.error == FE_ERR_TIMEOUT;
     fr->status = nvme_fault_status(fr->d.error);
     if (fr->status && fr->d.dnr) {
@@ -655,14 +700,15 @@ static void nvme_fault_timer_cb(void *opaque)
     if (iocb->done) {
         return;
     }
+    if (!f->det && !fault_lateness_arrive(&f->lateness, &iocb->late_bucket,
+                                          iocb->expire_ns,
+                                          iocb->deadline_ns)) {
+        iocb->expire_ns = iocb->deadline_ns;
+        timer_mod_ns(&iocb->timer, iocb->expire_ns);
+        return;
+    }
     iocb->done = true;
     iocb->common.cb(iocb->common.opaque, 0);
-    if (!f->det) {
-        /* Late as the guest sees it: the CQE and interrupt are out now. */
-        fault_lateness_sample(&f->lateness, iocb->late_bucket,
-                              iocb->expire_ns,
-                              qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
-    }
     qemu_aio_unref(iocb);
 }
 
@@ -712,7 +758,7 @@ static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
     NvmeFaultReq *fr = &req->fault;
     NvmeFaultAIOCB *iocb = qemu_aio_get(&nvme_fault_aiocb_info, NULL,
                                         nvme_fault_held_cb, req);
-    int64_t now, deadline, early = 0;
+    int64_t now, early = 0;
 
     iocb->req = req;
     iocb->done = false;
@@ -726,13 +772,13 @@ static void nvme_fault_hold(NvmeCtrl *n, NvmeRequest *req)
     }
     /* delay=DUR: no earlier than DUR after the submission. */
     now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
-    deadline = nvme_fault_deadline(fr->submit_ns, fr->d.delay_ns);
-    early = fault_lateness_early(&n->fault.lateness, deadline - now,
+    iocb->deadline_ns = nvme_fault_deadline(fr->submit_ns, fr->d.delay_ns);
+    early = fault_lateness_early(&n->fault.lateness, iocb->deadline_ns - now,
                                  fr->d.delay_ns, &iocb->late_bucket);
     if (n->fault.det) {
         early = 0;
     }
-    iocb->expire_ns = MAX(now, deadline - early);
+    iocb->expire_ns = MAX(now, iocb->deadline_ns - early);
     trace_pci_nvme_fault_delay(nvme_cid(req), req->sq->sqid, fr->d.delay_ns,
                                iocb->expire_ns - now, early);
     timer_mod_ns(&iocb->timer, iocb->expire_ns);
