@@ -421,7 +421,7 @@ class Boot:
         self.deterministic = deterministic
         self.trace = trace
         self.marks = {}
-        self.thread_marks = {}      # mark -> {thread role: CPU seconds}
+        self.thread_marks = {}      # mark -> {tid: (thread role, CPU seconds)}
         self.first_ktap_s = None
         self.block_writes = None
         self.watch = None
@@ -447,10 +447,10 @@ class Boot:
                 for ln in whole.splitlines():
                     if ln.startswith("# bench-mark "):
                         try:
+                            mark = ln.split()[2]
                             with open(stat) as f:
-                                self.marks[ln.split()[2]] = proc_cpu_seconds(f.read(), clk)
-                            self.thread_marks[ln.split()[2]] = proc_thread_cpu_seconds(
-                                m.proc.pid, clk)
+                                self.marks[mark] = proc_cpu_seconds(f.read(), clk)
+                            self.thread_marks[mark] = proc_thread_cpu_seconds(m.proc.pid, clk)
                         except (OSError, IndexError, ValueError):
                             pass
             time.sleep(0.005)
@@ -634,8 +634,11 @@ def thread_note(samples):
     if not samples or any("threads_s" not in r for r in samples):
         return ""
     roles = sorted(set().union(*(r["threads_s"] for r in samples)), key=ROLE_ORDER.index)
-    parts = [f"{role} {sum(r['threads_s'].get(role, 0.0) / r['ios'] for r in samples) / len(samples) * 1e6:.1f}"
-             for role in roles]
+    parts = []
+    for role in roles:
+        us = sum(r["threads_s"].get(role, 0.0) / r["ios"] for r in samples) / len(samples) * 1e6
+        if any(r["threads_s"].get(role, 0.0) for r in samples):
+            parts.append(f"{role} {us:.1f}")    # a role that never ran says nothing
     return ", ".join(parts) + " us per I/O"
 
 

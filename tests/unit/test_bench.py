@@ -194,6 +194,10 @@ class RowsTest(unittest.TestCase):
         self.assertTrue(note.startswith("vCPU 30.0, main loop 8.0, thread pool 2.0, "
                                         "exited threads "), note)
         self.assertTrue(note.endswith(" us per I/O"), note)
+        # A role that took no time in any sample (call_rcu, say) is left out.
+        idle = dict(s, threads_s=dict(s["threads_s"], other=0.0))
+        self.assertNotIn("other", bench.thread_note([idle, idle]))
+        self.assertIn("vCPU 30.0", bench.thread_note([idle, idle]))
         rows = {r.key: r for r in bench.overhead_rows(
             {"stock": [dict(s, boot_s=1.0)], "inj": [dict(s, boot_s=1.0)]},
             {"stock": None, "inj": "stock"})}
