@@ -538,6 +538,13 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
         return;
     }
 
+    /*
+     * Before the decision, which may write the fault log: a trace reader
+     * times the command from here.  ctx is the device's mode; a complete=
+     * rule's shows in syncblk_complete.
+     */
+    trace_syncblk_submit(slot->index, slot->cmd.opcode, slot->cmd.lba,
+                         slot->cmd.num_sectors, slot->ctx);
     if (s->fi &&
         fault_injector_decide_keys(s->fi, syncblk_fe_op(slot->cmd.opcode),
                                    slot->cmd.lba,
@@ -564,8 +571,6 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
                        syncblk_fe_error_code(d->error));
     slot->status = SYNCBLK_ST_BUSY;
     slot->error = 0;
-    trace_syncblk_submit(slot->index, slot->cmd.opcode, slot->cmd.lba,
-                         slot->cmd.num_sectors, slot->ctx);
     if (slot->cmd.opcode == SYNCBLK_OP_READ) {
         s->cnt_reads++;
     } else if (slot->cmd.opcode == SYNCBLK_OP_WRITE) {
