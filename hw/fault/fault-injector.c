@@ -15,7 +15,6 @@
 #include "qom/object_interfaces.h"
 #include "qemu/thread.h"
 #include "qemu/timer.h"
-#include "qemu/processor.h"
 #include "system/cpu-timers.h"
 #include "system/qtest.h"
 #include "hw/fault/fault-injector.h"
@@ -606,11 +605,12 @@ bool fault_lateness_arrive(FaultLateness *l, unsigned *bucket,
     }
     /*
      * Bounded by the host's clock as well: with -icount the virtual clock
-     * stands still while the main loop spins.
+     * stands still while the main loop spins.  Yielding, not pausing: a
+     * vCPU or an I/O worker waiting for this core runs meanwhile.
      */
     spin_end = get_clock() + FAULT_LATE_SPIN_NS;
     while (now < deadline_ns && get_clock() < spin_end) {
-        cpu_relax();
+        g_thread_yield();
         now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     }
     return now >= deadline_ns;
