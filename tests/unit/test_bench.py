@@ -95,6 +95,37 @@ class TraceTest(unittest.TestCase):
         self.assertAlmostEqual(got[1][1], 1.000123, places=12)
         self.assertEqual([bench.segment_of(lba) for lba, _ in got], [0, 1])
 
+    def test_nvme_delayed_write_timed_from_its_stamp(self):
+        # Doorbell line at 0, stamp 14 us later: held at 80 us for a 10 ms
+        # delay, timer in 9_884_000 ns armed 50_000 ns early, so the stamp
+        # is 80 + 9884 + 50 - 10000 = 14 us.  MSI-X at 10_021 us.
+        lines = nvme_io(0, 0x20, 10_021)
+        lines.insert(2, "4242@1000.000080:pci_nvme_fault_delay cid 7 sqid 1 completion held: "
+                        "delay 10000000ns from submission, timer in 9884000ns "
+                        "(50000ns early for timer lateness)")
+        # A timer armed for now (wait 0): its deadline is unknown, the
+        # doorbell stays the start.
+        late = nvme_io(20_000, 0x28, 130)
+        late.insert(2, "4242@1000.020120:pci_nvme_fault_delay cid 8 sqid 1 completion held: "
+                       "delay 100000ns from submission, timer in 0ns "
+                       "(25000ns early for timer lateness)")
+        gaps = []
+        got = bench.device_latencies("\n".join(lines + late), "nvme", gaps)
+        self.assertEqual([lba for lba, _ in got], [0x20, 0x28])
+        self.assertAlmostEqual(got[0][1], 10_007e-6, places=9)
+        self.assertAlmostEqual(got[1][1], 130e-6, places=9)
+        self.assertEqual(len(gaps), 1)
+        self.assertAlmostEqual(gaps[0][1], 14e-6, places=9)
+        sect = (bench.SEGMENT_MIB << 20) // 512
+        dev = [(5, 50e-6), (sect, 104e-6), (2 * sect, 1004e-6), (3 * sect, 10004e-6)]
+        guest = {0: 100, 100: 150, 1000: 1050, 10000: 10050}
+        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, guest,
+                                                     [(sect, 14e-6)])}
+        self.assertIn("14.0 us after the doorbell's trace line",
+                      rows["latency/nvme device delay=100us"].note)
+        self.assertEqual(rows["latency/nvme device delay=1000us"].note, "error +4.0 us")
+
+
     def test_syncblk_pairs_by_slot_writes_only(self):
         lines = ["1@5.000000:syncblk_submit slot 0 op 1 lba 8 n 8 ctx 1",
                  "1@5.000005:syncblk_submit slot 1 op 0 lba 16 n 8 ctx 1",   # a read
