@@ -580,7 +580,7 @@ static void fault_lateness_sample(FaultLateness *l, unsigned bucket,
 
     /*
      * The median, not the mean: a noisy host's long tail of late
-     * wake-ups would have most timers spin.
+     * wake-ups would have most timers wait long.
      */
     late = MIN(MAX(late, 0), FAULT_LATE_MAX_NS);
     if (late > *est) {

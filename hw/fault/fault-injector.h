@@ -118,10 +118,10 @@ int64_t fault_lateness_early(const FaultLateness *l, int64_t wait_ns,
                              uint64_t delay_ns, unsigned *bucket);
 /*
  * The timer armed for @armed_ns, early for @deadline_ns, fires: learn its
- * lateness (once per arming: *@bucket is spent), then spin on the host's
- * clock to the deadline when that is at most FAULT_LATE_SPIN_NS away.
- * True when the deadline has passed; false when the caller must re-arm
- * the timer for @deadline_ns.
+ * lateness (once per arming: *@bucket is spent), then wait for the
+ * deadline, yielding the CPU (the caller keeps the BQL), when that is at
+ * most FAULT_LATE_SPIN_NS away.  True when the deadline has passed; false
+ * when the caller must re-arm the timer for @deadline_ns.
  */
 bool fault_lateness_arrive(FaultLateness *l, unsigned *bucket,
                            int64_t armed_ns, int64_t deadline_ns);
