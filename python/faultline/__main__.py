@@ -19,7 +19,7 @@
   faultline lava SCENARIO ... [--kernel K [--modules M]] [--seed N | --seeds A..B]
                  [--out DIR] [--base-url URL]   LAVA jobs and their artefacts
   faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
-  faultline bench [--quick] [--only GROUPS] [--json FILE] [--compare OLD.json]
+  faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
@@ -167,8 +167,16 @@ def cmd_check(args):
     return check.check(args.suite, args.junit, args.kernel, args.modules)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad flag is one line on stderr (exit 2), as every other bad input:
+    no usage block in front of it (-h has that)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def parser():
-    p = argparse.ArgumentParser(prog="faultline", description=__doc__.split("\n")[0])
+    p = OneLineParser(prog="faultline", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def kernel_opts(sp):
@@ -299,6 +307,9 @@ def parser():
     bn.add_argument("--quick", action="store_true", help="fewer I/Os and rounds (about 4x less)")
     bn.add_argument("--only", metavar="GROUPS",
                     help="comma-separated: engine,latency,overhead,deterministic (default: all)")
+    bn.add_argument("--rounds", metavar="N", type=int,
+                    help="interleaved rounds of the overhead group (default 5, --quick 2): "
+                    "more narrow its confidence interval")
     bn.add_argument("--json", metavar="FILE", help="write rows and samples as JSON")
     bn.add_argument("--compare", metavar="OLD.json", help="also print changes against a "
                     "previous --json")

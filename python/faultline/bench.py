@@ -72,6 +72,9 @@ class Row:
         return f"{self.group}/{self.name}"
 
 
+MAX_ROUNDS = 100     # --rounds: about 35 s each
+
+
 @dataclass
 class Sizes:
     """How much each group measures: --quick is about 4 times less."""
@@ -719,6 +722,12 @@ def bench(args):
         raise SetupError(f"--only {','.join(bad)}: groups are {', '.join(GROUPS)}")
     old = load_json(args.compare) if args.compare else None
     sizes = Sizes.for_mode(args.quick)
+    rounds = getattr(args, "rounds", None)
+    if rounds is not None:
+        if not 2 <= rounds <= MAX_ROUNDS:
+            raise SetupError(f"--rounds {rounds}: between 2 (a confidence interval needs "
+                             f"two) and {MAX_ROUNDS}")
+        sizes.overhead_rounds = rounds
     builds = build_all(quiet=True)
     out = tempfile.mkdtemp(prefix="bench-", dir=_out_base(args.out))
 

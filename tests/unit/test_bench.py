@@ -288,6 +288,15 @@ class JsonTest(unittest.TestCase):
         self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
         self.assertIn("not a faultline bench JSON", res.stderr)
 
+    def test_bad_rounds_are_one_line(self):
+        for arg, want in (("1", "--rounds 1: between 2"), ("101", "--rounds 101: between 2"),
+                          ("x", "invalid int value: 'x'")):
+            res = subprocess.run([FAULTLINE, "bench", "--only", "overhead", "--rounds", arg],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(res.returncode, 2, res.stderr)
+            self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+            self.assertIn(want, res.stderr)
+
     def test_unknown_group_is_one_line(self):
         res = subprocess.run([FAULTLINE, "bench", "--only", "engine,bogus"],
                              capture_output=True, text=True, timeout=60)
