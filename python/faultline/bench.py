@@ -231,7 +231,7 @@ def _seconds(m):
     return (int(m["sec"]) % 100000) + int(m["us"]) * 1e-6
 
 
-def device_latencies(trace_text, kind, gaps=None):
+def device_latencies(trace_text, kind, gaps=None, shares=None):
     """[(first LBA, seconds from doorbell to interrupt)] of the writes in a
     trace of one QD1 run.  NVMe: an I/O queue's SQ doorbell, the write it
     carries (its LBA), the next I/O-queue MSI-X.  A delayed NVMe write is
@@ -240,8 +240,18 @@ def device_latencies(trace_text, kind, gaps=None):
     line: writing that line took 4-14 us (more when the writes come 10 ms
     apart), which no untraced run pays; @gaps, if given, gets (LBA, seconds
     from doorbell line to stamp) of those.  syncblk: submit to complete of
-    the same slot (complete is where the MSI-X is raised)."""
+    the same slot (complete is where the MSI-X is raised).  @shares, if
+    given, gets (LBA, seconds) of the guest's own time after each write:
+    from its interrupt to the next submission (doorbell or submit line)."""
     out = []
+    after = None            # (lba, time) of the last write's interrupt
+
+    def next_submission(t):
+        nonlocal after
+        if after is not None and shares is not None:
+            shares.append((after[0], t - after[1]))
+        after = None
+
     if kind == "nvme":
         t0 = lba = start = None
         for ln in trace_text.splitlines():
@@ -250,6 +260,7 @@ def device_latencies(trace_text, kind, gaps=None):
                 continue
             ev, a, t = m["ev"], _args(m["args"]), _seconds(m)
             if ev == "pci_nvme_mmio_doorbell_sq" and a.get("sqid", "0") != "0":
+                next_submission(t)
                 if t0 is None:
                     t0, lba, start = t, None, None
             elif ev == "pci_nvme_write" and t0 is not None and lba is None:
@@ -266,6 +277,7 @@ def device_latencies(trace_text, kind, gaps=None):
                     out.append((lba, t - (t0 if start is None else start)))
                     if start is not None and gaps is not None:
                         gaps.append((lba, start - t0))
+                    after = (lba, t)
                 t0 = lba = start = None
         return out
     started = {}
@@ -274,11 +286,14 @@ def device_latencies(trace_text, kind, gaps=None):
         if not m:
             continue
         ev, a, t = m["ev"], _args(m["args"]), _seconds(m)
+        if ev == "syncblk_submit":
+            next_submission(t)
         if ev == "syncblk_submit" and a.get("op") == "1":
             started[a["slot"]] = (int(a["lba"]), t)
         elif ev == "syncblk_complete" and a.get("slot") in started:
             lba, t0 = started.pop(a["slot"])
             out.append((lba, t - t0))
+            after = (lba, t)
     return out
 
 
@@ -286,12 +301,23 @@ def segment_of(lba):
     return lba * 512 // (SEGMENT_MIB << 20)
 
 
-def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=()):
+def share_note(shares, seg):
+    """The guest's own time after a write's interrupt in segment @seg
+    against the baseline segment's, or '' without both."""
+    now = [x * 1e6 for lba, x in shares if segment_of(lba) == seg]
+    base = [x * 1e6 for lba, x in shares if segment_of(lba) == 0]
+    if not now or not base:
+        return ""
+    return (f"; interrupt to the guest's next submission {median(now):.0f} us, "
+            f"{median(base):.0f} us at baseline")
+
+
+def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=()):
     """Rows of one device's latency boots.  dev_lat: [(lba, s)] from the
     trace of the idle=poll boot; guest_p50_us: {DUR us: fio median} of that
     boot, key 0 the baseline; halt_p50_us: the same from the boot with the
-    default idle; gaps: device_latencies()' (lba, s) of doorbell line to
-    submission stamp."""
+    default idle; gaps, shares: device_latencies()' (lba, s) of doorbell
+    line to submission stamp, and of interrupt to next submission."""
     label = "nvme" if kind == "nvme" else "syncblk-irq"
     by_seg = {}
     for lba, s in dev_lat:
@@ -324,7 +350,8 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=()):
                         ratio(g, g_expect), n=len(by_seg[i]),
                         target=f"error <= {tol:.0%} of DUR",
                         ok=abs(g - g_expect) <= tol * dur,
-                        note=f"error {(g - g_expect) / dur:+.1%} of DUR"))
+                        note=f"error {(g - g_expect) / dur:+.1%} of DUR"
+                             f"{share_note(shares, i)}"))
         # What halting through DUR adds: back to back (the baseline) the
         # vCPU never idles, so the baselines cancel boot-to-boot drift.
         wake = (halt_p50_us[dur] - halt_p50_us[0]) - (g - g_base)
@@ -587,7 +614,7 @@ def latency_boot(kind, sizes, out, builds, idle):
     """One latency boot, one vCPU; idle "poll" (idle=poll: the vCPU never
     halts, so no wake-up from HLT is in what the guest measures) or
     "halt" (the kernel's default).  Returns (device latencies, fio medians,
-    device_latencies()' gaps)."""
+    device_latencies()' gaps and shares)."""
     label = "nvme" if kind == "nvme" else "syncblk-irq"
     cmdline = "transparent_hugepage=never" + (" idle=poll" if idle == "poll" else "")
     text = scenario_text(f"bench latency {label} idle={idle}", kind, ["fio"],
@@ -595,17 +622,17 @@ def latency_boot(kind, sizes, out, builds, idle):
                          cpus=1, cmdline=cmdline)
     b = Boot(text, f"bench-latency-{label}-{idle}", out, builds,
              trace=NVME_EVENTS if kind == "nvme" else SYNCBLK_EVENTS).run()
-    gaps = []
+    gaps, shares = [], []
     with open(os.path.join(b.dir, "trace.log"), errors="replace") as f:
-        dev = device_latencies(f.read(), kind, gaps)
+        dev = device_latencies(f.read(), kind, gaps, shares)
     p50 = {dur: b.diag_after(f"seg{dur}", "fio write_clat_p50_us") for dur in (0,) + DELAYS_US}
-    return dev, p50, gaps
+    return dev, p50, gaps, shares
 
 
 def run_latency(kind, sizes, out, builds):
-    dev, p50, gaps = latency_boot(kind, sizes, out, builds, "poll")
-    _, halt_p50, _ = latency_boot(kind, sizes, out, builds, "halt")
-    return latency_rows(kind, dev, p50, halt_p50, gaps)
+    dev, p50, gaps, shares = latency_boot(kind, sizes, out, builds, "poll")
+    _, halt_p50, _, _ = latency_boot(kind, sizes, out, builds, "halt")
+    return latency_rows(kind, dev, p50, halt_p50, gaps, shares)
 
 
 def overhead_variants():

@@ -138,6 +138,29 @@ class TraceTest(unittest.TestCase):
         self.assertAlmostEqual(got[0][1], 93e-6, places=12)
         self.assertAlmostEqual(got[1][1], 200e-6, places=12)
 
+    def test_guest_share_is_interrupt_to_next_submission(self):
+        # NVMe: write 1's MSI-X at 37 us, write 2's doorbell at 100 us.
+        lines = nvme_io(0, 0x10, 37) + nvme_io(100, 0x18, 40) + nvme_io(300, 0x20, 40)
+        shares = []
+        bench.device_latencies("\n".join(lines), "nvme", shares=shares)
+        self.assertEqual([lba for lba, _ in shares], [0x10, 0x18])
+        self.assertAlmostEqual(shares[0][1], 63e-6, places=9)
+        self.assertAlmostEqual(shares[1][1], 160e-6, places=9)
+        # syncblk: a write's completion to the next submission, read or write.
+        lines = ["1@5.000000:syncblk_submit slot 0 op 1 lba 8 n 8 ctx 1",
+                 "1@5.000090:syncblk_complete slot 0 status 2 error 0 ctx 1",
+                 "1@5.000120:syncblk_submit slot 0 op 0 lba 16 n 8 ctx 1",
+                 "1@5.000150:syncblk_complete slot 0 status 2 error 0 ctx 1",
+                 "1@5.000170:syncblk_submit slot 0 op 1 lba 24 n 8 ctx 1"]
+        shares = []
+        bench.device_latencies("\n".join(lines), "syncblk", shares=shares)
+        self.assertEqual(len(shares), 1)                    # after the write only
+        self.assertAlmostEqual(shares[0][1], 30e-6, places=9)
+        sect = (bench.SEGMENT_MIB << 20) // 512
+        self.assertEqual(bench.share_note([(5, 60e-6), (sect, 80e-6)], 1),
+                         "; interrupt to the guest's next submission 80 us, 60 us at baseline")
+        self.assertEqual(bench.share_note([(sect, 80e-6)], 1), "")
+
 
 class RowsTest(unittest.TestCase):
     def test_latency_rows(self):
