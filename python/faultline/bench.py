@@ -237,7 +237,7 @@ def device_latencies(trace_text, kind, gaps=None, shares=None):
     carries (its LBA), the next I/O-queue MSI-X.  A delayed NVMe write is
     timed from the submission stamp its delay counts from (its doorbell's,
     recovered from pci_nvme_fault_delay), not from the doorbell's trace
-    line: writing that line took 4-14 us (more when the writes come 10 ms
+    line: writing that line took 4-17 us (more when the writes come 10 ms
     apart), which no untraced run pays; @gaps, if given, gets (LBA, seconds
     from doorbell line to stamp) of those.  syncblk: submit to complete of
     the same slot (complete is where the MSI-X is raised).  @shares, if
@@ -288,8 +288,8 @@ def device_latencies(trace_text, kind, gaps=None, shares=None):
         ev, a, t = m["ev"], _args(m["args"]), _seconds(m)
         if ev == "syncblk_submit":
             next_submission(t)
-        if ev == "syncblk_submit" and a.get("op") == "1":
-            started[a["slot"]] = (int(a["lba"]), t)
+            if a.get("op") == "1":
+                started[a["slot"]] = (int(a["lba"]), t)
         elif ev == "syncblk_complete" and a.get("slot") in started:
             lba, t0 = started.pop(a["slot"])
             out.append((lba, t - t0))
@@ -301,15 +301,22 @@ def segment_of(lba):
     return lba * 512 // (SEGMENT_MIB << 20)
 
 
+def per_segment(pairs):
+    """{segment: [microseconds]} of device_latencies()' (lba, seconds)."""
+    out = {}
+    for lba, s in pairs:
+        out.setdefault(segment_of(lba), []).append(s * 1e6)
+    return out
+
+
 def share_note(shares, seg):
     """The guest's own time after a write's interrupt in segment @seg
-    against the baseline segment's, or '' without both."""
-    now = [x * 1e6 for lba, x in shares if segment_of(lba) == seg]
-    base = [x * 1e6 for lba, x in shares if segment_of(lba) == 0]
-    if not now or not base:
+    against the baseline segment's (@shares: per_segment()), or '' without
+    both."""
+    if seg not in shares or 0 not in shares:
         return ""
-    return (f"; interrupt to the guest's next submission {median(now):.0f} us, "
-            f"{median(base):.0f} us at baseline")
+    return (f"; interrupt to the guest's next submission {median(shares[seg]):.0f} us, "
+            f"{median(shares[0]):.0f} us at baseline")
 
 
 def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=()):
@@ -319,9 +326,7 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=()):
     default idle; gaps, shares: device_latencies()' (lba, s) of doorbell
     line to submission stamp, and of interrupt to next submission."""
     label = "nvme" if kind == "nvme" else "syncblk-irq"
-    by_seg = {}
-    for lba, s in dev_lat:
-        by_seg.setdefault(segment_of(lba), []).append(s * 1e6)
+    by_seg, gaps, shares = per_segment(dev_lat), per_segment(gaps), per_segment(shares)
     if 0 not in by_seg:
         raise SetupError(f"latency {label}: no baseline writes in the device trace")
     backend = median(by_seg[0])
@@ -333,9 +338,8 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=()):
             raise SetupError(f"latency {label}: no writes for delay={dur}us in the trace")
         expect = max(dur, backend)
         dev = median(by_seg[i])
-        seg_gaps = [g * 1e6 for lba, g in gaps if segment_of(lba) == i]
-        gap_note = (f"; timed from the submission stamp, {median(seg_gaps):.1f} us after "
-                    f"the doorbell's trace line" if seg_gaps else "")
+        gap_note = (f"; timed from the submission stamp, {median(gaps[i]):.1f} us after "
+                    f"the doorbell's trace line" if i in gaps else "")
         rows.append(Row("latency", f"{label} device delay={dur}us", dev, expect, "us",
                         ratio(dev, expect), n=len(by_seg[i]),
                         target=f"+-{DEVICE_TOLERANCE_US:g} us",
@@ -689,9 +693,10 @@ def thread_note(samples):
     roles = sorted(set().union(*(r["threads_s"] for r in samples)), key=ROLE_ORDER.index)
     parts = []
     for role in roles:
+        if not any(r["threads_s"].get(role, 0.0) for r in samples):
+            continue                            # a role that never ran says nothing
         us = sum(r["threads_s"].get(role, 0.0) / r["ios"] for r in samples) / len(samples) * 1e6
-        if any(r["threads_s"].get(role, 0.0) for r in samples):
-            parts.append(f"{role} {us:.1f}")    # a role that never ran says nothing
+        parts.append(f"{role} {us:.1f}")
     return ", ".join(parts) + " us per I/O"
 
 
@@ -749,12 +754,11 @@ def bench(args):
         raise SetupError(f"--only {','.join(bad)}: groups are {', '.join(GROUPS)}")
     old = load_json(args.compare) if args.compare else None
     sizes = Sizes.for_mode(args.quick)
-    rounds = getattr(args, "rounds", None)
-    if rounds is not None:
-        if not 2 <= rounds <= MAX_ROUNDS:
-            raise SetupError(f"--rounds {rounds}: between 2 (a confidence interval needs "
+    if args.rounds is not None:
+        if not 2 <= args.rounds <= MAX_ROUNDS:
+            raise SetupError(f"--rounds {args.rounds}: between 2 (a confidence interval needs "
                              f"two) and {MAX_ROUNDS}")
-        sizes.overhead_rounds = rounds
+        sizes.overhead_rounds = args.rounds
     builds = build_all(quiet=True)
     out = tempfile.mkdtemp(prefix="bench-", dir=_out_base(args.out))
 

@@ -157,9 +157,9 @@ class TraceTest(unittest.TestCase):
         self.assertEqual(len(shares), 1)                    # after the write only
         self.assertAlmostEqual(shares[0][1], 30e-6, places=9)
         sect = (bench.SEGMENT_MIB << 20) // 512
-        self.assertEqual(bench.share_note([(5, 60e-6), (sect, 80e-6)], 1),
+        self.assertEqual(bench.share_note(bench.per_segment([(5, 60e-6), (sect, 80e-6)]), 1),
                          "; interrupt to the guest's next submission 80 us, 60 us at baseline")
-        self.assertEqual(bench.share_note([(sect, 80e-6)], 1), "")
+        self.assertEqual(bench.share_note(bench.per_segment([(sect, 80e-6)]), 1), "")
 
 
 class RowsTest(unittest.TestCase):
