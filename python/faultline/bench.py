@@ -45,6 +45,7 @@ from .runner import DEFAULT_OUT, new_dir, scratch_dir
 GROUPS = ("engine", "latency", "overhead", "deterministic")
 ENGINE_TARGET_NS = 30.0
 DEVICE_TOLERANCE_US = 15.0
+MATCH_FRACTION = 0.10   # a reference write this close to the injected one's time
 OVERHEAD_TARGET = 1.01
 DELAYS_US = (100, 1000, 10000)
 LEVEL = 0.95
@@ -319,12 +320,13 @@ def share_note(shares, seg):
             f"{median(shares[0]):.0f} us at baseline")
 
 
-def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=()):
+def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), refs=None):
     """Rows of one device's latency boots.  dev_lat: [(lba, s)] from the
     trace of the idle=poll boot; guest_p50_us: {DUR us: fio median} of that
     boot, key 0 the baseline; halt_p50_us: the same from the boot with the
     default idle; gaps, shares: device_latencies()' (lba, s) of doorbell
-    line to submission stamp, and of interrupt to next submission."""
+    line to submission stamp, and of interrupt to next submission; refs:
+    {DUR us: Reference} of stock devices that take about DUR (or None)."""
     label = "nvme" if kind == "nvme" else "syncblk-irq"
     by_seg, gaps, shares = per_segment(dev_lat), per_segment(gaps), per_segment(shares)
     if 0 not in by_seg:
@@ -338,7 +340,8 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=()):
             raise SetupError(f"latency {label}: no writes for delay={dur}us in the trace")
         expect = max(dur, backend)
         dev = median(by_seg[i])
-        gap_note = (f"; timed from the submission stamp, {median(gaps[i]):.1f} us after "
+        gap = median(gaps[i]) if i in gaps else 0.0
+        gap_note = (f"; timed from the submission stamp, {gap:.1f} us after "
                     f"the doorbell's trace line" if i in gaps else "")
         rows.append(Row("latency", f"{label} device delay={dur}us", dev, expect, "us",
                         ratio(dev, expect), n=len(by_seg[i]),
@@ -346,16 +349,37 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=()):
                         ok=abs(dev - expect) <= DEVICE_TOLERANCE_US,
                         note=f"error {dev - expect:+.1f} us{gap_note}"))
         # The guest pays what it pays at baseline, minus the backend time the
-        # rule's delay now covers, plus the delay.
-        g_expect = g_base - backend + expect
+        # rule's delay now covers, plus the delay (counted from the stamp,
+        # @gap after the doorbell's trace line: writing that line is the
+        # instrument's, inside the baseline's backend time too).
+        g_expect = g_base - backend + gap + expect
         g = guest_p50_us[dur]
         tol = 0.10 if dur < 1000 else 0.05
+        ref = (refs or {}).get(dur)
+        raw = f"error {(g - g_expect) / dur:+.1%} of DUR"
+        note = raw
+        if ref is not None and abs(ref.device_us - (dev + gap)) <= MATCH_FRACTION * dev:
+            # What the guest pays around a DUR-long device latency beyond
+            # what it pays around a short one, measured on a stock device
+            # whose writes took as long (idle rows).
+            idle = ref.idle_us
+            g_expect += idle
+            note = (f"error {(g - g_expect) / dur:+.1%} of DUR with the guest's idle cost "
+                    f"({idle:+.0f} us) taken out, {raw[6:]} with it")
+        elif ref is not None:
+            note += (f" (idle cost not taken out: the reference's writes took "
+                     f"{ref.device_us:.0f} us)")
         rows.append(Row("latency", f"{label} guest delay={dur}us", g, g_expect, "us",
                         ratio(g, g_expect), n=len(by_seg[i]),
                         target=f"error <= {tol:.0%} of DUR",
                         ok=abs(g - g_expect) <= tol * dur,
-                        note=f"error {(g - g_expect) / dur:+.1%} of DUR"
-                             f"{share_note(shares, i)}"))
+                        note=note + share_note(shares, i)))
+        if ref is not None:
+            rows.append(Row("idle", f"{label} delay={dur}us", ref.idle_us, 0.0, "us", n=ref.n,
+                            note=f"{label} on holdnbd, writes held {ref.hold_ns / 1e3:.0f} us: "
+                                 f"device {ref.device_us:.0f} us (injected {dev:.0f}), guest "
+                                 f"{ref.guest_us:.0f} us; not held: {ref.base_device_us:.0f} "
+                                 f"and {ref.base_guest_us:.0f} us"))
         # What halting through DUR adds: back to back (the baseline) the
         # vCPU never idles, so the baselines cancel boot-to-boot drift.
         wake = (halt_p50_us[dur] - halt_p50_us[0]) - (g - g_base)
@@ -465,7 +489,7 @@ class Boot:
     notes (every 5 ms) the first KTAP line and, at each `# bench-mark NAME`
     line, QEMU's utime+stime."""
 
-    def __init__(self, text, name, out, builds, deterministic=False, trace=()):
+    def __init__(self, text, name, out, builds, deterministic=False, trace=(), backend=None):
         self.dir = new_dir(out, name)
         path = os.path.join(self.dir, f"{name}.toml")
         with open(path, "w") as f:
@@ -475,6 +499,7 @@ class Boot:
         self.builds = builds.for_scenario(self.sc)
         self.deterministic = deterministic
         self.trace = trace
+        self.backend = backend      # -blockdev options replacing the disk image's
         self.marks = {}
         self.thread_marks = {}      # mark -> {tid: (thread role, CPU seconds)}
         self.first_ktap_s = None
@@ -518,6 +543,9 @@ class Boot:
             spec = make_spec(self.sc, self.builds, self.builds.kernel, initrd,
                              guest.kernel_cmdline(self.sc), self.dir, scratch, seed,
                              self.deterministic)
+            if self.backend:
+                spec.device_args = [self.backend if a.startswith("driver=file,") else a
+                                    for a in spec.device_args]
             # Named threads (vCPU, worker...): CPU per I/O by thread role.
             spec.extra_args += ["-name", "bench,debug-threads=on"]
             if self.trace:
@@ -596,15 +624,33 @@ def run_engine(sizes):
     return engine_rows(r.stdout)
 
 
+LATENCY_ROUNDS = 4      # segments interleaved, so that drift hits them all alike
+
+
 def latency_script(kind, sizes):
+    """Each segment's writes in LATENCY_ROUNDS runs, the segments taking
+    turns: this host's speed drifts over seconds (measured: a boot's
+    baseline guest median from 123 to 268 us), and in one run per
+    segment the baseline and the delays met different drift."""
     dev = "/dev/nvme0n1" if kind == "nvme" else "/dev/syncblk0"
     parts = []
-    for i, dur in enumerate((0,) + DELAYS_US):
-        parts.append(f"echo '# bench-mark seg{dur}'; fio-ktap --name=qd1 --filename={dev} "
-                     f"--direct=1 --ioengine=psync --iodepth=1 --rw=randwrite --bs=4k "
-                     f"--offset={i * SEGMENT_MIB}M --size={SEGMENT_MIB}M "
-                     f"--number_ios={sizes.latency_ios[dur]} --randrepeat=1 --norandommap")
+    for rnd in range(LATENCY_ROUNDS):
+        for i, dur in enumerate((0,) + DELAYS_US):
+            ios = max(sizes.latency_ios[dur] // LATENCY_ROUNDS, 1)
+            parts.append(f"echo '# bench-mark seg{dur}-{rnd}'; fio-ktap --name=qd1 "
+                         f"--filename={dev} --direct=1 --ioengine=psync --iodepth=1 "
+                         f"--rw=randwrite --bs=4k --offset={i * SEGMENT_MIB}M "
+                         f"--size={SEGMENT_MIB}M --number_ios={ios} --randseed={rnd + 1} "
+                         f"--norandommap")
     return " && ".join(parts)
+
+
+def segment_p50(boot):
+    """{DUR us: fio median} of a latency_script() boot: the median of its
+    rounds' medians."""
+    return {dur: median([boot.diag_after(f"seg{dur}-{rnd}", "fio write_clat_p50_us")
+                         for rnd in range(LATENCY_ROUNDS)])
+            for dur in (0,) + DELAYS_US}
 
 
 def latency_faults():
@@ -629,14 +675,87 @@ def latency_boot(kind, sizes, out, builds, idle):
     gaps, shares = [], []
     with open(os.path.join(b.dir, "trace.log"), errors="replace") as f:
         dev = device_latencies(f.read(), kind, gaps, shares)
-    p50 = {dur: b.diag_after(f"seg{dur}", "fio write_clat_p50_us") for dur in (0,) + DELAYS_US}
+    p50 = segment_p50(b)
     return dev, p50, gaps, shares
+
+
+@dataclass
+class Reference:
+    """A stock device that takes about DUR per write, and the same device
+    back to back (see reference_boot)."""
+    hold_ns: int
+    device_us: float             # median doorbell (submit) line to interrupt
+    guest_us: float              # fio median
+    base_device_us: float        # the same, the writes not held
+    base_guest_us: float
+    n: int
+
+    @property
+    def idle_us(self):
+        """What the guest pays around this latency beyond what it pays
+        around the unheld writes' short one."""
+        return (self.guest_us - self.device_us) - (self.base_guest_us - self.base_device_us)
+
+
+def reference_boot(kind, sizes, out, builds, holds):
+    """The guest's idle cost at each DUR, with no rule firing: the latency
+    boot's segments and idle=poll on the same device, injector attached
+    with a never-matching rule, backed by holdnbd, which answers a write in
+    the segment of DUR holds[DUR] ns after it arrives, and the baseline
+    segment's at once.  Returns {DUR: Reference}."""
+    label = "nvme" if kind == "nvme" else "syncblk-irq"
+    text = scenario_text(f"bench idle reference {label}", kind, ["fio"], never_rules(1),
+                         latency_script(kind, sizes), completion="irq", cpus=1,
+                         cmdline="transparent_hugepage=never idle=poll")
+    seg = SEGMENT_MIB << 20
+    sock_dir = tempfile.mkdtemp(prefix="holdnbd-")
+    sock = os.path.join(sock_dir, "sock")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "faultline.holdnbd", sock, str(1 << 30),
+         os.path.join(sock_dir, "image")] +
+        [f"{i * seg}-{(i + 1) * seg}={holds[dur]}" for i, dur in enumerate(DELAYS_US, 1)],
+        cwd=os.path.join(TOP, "python"), stdout=subprocess.PIPE, text=True)
+    try:
+        if server.stdout.readline().strip() != "ready":
+            raise SetupError("holdnbd did not start")
+        b = Boot(text, f"bench-reference-{label}", out, builds,
+                 trace=NVME_EVENTS if kind == "nvme" else SYNCBLK_EVENTS,
+                 backend=f"driver=nbd,node-name=disk0,server.type=unix,server.path={sock}"
+                 ).run()
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+    with open(os.path.join(b.dir, "trace.log"), errors="replace") as f:
+        by_seg = per_segment(device_latencies(f.read(), kind))
+    p50 = segment_p50(b)
+    if any(i not in by_seg for i in range(len(DELAYS_US) + 1)):
+        raise SetupError(f"{b.dir}: a segment has no writes in the device trace")
+    return {dur: Reference(holds[dur], median(by_seg[i]), p50[dur], median(by_seg[0]), p50[0],
+                           len(by_seg[i]))
+            for i, dur in enumerate(DELAYS_US, 1)}
+
+
+def matched_references(kind, sizes, out, builds, injected_us):
+    """reference_boot() twice: first holding each write DUR, then shorter by
+    what the first boot's writes took beyond the injected ones
+    (@injected_us: {DUR: doorbell line to interrupt}), so that the guest
+    waits about as long around both; the idle cost grows with the wait."""
+    first = reference_boot(kind, sizes, out, builds, {d: d * 1000 for d in DELAYS_US})
+    holds = {d: max(int(r.hold_ns - (r.device_us - injected_us[d]) * 1000), 0)
+             for d, r in first.items()}
+    return reference_boot(kind, sizes, out, builds, holds)
 
 
 def run_latency(kind, sizes, out, builds):
     dev, p50, gaps, shares = latency_boot(kind, sizes, out, builds, "poll")
     _, halt_p50, _, _ = latency_boot(kind, sizes, out, builds, "halt")
-    return latency_rows(kind, dev, p50, halt_p50, gaps, shares)
+    # What the guest waits for: doorbell line to interrupt.
+    by_seg, by_gap = per_segment(dev), per_segment(gaps)
+    injected = {d: median(by_seg.get(i, [d])) + (median(by_gap[i]) if i in by_gap else 0.0)
+                for i, d in enumerate(DELAYS_US, 1)}
+    refs = matched_references(kind, sizes, out, builds, injected)
+    return latency_rows(kind, dev, p50, halt_p50, gaps, shares, refs)
 
 
 def overhead_variants():
@@ -786,18 +905,20 @@ def bench(args):
     if "latency" in only:
         for kind in ("nvme", "syncblk"):
             log(f"latency: {kind} (two boots, idle=poll and HLT; QD1 segments "
-                "baseline/100us/1ms/10ms)")
-            group(f"latency-{kind}", lambda: (run_latency(kind, sizes, out, builds), None))
+                "baseline/100us/1ms/10ms; and two reference boots on holdnbd)")
+            group(f"latency-{kind}",
+                  lambda: (run_latency(kind, sizes, out, builds), None))
     if "deterministic" in only:
         log(f"deterministic: {sizes.det_rounds} round(s)")
         group("deterministic", lambda: run_deterministic(sizes, out, builds, log))
     if "overhead" in only:
         log(f"overhead: {sizes.overhead_rounds} interleaved rounds")
         group("overhead", lambda: run_overhead(sizes, out, builds, log))
-    rows.sort(key=lambda r: ("engine", "latency", "wakeup", "overhead", "boot",
+    rows.sort(key=lambda r: ("engine", "latency", "idle", "wakeup", "overhead", "boot",
                              "deterministic").index(r.group))
     print(format_rows(rows))
-    meta = {"failed": failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": git_describe(),
+    meta = {"failed": failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "git": git_describe(),
             "quick": bool(args.quick), "seconds": round(time.monotonic() - t0, 1),
             "runs": out, "samples": samples}
     if old is not None:

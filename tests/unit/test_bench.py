@@ -185,6 +185,40 @@ class RowsTest(unittest.TestCase):
         self.assertEqual(rows["wakeup/nvme delay=1000us"].value, 30.0)
         self.assertEqual(rows["wakeup/nvme delay=100us"].value, 20.0)
 
+    def test_idle_cost_taken_out_only_when_the_reference_matched(self):
+        sect = (bench.SEGMENT_MIB << 20) // 512
+        dev = [(5, 50e-6), (sect, 110e-6), (2 * sect, 1010e-6), (3 * sect, 10030e-6)]
+        guest = {0: 80, 100: 150, 1000: 1100, 10000: 10700}
+        # The guest's time around the device's: 200 at 1 ms against 100 unheld.
+        refs = {100: bench.Reference(0, 160.0, 260.0, 140.0, 240.0, 10),     # 160 vs 110
+                1000: bench.Reference(900_000, 1020.0, 1220.0, 140.0, 240.0, 10),
+                10000: bench.Reference(9_900_000, 10040.0, 10740.0, 140.0, 240.0, 10)}
+        self.assertEqual(refs[1000].idle_us, 100.0)
+        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, guest, refs=refs)}
+        g1m = rows["latency/nvme guest delay=1000us"]
+        # 80 - 50 + 1000 + the idle cost 100 = 1130: 1100 is -3 %.
+        self.assertEqual((g1m.baseline, g1m.ok), (1130.0, True))
+        self.assertIn("idle cost (+100 us) taken out, +7.0% of DUR with it", g1m.note)
+        self.assertEqual(rows["idle/nvme delay=10000us"].value, 600.0)
+        g100 = rows["latency/nvme guest delay=100us"]
+        # 160 us is not within 10 % of the injected 110: the raw figure stands.
+        self.assertEqual(g100.baseline, 130.0)
+        self.assertIn("not taken out", g100.note)
+
+    def test_segment_medians_over_interleaved_rounds(self):
+        class FakeBoot:
+            def diag_after(self, mark, name):
+                dur, rnd = mark[3:].split("-")
+                return {"0": 100, "100": 200, "1000": 1100, "10000": 10100}[dur] + int(rnd)
+        p50 = bench.segment_p50(FakeBoot())
+        mid = (bench.LATENCY_ROUNDS - 1) / 2
+        self.assertEqual(p50, {0: 100 + mid, 100: 200 + mid, 1000: 1100 + mid,
+                               10000: 10100 + mid})
+        script = bench.latency_script("nvme", bench.Sizes.for_mode(False))
+        marks = [w.split("'")[0] for w in script.split("bench-mark ")[1:]]
+        self.assertEqual(marks[:5], ["seg0-0", "seg100-0", "seg1000-0", "seg10000-0", "seg0-1"])
+        self.assertEqual(len(marks), 4 * bench.LATENCY_ROUNDS)
+
     def test_latency_backend_longer_than_delay(self):
         sect = (bench.SEGMENT_MIB << 20) // 512
         dev = [(0, 300e-6), (sect, 305e-6), (2 * sect, 1000e-6), (3 * sect, 10000e-6)]
