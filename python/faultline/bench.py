@@ -8,10 +8,17 @@ Rows, by group:
                  device side (doorbell write to interrupt, from QEMU trace
                  events) against max(DUR, backend time), target +-15 us; guest
                  side (fio median completion latency) against the guest's
-                 baseline plus the same, target 10 % (100 us) / 5 %.  The
-                 baseline segment runs in the same boot with the injector
-                 attached; its rules never match the baseline's LBAs.  The
-                 guest idles with idle=poll there (see wakeup).
+                 baseline plus the same plus the guest's idle cost (idle),
+                 target 10 % (100 us) / 5 %.  The baseline segment runs in
+                 the same boot with the injector attached; its rules never
+                 match the baseline's LBAs.  The segments take turns over
+                 LATENCY_ROUNDS rounds.  The guest idles with idle=poll
+                 there (see wakeup).
+  idle           what the guest pays around a device latency of DUR beyond
+                 a short one, with no rule firing: the same device on
+                 holdnbd, whose writes take about as long as the injected
+                 ones; and, with no QEMU at all, how much slower this host
+                 runs a fixed walk of its memory after spinning for DUR.
   wakeup         what the guest's idle wake-up costs: the latency boot runs
                  with idle=poll (a vCPU that never halts) and again with
                  the default idle (HLT); per DUR, the second's guest-side
@@ -611,17 +618,41 @@ def never_rules(n):
     return '[faults]\nseed = 1\nrules = """\n' + "\n".join(lines) + '\n"""\n'
 
 
-def run_engine(sizes):
+def bench_program(name, *args):
+    """Build tests/bench/@name and run it; its standard output."""
     build = os.path.join(TOP, "build")
-    exe = os.path.join(build, "tests", "bench", "engine-bench")
     if not os.path.isfile(os.path.join(build, "build.ninja")):
         subprocess.run(["meson", "setup", build, TOP], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["ninja", "-C", build, "tests/bench/engine-bench"], check=True,
+    subprocess.run(["ninja", "-C", build, f"tests/bench/{name}"], check=True,
                    stdout=subprocess.DEVNULL)
-    r = subprocess.run([exe, str(sizes.engine_iters)], capture_output=True, text=True)
+    r = subprocess.run([os.path.join(build, "tests", "bench", name)] + [str(a) for a in args],
+                       capture_output=True, text=True)
     if r.returncode != 0:
-        raise SetupError(f"engine-bench failed: {r.stderr.strip().splitlines()[-1:]}")
-    return engine_rows(r.stdout)
+        raise SetupError(f"{name} failed: {r.stderr.strip().splitlines()[-1:]}")
+    return r.stdout
+
+
+def run_engine(sizes):
+    return engine_rows(bench_program("engine-bench", sizes.engine_iters))
+
+
+COOLING_KIB = 2048
+
+
+def cooling_rows(text):
+    """Rows of host-cooling's output ("idle_us N median_ns M" lines)."""
+    walk = {int(m[1]): int(m[2]) / 1000
+            for m in re.finditer(r"^idle_us (\d+) median_ns (\d+)$", text, re.M)}
+    if 0 not in walk:
+        raise SetupError("host-cooling: no back-to-back figure")
+    return [Row("idle", f"host, {COOLING_KIB} KiB walk after {us} us spinning", walk[us],
+                walk[0], "us", ratio(walk[us], walk[0]),
+                note="no QEMU, no guest: the host's caches after a wait")
+            for us in DELAYS_US if us in walk]
+
+
+def run_host_cooling():
+    return cooling_rows(bench_program("host-cooling", COOLING_KIB, 0, *DELAYS_US))
 
 
 LATENCY_ROUNDS = 4      # segments interleaved, so that drift hits them all alike
@@ -903,6 +934,8 @@ def bench(args):
         log("engine: engine-bench")
         group("engine", lambda: (run_engine(sizes), None))
     if "latency" in only:
+        log(f"latency: host-cooling ({COOLING_KIB} KiB walks after spinning for each DUR)")
+        group("host-cooling", lambda: (run_host_cooling(), None))
         for kind in ("nvme", "syncblk"):
             log(f"latency: {kind} (two boots, idle=poll and HLT; QD1 segments "
                 "baseline/100us/1ms/10ms; and two reference boots on holdnbd)")

@@ -205,6 +205,16 @@ class RowsTest(unittest.TestCase):
         self.assertEqual(g100.baseline, 130.0)
         self.assertIn("not taken out", g100.note)
 
+    def test_cooling_rows(self):
+        rows = bench.cooling_rows("idle_us 0 median_ns 80000\nidle_us 100 median_ns 88000\n"
+                                  "idle_us 1000 median_ns 200000\n"
+                                  "idle_us 10000 median_ns 480000\n")
+        self.assertEqual([(r.value, r.baseline) for r in rows],
+                         [(88.0, 80.0), (200.0, 80.0), (480.0, 80.0)])
+        self.assertAlmostEqual(rows[2].ratio, 6.0)
+        with self.assertRaises(SetupError):
+            bench.cooling_rows("idle_us 100 median_ns 88000\n")
+
     def test_segment_medians_over_interleaved_rounds(self):
         class FakeBoot:
             def diag_after(self, mark, name):
