@@ -12,7 +12,8 @@ Rows, by group:
                  target 10 % (100 us) / 5 %.  The baseline segment runs in
                  the same boot with the injector attached; its rules never
                  match the baseline's LBAs.  The segments take turns over
-                 LATENCY_ROUNDS rounds.  The guest idles with idle=poll
+                 rounds; the error is per round against that round's
+                 baseline, with its 95 % CI.  The guest idles with idle=poll
                  there (see wakeup).
   idle           what the guest pays around a device latency of DUR beyond
                  a short one, with no rule firing: the same device on
@@ -88,6 +89,7 @@ class Sizes:
     """How much each group measures: --quick is about 4 times less."""
     engine_iters: int
     latency_ios: dict            # DUR us (0 = baseline) -> I/Os
+    latency_rounds: int          # each segment's I/Os in this many turns
     overhead_ios: int
     overhead_rounds: int
     det_rounds: int
@@ -95,8 +97,8 @@ class Sizes:
     @classmethod
     def for_mode(cls, quick):
         if quick:
-            return cls(2_000_000, {0: 500, 100: 500, 1000: 300, 10000: 60}, 10_000, 2, 1)
-        return cls(20_000_000, {0: 2000, 100: 2000, 1000: 1000, 10000: 200}, 40_000, 5, 2)
+            return cls(2_000_000, {0: 500, 100: 500, 1000: 300, 10000: 60}, 3, 10_000, 2, 1)
+        return cls(20_000_000, {0: 2000, 100: 2000, 1000: 1000, 10000: 200}, 8, 40_000, 5, 2)
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -327,11 +329,36 @@ def share_note(shares, seg):
             f"{median(shares[0]):.0f} us at baseline")
 
 
+def mean(xs):
+    return stats.summary(xs).mean
+
+
+def error_interval(errors, level=LEVEL):
+    """Mean of per-round @errors and its Student t interval (low/high None
+    for one round)."""
+    s = stats.summary(errors)
+    if s.n < 2:
+        return s.mean, None, None
+    half = stats.t_isf((1.0 - level) / 2.0, s.n - 1) * s.stddev / s.n ** 0.5
+    return s.mean, s.mean - half, s.mean + half
+
+
+def tolerance_verdict(err, lo, hi, tol):
+    """|error| <= tol: True when the whole interval is inside, False when
+    it is wholly outside, None (inconclusive) otherwise; without an
+    interval, the error itself decides."""
+    if lo is None:
+        return abs(err) <= tol
+    if -tol <= lo and hi <= tol:
+        return True
+    return False if lo > tol or hi < -tol else None
+
+
 def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), refs=None):
     """Rows of one device's latency boots.  dev_lat: [(lba, s)] from the
-    trace of the idle=poll boot; guest_p50_us: {DUR us: fio median} of that
-    boot, key 0 the baseline; halt_p50_us: the same from the boot with the
-    default idle; gaps, shares: device_latencies()' (lba, s) of doorbell
+    trace of the idle=poll boot; guest_p50_us: {DUR us: [fio median of
+    each round]} of that boot, key 0 the baseline; halt_p50_us: the same
+    from the boot with the default idle; gaps, shares: device_latencies()' (lba, s) of doorbell
     line to submission stamp, and of interrupt to next submission; refs:
     {DUR us: Reference} of stock devices that take about DUR (or None)."""
     label = "nvme" if kind == "nvme" else "syncblk-irq"
@@ -339,7 +366,7 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), r
     if 0 not in by_seg:
         raise SetupError(f"latency {label}: no baseline writes in the device trace")
     backend = median(by_seg[0])
-    g_base = guest_p50_us[0]
+    g_base = mean(guest_p50_us[0])
     rows = [Row("latency", f"{label} backend (no rule)", backend, backend, "us", 1.0,
                 n=len(by_seg[0]), note=f"guest median {g_base:.0f} us")]
     for i, dur in enumerate(DELAYS_US, start=1):
@@ -359,28 +386,33 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), r
         # rule's delay now covers, plus the delay (counted from the stamp,
         # @gap after the doorbell's trace line: writing that line is the
         # instrument's, inside the baseline's backend time too).
-        g_expect = g_base - backend + gap + expect
-        g = guest_p50_us[dur]
+        shift = gap + expect - backend
+        g = mean(guest_p50_us[dur])
         tol = 0.10 if dur < 1000 else 0.05
         ref = (refs or {}).get(dur)
-        raw = f"error {(g - g_expect) / dur:+.1%} of DUR"
-        note = raw
+        raw = f"{(g - g_base - shift) / dur:+.1%} of DUR"
+        idle_note = ""
         if ref is not None and abs(ref.device_us - (dev + gap)) <= MATCH_FRACTION * dev:
             # What the guest pays around a DUR-long device latency beyond
             # what it pays around a short one, measured on a stock device
             # whose writes took as long (idle rows).
-            idle = ref.idle_us
-            g_expect += idle
-            note = (f"error {(g - g_expect) / dur:+.1%} of DUR with the guest's idle cost "
-                    f"({idle:+.0f} us) taken out, {raw[6:]} with it")
+            shift += ref.idle_us
+            idle_note = (f" with the guest's idle cost ({ref.idle_us:+.0f} us) taken out, "
+                         f"{raw} with it")
         elif ref is not None:
-            note += (f" (idle cost not taken out: the reference's writes took "
-                     f"{ref.device_us:.0f} us)")
-        rows.append(Row("latency", f"{label} guest delay={dur}us", g, g_expect, "us",
-                        ratio(g, g_expect), n=len(by_seg[i]),
+            idle_note = (f" (idle cost not taken out: the reference's writes took "
+                         f"{ref.device_us:.0f} us)")
+        # Per round against that round's baseline: the rounds ran seconds
+        # apart, and this host's speed drifts between them.
+        err, lo, hi = error_interval([d - b - shift for d, b in zip(guest_p50_us[dur],
+                                                                   guest_p50_us[0])])
+        ci = f" ({LEVEL:.0%} CI {lo / dur:+.1%}..{hi / dur:+.1%})" if lo is not None else ""
+        rows.append(Row("latency", f"{label} guest delay={dur}us", g, g_base + shift, "us",
+                        ratio(g, g_base + shift), n=len(guest_p50_us[dur]),
                         target=f"error <= {tol:.0%} of DUR",
-                        ok=abs(g - g_expect) <= tol * dur,
-                        note=note + share_note(shares, i)))
+                        ok=tolerance_verdict(err, lo, hi, tol * dur),
+                        note=f"error {err / dur:+.1%} of DUR{ci}{idle_note}"
+                             f"{share_note(shares, i)}"))
         if ref is not None:
             rows.append(Row("idle", f"{label} delay={dur}us", ref.idle_us, 0.0, "us", n=ref.n,
                             note=f"{label} on holdnbd, writes held {ref.hold_ns / 1e3:.0f} us: "
@@ -389,9 +421,10 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), r
                                  f"and {ref.base_guest_us:.0f} us"))
         # What halting through DUR adds: back to back (the baseline) the
         # vCPU never idles, so the baselines cancel boot-to-boot drift.
-        wake = (halt_p50_us[dur] - halt_p50_us[0]) - (g - g_base)
+        halt = mean(halt_p50_us[dur])
+        wake = (halt - mean(halt_p50_us[0])) - (g - g_base)
         rows.append(Row("wakeup", f"{label} delay={dur}us", wake, 0.0, "us",
-                        note=f"guest median {halt_p50_us[dur]:.0f} us with HLT idle, "
+                        note=f"guest median {halt:.0f} us with HLT idle, "
                              f"{g:.0f} us with idle=poll"))
     return rows
 
@@ -655,19 +688,16 @@ def run_host_cooling():
     return cooling_rows(bench_program("host-cooling", COOLING_KIB, 0, *DELAYS_US))
 
 
-LATENCY_ROUNDS = 4      # segments interleaved, so that drift hits them all alike
-
-
 def latency_script(kind, sizes):
-    """Each segment's writes in LATENCY_ROUNDS runs, the segments taking
+    """Each segment's writes in sizes.latency_rounds runs, the segments taking
     turns: this host's speed drifts over seconds (measured: a boot's
     baseline guest median from 123 to 268 us), and in one run per
     segment the baseline and the delays met different drift."""
     dev = "/dev/nvme0n1" if kind == "nvme" else "/dev/syncblk0"
     parts = []
-    for rnd in range(LATENCY_ROUNDS):
+    for rnd in range(sizes.latency_rounds):
         for i, dur in enumerate((0,) + DELAYS_US):
-            ios = max(sizes.latency_ios[dur] // LATENCY_ROUNDS, 1)
+            ios = max(sizes.latency_ios[dur] // sizes.latency_rounds, 1)
             parts.append(f"echo '# bench-mark seg{dur}-{rnd}'; fio-ktap --name=qd1 "
                          f"--filename={dev} --direct=1 --ioengine=psync --iodepth=1 "
                          f"--rw=randwrite --bs=4k --offset={i * SEGMENT_MIB}M "
@@ -676,11 +706,10 @@ def latency_script(kind, sizes):
     return " && ".join(parts)
 
 
-def segment_p50(boot):
-    """{DUR us: fio median} of a latency_script() boot: the median of its
-    rounds' medians."""
-    return {dur: median([boot.diag_after(f"seg{dur}-{rnd}", "fio write_clat_p50_us")
-                         for rnd in range(LATENCY_ROUNDS)])
+def segment_p50(boot, rounds):
+    """{DUR us: [fio median of each round]} of a latency_script() boot."""
+    return {dur: [boot.diag_after(f"seg{dur}-{rnd}", "fio write_clat_p50_us")
+                  for rnd in range(rounds)]
             for dur in (0,) + DELAYS_US}
 
 
@@ -706,7 +735,7 @@ def latency_boot(kind, sizes, out, builds, idle):
     gaps, shares = [], []
     with open(os.path.join(b.dir, "trace.log"), errors="replace") as f:
         dev = device_latencies(f.read(), kind, gaps, shares)
-    p50 = segment_p50(b)
+    p50 = segment_p50(b, sizes.latency_rounds)
     return dev, p50, gaps, shares
 
 
@@ -716,7 +745,7 @@ class Reference:
     back to back (see reference_boot)."""
     hold_ns: int
     device_us: float             # median doorbell (submit) line to interrupt
-    guest_us: float              # fio median
+    guest_us: float              # fio median, mean over rounds
     base_device_us: float        # the same, the writes not held
     base_guest_us: float
     n: int
@@ -759,10 +788,11 @@ def reference_boot(kind, sizes, out, builds, holds):
         shutil.rmtree(sock_dir, ignore_errors=True)
     with open(os.path.join(b.dir, "trace.log"), errors="replace") as f:
         by_seg = per_segment(device_latencies(f.read(), kind))
-    p50 = segment_p50(b)
+    p50 = segment_p50(b, sizes.latency_rounds)
     if any(i not in by_seg for i in range(len(DELAYS_US) + 1)):
         raise SetupError(f"{b.dir}: a segment has no writes in the device trace")
-    return {dur: Reference(holds[dur], median(by_seg[i]), p50[dur], median(by_seg[0]), p50[0],
+    return {dur: Reference(holds[dur], median(by_seg[i]), mean(p50[dur]), median(by_seg[0]),
+                           mean(p50[0]),
                            len(by_seg[i]))
             for i, dur in enumerate(DELAYS_US, 1)}
 

@@ -118,7 +118,7 @@ class TraceTest(unittest.TestCase):
         self.assertAlmostEqual(gaps[0][1], 14e-6, places=9)
         sect = (bench.SEGMENT_MIB << 20) // 512
         dev = [(5, 50e-6), (sect, 104e-6), (2 * sect, 1004e-6), (3 * sect, 10004e-6)]
-        guest = {0: 100, 100: 150, 1000: 1050, 10000: 10050}
+        guest = {0: [100], 100: [150], 1000: [1050], 10000: [10050]}
         rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, guest,
                                                      [(sect, 14e-6)])}
         self.assertIn("14.0 us after the doorbell's trace line",
@@ -167,8 +167,8 @@ class RowsTest(unittest.TestCase):
         sect = (bench.SEGMENT_MIB << 20) // 512
         dev = [(5, 40e-6), (6, 50e-6), (7, 60e-6),            # backend: median 50 us
                (sect, 110e-6), (2 * sect, 1010e-6), (3 * sect, 10030e-6)]
-        guest = {0: 80, 100: 150, 1000: 1100, 10000: 10700}
-        halt = {0: 85, 100: 175, 1000: 1135, 10000: 10705}
+        guest = {0: [80], 100: [150], 1000: [1100], 10000: [10700]}
+        halt = {0: [85], 100: [175], 1000: [1135], 10000: [10705]}
         rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, halt)}
         self.assertEqual(rows["latency/nvme backend (no rule)"].value, 50.0)
         d100 = rows["latency/nvme device delay=100us"]
@@ -188,7 +188,7 @@ class RowsTest(unittest.TestCase):
     def test_idle_cost_taken_out_only_when_the_reference_matched(self):
         sect = (bench.SEGMENT_MIB << 20) // 512
         dev = [(5, 50e-6), (sect, 110e-6), (2 * sect, 1010e-6), (3 * sect, 10030e-6)]
-        guest = {0: 80, 100: 150, 1000: 1100, 10000: 10700}
+        guest = {0: [80], 100: [150], 1000: [1100], 10000: [10700]}
         # The guest's time around the device's: 200 at 1 ms against 100 unheld.
         refs = {100: bench.Reference(0, 160.0, 260.0, 140.0, 240.0, 10),     # 160 vs 110
                 1000: bench.Reference(900_000, 1020.0, 1220.0, 140.0, 240.0, 10),
@@ -220,19 +220,36 @@ class RowsTest(unittest.TestCase):
             def diag_after(self, mark, name):
                 dur, rnd = mark[3:].split("-")
                 return {"0": 100, "100": 200, "1000": 1100, "10000": 10100}[dur] + int(rnd)
-        p50 = bench.segment_p50(FakeBoot())
-        mid = (bench.LATENCY_ROUNDS - 1) / 2
-        self.assertEqual(p50, {0: 100 + mid, 100: 200 + mid, 1000: 1100 + mid,
-                               10000: 10100 + mid})
-        script = bench.latency_script("nvme", bench.Sizes.for_mode(False))
+        self.assertEqual(bench.segment_p50(FakeBoot(), 3),
+                         {0: [100, 101, 102], 100: [200, 201, 202], 1000: [1100, 1101, 1102],
+                          10000: [10100, 10101, 10102]})
+        sizes = bench.Sizes.for_mode(False)
+        script = bench.latency_script("nvme", sizes)
         marks = [w.split("'")[0] for w in script.split("bench-mark ")[1:]]
         self.assertEqual(marks[:5], ["seg0-0", "seg100-0", "seg1000-0", "seg10000-0", "seg0-1"])
-        self.assertEqual(len(marks), 4 * bench.LATENCY_ROUNDS)
+        self.assertEqual(len(marks), 4 * sizes.latency_rounds)
+
+    def test_guest_error_per_round_with_interval(self):
+        sect = (bench.SEGMENT_MIB << 20) // 512
+        dev = [(5, 50e-6), (sect, 100e-6), (2 * sect, 1000e-6), (3 * sect, 10000e-6)]
+        # Baselines drift by 100 us from round to round; each delayed round
+        # drifts with its baseline: per round the errors are 0, +2, -2, 0 us.
+        base = [80, 180, 280, 120]
+        guest = {0: base, 100: [b + 50 + d for b, d in zip(base, (0, 2, -2, 0))],
+                 1000: [b + 950 + d for b, d in zip(base, (30, 90, 60, 80))],
+                 10000: [b + 9950 + d for b, d in zip(base, (-400, 400, -400, 400))]}
+        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, guest)}
+        g100 = rows["latency/nvme guest delay=100us"]
+        self.assertTrue(g100.ok)                       # CI about +-2.6 us, tolerance 10
+        self.assertIn("error +0.0% of DUR (95% CI", g100.note)
+        self.assertFalse(rows["latency/nvme guest delay=1000us"].ok)   # all of it above 50
+        self.assertIsNone(rows["latency/nvme guest delay=10000us"].ok)  # straddles +-500
+        self.assertEqual(bench.tolerance_verdict(3.0, None, None, 5.0), True)
 
     def test_latency_backend_longer_than_delay(self):
         sect = (bench.SEGMENT_MIB << 20) // 512
         dev = [(0, 300e-6), (sect, 305e-6), (2 * sect, 1000e-6), (3 * sect, 10000e-6)]
-        guest = {0: 400, 100: 405, 1000: 1100, 10000: 10100}
+        guest = {0: [400], 100: [405], 1000: [1100], 10000: [10100]}
         rows = {r.key: r for r in bench.latency_rows("syncblk", dev, guest, guest)}
         r = rows["latency/syncblk-irq device delay=100us"]
         self.assertEqual((r.baseline, r.ok), (300.0, True))    # max(DUR, backend)
