@@ -11,7 +11,7 @@ readable socket, which its main loop polls to the nanosecond.
 A write whose offset lies in [START, END) (bytes) is answered HOLD_NS after
 its request arrived: sleep to 200 us before, then spin.  Fixed newstyle
 handshake, NBD_OPT_GO or EXPORT_NAME, simple replies; read, write, flush,
-disconnect.  One client.
+disconnect.  One client; a request out of step or over 32 MiB ends it.
 """
 
 import os
@@ -32,6 +32,7 @@ FLAG_HAS_FLAGS, FLAG_SEND_FLUSH = 1, 4
 CMD_READ, CMD_WRITE, CMD_DISC, CMD_FLUSH = 0, 1, 2, 3
 EINVAL = 22
 SPIN_NS = 200_000
+MAX_REQUEST = 32 << 20          # QEMU's NBD client sends at most 32 MiB
 
 
 def recv_exact(conn, n):
@@ -86,8 +87,8 @@ def serve(conn, size, fd, holds):
         head = recv_exact(conn, 28)
         t_ns = time.monotonic_ns()
         magic, _flags, cmd, handle, off, length = struct.unpack(">IHHQQI", head)
-        if magic != REQUEST_MAGIC:
-            return
+        if magic != REQUEST_MAGIC or length > MAX_REQUEST:
+            return                              # out of step or absurd: hang up
         err, data = 0, b""
         bad = off + length > size
         if cmd == CMD_WRITE:

@@ -81,6 +81,10 @@ class HoldNbdTest(unittest.TestCase):
         self.assertEqual(self.request(holdnbd.CMD_READ, 4, SIZE - 512, 4096),
                          holdnbd.EINVAL)                          # past the end
         self.assertEqual(self.request(holdnbd.CMD_FLUSH, 5, 0, 0), 0)
+        # A request of 1 GiB is not read into memory: the server hangs up.
+        self.c.sendall(struct.pack(">IHHQQI", holdnbd.REQUEST_MAGIC, 0, holdnbd.CMD_WRITE, 6,
+                                   0, 1 << 30))
+        self.assertEqual(self.c.recv(16), b"")
 
 
 if __name__ == "__main__":
