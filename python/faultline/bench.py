@@ -121,8 +121,13 @@ def paired_ratio(base, other, level=LEVEL):
     host's load of that moment).  (mean, low, high); low/high None for n<2."""
     if len(base) != len(other) or not base:
         raise ValueError("paired_ratio needs equally many rounds on both sides")
-    rs = [o / b for b, o in zip(base, other)]
-    s = stats.summary(rs)
+    return mean_interval([o / b for b, o in zip(base, other)], level)
+
+
+def mean_interval(xs, level=LEVEL):
+    """Mean of @xs and its Student t interval: (mean, low, high), low/high
+    None for one sample."""
+    s = stats.summary(xs)
     if s.n < 2:
         return s.mean, None, None
     half = stats.t_isf((1.0 - level) / 2.0, s.n - 1) * s.stddev / s.n ** 0.5
@@ -333,16 +338,6 @@ def mean(xs):
     return stats.summary(xs).mean
 
 
-def error_interval(errors, level=LEVEL):
-    """Mean of per-round @errors and its Student t interval (low/high None
-    for one round)."""
-    s = stats.summary(errors)
-    if s.n < 2:
-        return s.mean, None, None
-    half = stats.t_isf((1.0 - level) / 2.0, s.n - 1) * s.stddev / s.n ** 0.5
-    return s.mean, s.mean - half, s.mean + half
-
-
 def tolerance_verdict(err, lo, hi, tol):
     """|error| <= tol: True when the whole interval is inside, False when
     it is wholly outside, None (inconclusive) otherwise; without an
@@ -404,7 +399,7 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), r
                          f"{ref.device_us:.0f} us)")
         # Per round against that round's baseline: the rounds ran seconds
         # apart, and this host's speed drifts between them.
-        err, lo, hi = error_interval([d - b - shift for d, b in zip(guest_p50_us[dur],
+        err, lo, hi = mean_interval([d - b - shift for d, b in zip(guest_p50_us[dur],
                                                                    guest_p50_us[0])])
         ci = f" ({LEVEL:.0%} CI {lo / dur:+.1%}..{hi / dur:+.1%})" if lo is not None else ""
         rows.append(Row("latency", f"{label} guest delay={dur}us", g, g_base + shift, "us",
