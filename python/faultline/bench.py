@@ -780,6 +780,7 @@ def reference_boot(kind, sizes, out, builds, holds):
     finally:
         server.kill()
         server.wait()
+        server.stdout.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
     with open(os.path.join(b.dir, "trace.log"), errors="replace") as f:
         by_seg = per_segment(device_latencies(f.read(), kind))
@@ -787,8 +788,7 @@ def reference_boot(kind, sizes, out, builds, holds):
     if any(i not in by_seg for i in range(len(DELAYS_US) + 1)):
         raise SetupError(f"{b.dir}: a segment has no writes in the device trace")
     return {dur: Reference(holds[dur], median(by_seg[i]), mean(p50[dur]), median(by_seg[0]),
-                           mean(p50[0]),
-                           len(by_seg[i]))
+                           mean(p50[0]), len(by_seg[i]))
             for i, dur in enumerate(DELAYS_US, 1)}
 
 
@@ -964,8 +964,7 @@ def bench(args):
         for kind in ("nvme", "syncblk"):
             log(f"latency: {kind} (two boots, idle=poll and HLT; QD1 segments "
                 "baseline/100us/1ms/10ms; and two reference boots on holdnbd)")
-            group(f"latency-{kind}",
-                  lambda: (run_latency(kind, sizes, out, builds), None))
+            group(f"latency-{kind}", lambda: (run_latency(kind, sizes, out, builds), None))
     if "deterministic" in only:
         log(f"deterministic: {sizes.det_rounds} round(s)")
         group("deterministic", lambda: run_deterministic(sizes, out, builds, log))
