@@ -115,6 +115,10 @@ def median(xs):
     return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
 
 
+def mean(xs):
+    return stats.summary(xs).mean
+
+
 def paired_ratio(base, other, level=LEVEL):
     """Mean of the per-round ratios other[i] / base[i] and its Student t
     confidence interval (rounds are interleaved, so each pair shares the
@@ -334,8 +338,12 @@ def share_note(shares, seg):
             f"{median(shares[0]):.0f} us at baseline")
 
 
-def mean(xs):
-    return stats.summary(xs).mean
+def waited_us(by_seg, by_gap):
+    """{DUR us: what the guest waited for a write, its doorbell line to its
+    interrupt} from per_segment() of the device latencies and the gaps: a
+    delayed NVMe write is timed from its stamp, @gap after that line."""
+    return {dur: median(by_seg[i]) + (median(by_gap[i]) if i in by_gap else 0.0)
+            for i, dur in enumerate(DELAYS_US, start=1) if i in by_seg}
 
 
 def tolerance_verdict(err, lo, hi, tol):
@@ -361,6 +369,7 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), r
     if 0 not in by_seg:
         raise SetupError(f"latency {label}: no baseline writes in the device trace")
     backend = median(by_seg[0])
+    waited = waited_us(by_seg, gaps)
     g_base = mean(guest_p50_us[0])
     rows = [Row("latency", f"{label} backend (no rule)", backend, backend, "us", 1.0,
                 n=len(by_seg[0]), note=f"guest median {g_base:.0f} us")]
@@ -387,7 +396,7 @@ def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), r
         ref = (refs or {}).get(dur)
         raw = f"{(g - g_base - shift) / dur:+.1%} of DUR"
         idle_note = ""
-        if ref is not None and abs(ref.device_us - (dev + gap)) <= MATCH_FRACTION * dev:
+        if ref is not None and abs(ref.device_us - waited[dur]) <= MATCH_FRACTION * dev:
             # What the guest pays around a DUR-long device latency beyond
             # what it pays around a short one, measured on a stock device
             # whose writes took as long (idle rows).
@@ -437,14 +446,13 @@ def overhead_rows(samples, bases, level=LEVEL):
             base = bases[v]
             threads = thread_note(samples[v]) if group == "overhead" else ""
             if base is None:
-                mean = stats.summary(xs).mean    # as the compared rows show it
-                rows.append(Row(group, f"{v}, {what}", mean, mean, unit, 1.0, n=len(xs),
+                m = mean(xs)                     # as the compared rows show it
+                rows.append(Row(group, f"{v}, {what}", m, m, unit, 1.0, n=len(xs),
                                 note=threads))
                 continue
             r, lo, hi = paired_ratio(data[base], xs, level)
-            row = Row(group, f"{v}, {what}", stats.summary(xs).mean,
-                      stats.summary(data[base]).mean, unit, r, lo, hi, n=len(xs),
-                      note=f"against {base}")
+            row = Row(group, f"{v}, {what}", mean(xs), mean(data[base]), unit, r, lo, hi,
+                      n=len(xs), note=f"against {base}")
             if group == "overhead":
                 row.ok = ci_verdict(r, lo, hi, OVERHEAD_TARGET)
                 row.target = f"<= {OVERHEAD_TARGET}"
@@ -459,7 +467,7 @@ def overhead_rows(samples, bases, level=LEVEL):
 def deterministic_rows(plain, delayed, delay_s, hits):
     r, lo, hi = paired_ratio(plain, delayed)
     return [Row("deterministic", f"wall, write delay={delay_s * 1e3:g}ms",
-                stats.summary(delayed).mean, stats.summary(plain).mean, "s", r, lo, hi,
+                mean(delayed), mean(plain), "s", r, lo, hi,
                 n=len(plain), note=f"{hits} writes delayed = {hits * delay_s:.1f} s virtual")]
 
 
@@ -806,11 +814,10 @@ def matched_references(kind, sizes, out, builds, injected_us):
 def run_latency(kind, sizes, out, builds):
     dev, p50, gaps, shares = latency_boot(kind, sizes, out, builds, "poll")
     _, halt_p50, _, _ = latency_boot(kind, sizes, out, builds, "halt")
-    # What the guest waits for: doorbell line to interrupt.
-    by_seg, by_gap = per_segment(dev), per_segment(gaps)
-    injected = {d: median(by_seg.get(i, [d])) + (median(by_gap[i]) if i in by_gap else 0.0)
-                for i, d in enumerate(DELAYS_US, 1)}
-    refs = matched_references(kind, sizes, out, builds, injected)
+    waited = waited_us(per_segment(dev), per_segment(gaps))
+    if len(waited) < len(DELAYS_US):
+        raise SetupError(f"latency {kind}: a delayed segment has no writes in the trace")
+    refs = matched_references(kind, sizes, out, builds, waited)
     return latency_rows(kind, dev, p50, halt_p50, gaps, shares, refs)
 
 
