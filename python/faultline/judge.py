@@ -5,7 +5,7 @@ import json
 import os
 
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, OUTCOMES
-from . import mutate
+from . import kernlog, mutate
 from .ktap import parse_ktap
 from .report import Report
 
@@ -169,6 +169,22 @@ def action_problems(sc, w):
     return problems
 
 
+def never_fired(faults):
+    """Names of the rules the injector's statistics show with no hit."""
+    rules = faults.get("rules") if isinstance(faults, dict) else None
+    if not isinstance(rules, list):
+        return []
+    return [x["name"] for x in rules if not x.get("hits")]
+
+
+def rules_option_warnings(sc, faults):
+    """--rules FILE replaces the scenario's rule_hits_min (which names the
+    scenario's rules): a rule of FILE that never fired is a warning, not a
+    failure (a rule may rightly not match a run, as minimize's subsets)."""
+    return [f"rule {name} (--rules {sc.rules_override}) never fired"
+            for name in never_fired(faults)]
+
+
 def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
     """The Report of a finished run of scenario @sc, from its run directory
     (console.log, ktap.log) and the machine's WatchResult @w."""
@@ -203,6 +219,10 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
         r.digest = f"{faults['digest']:016x}"
     if os.path.exists(os.path.join(rundir, "faults.jsonl")):
         r.fault_log = "faults.jsonl"
+    r.kernel_log = kernlog.summarize(console, read("faults.jsonl").splitlines())
+    if sc.rules_override:
+        r.rules_option = sc.rules_override
+        r.warnings = rules_option_warnings(sc, faults) or None
     if getattr(w, "actions", None):
         r.qmp_actions = w.actions
     if sc.mutate:

@@ -98,7 +98,9 @@ def parse_ktap(text):
                                    "detail": ""})
         elif s.startswith("# ") and ": " in s and not s.startswith("# test: "):
             pending = s
-        elif s.startswith("# "):
+        elif s.startswith("# ") and not s.startswith("# test: "):
+            # (a '# test: COMMAND' line names the suite: its last word is an
+            # argument, not a measurement)
             _add_diag(res["diag"], s)
     if pending is not None:
         _add_diag(res["diag"], pending)

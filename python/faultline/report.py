@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field, fields
 from xml.sax.saxutils import escape, quoteattr
 
-from . import plot
+from . import kernlog, plot
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 
 
@@ -35,10 +35,13 @@ class Report:
     plots: list | None = None
     mutation: dict | None = None                  # --mutate: mutate.verdict()
     qmp_actions: list | None = None               # [[qmp]]: when each was sent
+    rules_option: str | None = None               # --rules FILE: its path
+    warnings: list | None = None                  # e.g. a --rules rule that never fired
+    kernel_log: dict | None = None                # kernlog.summarize() of the console
     results: list = field(default_factory=list)   # per-KTAP-result, not in report.json
 
     OPTIONAL = ("digest", "fault_log", "console_tail", "task_dump", "plots", "mutation",
-                "qmp_actions")
+                "qmp_actions", "rules_option", "warnings", "kernel_log")
 
     def to_json(self):
         out = {}
@@ -87,7 +90,12 @@ def print_report(r, rundir, out=None):
     faults = r.faults
     if isinstance(faults, dict) and "rules" in faults:
         hits = ", ".join(f"{x['name']}={x['hits']}" for x in faults["rules"])
-        lines.append(f"rule hits  {hits}  (digest {r.digest or '?'})")
+        lines.append(f"rule hits  {hits}  (digest {r.digest or '?'}"
+                     + (f"; rules from --rules {r.rules_option})" if r.rules_option else ")"))
+    if r.kernel_log is not None:
+        lines.append(f"kernel log {kernlog.format_line(r.kernel_log)}")
+    for w in r.warnings or []:
+        lines.append(f"warning    {w}")
     if r.mutation:
         lines.append(f"mutation   {r.mutation['rule']}: {r.mutation['verdict']}")
     for a in r.qmp_actions or []:

@@ -4,6 +4,7 @@ A scenario is one TOML file in scenarios/ (format: docs/scenarios.md).
 Every key is checked; a typo gives a one-line error naming the file and key.
 """
 
+import difflib
 import os
 import re
 import shlex
@@ -35,6 +36,42 @@ def parse_duration(v, where):
     if not m or float(m.group(1)) <= 0:
         raise ScenarioError(f"{where}: bad duration {v!r} (expected e.g. 180s, 3m)")
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60}[m.group(2)]
+
+
+# The fault-injector's seed is a QOM uint64 (hw/fault/fault-injector.c).
+SEED_MAX = (1 << 64) - 1
+
+# Below this the Debian guest kernel and its initramfs do not boot.
+MIN_MEMORY = 128 << 20
+
+
+def check_memory(v, where):
+    """A guest RAM size (vm.memory, --memory): bytes."""
+    n = parse_size(v, where)
+    if n < MIN_MEMORY:
+        raise ScenarioError(f"{where} {v}: below {MIN_MEMORY >> 20}M, the guest cannot boot")
+    return n
+
+
+def check_seed(v, where):
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= SEED_MAX:
+        raise ScenarioError(f"{where} {v!r} is out of range (seeds are 0 to 2^64-1)")
+    return v
+
+
+def read_rules(path, where):
+    """The text of a rules file (faults.rules_file, --rules), or one
+    ScenarioError line: missing, unreadable or not text."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ScenarioError(f"{where}: {e.strerror}: {path}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{where}: {path} is not a text file (byte 0x{data[e.start]:02x} "
+                            f"at offset {e.start})") from None
 
 
 # Optional guest tools (scripts/build-guest --tools): opt-in, fio is ~80 MB.
@@ -175,18 +212,31 @@ def _check_lost_completions(kind, rules, where):
                             f"\"syncblk\")")
 
 
+def check_rules_for_device(kind, rules, where):
+    """What the device of @kind cannot take, whichever file the rules came
+    from (the scenario's rules, its rules_file, --rules)."""
+    _check_lost_completions(kind, rules, where)
+    _check_controller_failure(kind, rules, where)
+
+
 EXPECT_KEYS = {"rule_hits_min", "kernel_log", "vmstat_min", "diag_min", "diag_max",
                "fault_log_only"}
 
 
 def find(name):
+    """The file of scenario @name: a path, or a name in scenarios/ (with
+    or without .toml)."""
     if os.path.exists(name):
         return name
-    path = os.path.join(SCENARIO_DIR, name + ".toml")
+    base = name[:-5] if name.endswith(".toml") and os.sep not in name else name
+    path = os.path.join(SCENARIO_DIR, base + ".toml")
     if os.path.exists(path):
         return path
     have = sorted(f[:-5] for f in os.listdir(SCENARIO_DIR) if f.endswith(".toml"))
-    raise ScenarioError(f"no scenario {name!r} (have: {', '.join(have)})")
+    close = difflib.get_close_matches(base, have, n=3, cutoff=0.6)
+    hint = (f"did you mean {' or '.join(close)}?" if close
+            else "`faultline list` shows them")
+    raise ScenarioError(f"no scenario {name!r}: {hint}")
 
 
 def load(name):
@@ -208,7 +258,7 @@ def load(name):
         raise ScenarioError(f"{w}: nondeterministic must say why, e.g. "
                             "nondeterministic = \"the workload reads host time\"")
     vm = Vm(**_table(d, "vm", Vm, w))
-    parse_size(vm.memory, f"{w}: vm.memory")
+    check_memory(vm.memory, f"{w}: vm.memory")
     dev = Device(**_table(d, "device", Device, w, skip={"size_bytes"}))
     if dev.kind not in DEVICE_KINDS:
         raise ScenarioError(f"{w}: device.kind {dev.kind!r} (expected "
@@ -230,16 +280,12 @@ def load(name):
         raise ScenarioError(f"{w}: device.hotplug: the swap disk of kind \"virtio-scsi\" is a "
                             "scsi-hd, not a PCI device (use nvme, syncblk or virtio-blk)")
     faults = Faults(**_table(d, "faults", Faults, w))
+    check_seed(faults.seed, f"{w}: faults.seed")
     if faults.rules_file:
         rpath = os.path.join(os.path.dirname(os.path.abspath(path)), faults.rules_file)
-        try:
-            with open(rpath) as f:
-                faults.rules = (faults.rules.rstrip("\n") + "\n" if faults.rules.strip()
-                                else "") + f.read()
-        except OSError as e:
-            raise ScenarioError(f"{w}: faults.rules_file: {e.strerror}: {rpath}") from None
-    _check_lost_completions(dev.kind, faults.rules, w)
-    _check_controller_failure(dev.kind, faults.rules, w)
+        faults.rules = (faults.rules.rstrip("\n") + "\n" if faults.rules.strip()
+                        else "") + read_rules(rpath, f"{w}: faults.rules_file")
+    check_rules_for_device(dev.kind, faults.rules, w)
     swap = d.get("swap", {})
     _check_keys(swap, {"zswap", "enabled"}, f"{w}: [swap]")
     if not isinstance(swap.get("enabled", True), bool):
@@ -328,7 +374,7 @@ def _compare(d, where):
 def apply_overrides(sc, memory=None, cpus=None, timeout=None):
     """Command-line --memory/--cpus/--timeout, validated like the file's keys."""
     if memory is not None:
-        parse_size(memory, "--memory")
+        check_memory(memory, "--memory")
         sc.vm.memory = memory
     if cpus is not None:
         if not 1 <= int(cpus) <= 64:
@@ -354,15 +400,13 @@ def _table(d, key, cls, where, skip=()):
 
 
 def replace_rules(sc, path):
-    """--rules FILE: its rules instead of the scenario's.  The scenario's
-    rule_hits_min names the scenario's rules, so it no longer applies."""
-    try:
-        with open(path) as f:
-            sc.faults.rules = f.read()
-    except OSError as e:
-        raise ScenarioError(f"--rules: {e.strerror}: {path}") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"--rules: {path} is not a text file") from None
+    """--rules FILE: its rules instead of the scenario's, checked against the
+    scenario's device as the scenario's own rules are.  The scenario's
+    rule_hits_min names the scenario's rules, so it no longer applies: the
+    judge warns about --rules rules that never fired instead."""
+    sc.faults.rules = read_rules(path, "--rules")
+    check_rules_for_device(sc.device.kind, sc.faults.rules,
+                           f"--rules {path} on {sc.name} (device {sc.device.kind})")
     sc.rules_override = path
     sc.expect = {k: v for k, v in sc.expect.items() if k != "rule_hits_min"}
 
@@ -378,6 +422,12 @@ def check_deterministic(sc):
     if sc.device.kind not in ("nvme", "syncblk"):
         raise ScenarioError(f"{sc.name}: --deterministic supports nvme and syncblk devices, "
                             f"not {sc.device.kind}")
+
+
+def is_selftest(name, description):
+    """Scenarios that test faultline itself (the launcher, minimize), not
+    the kernel: `list` shows them apart."""
+    return "selftest" in name or description.startswith("launcher self-test")
 
 
 def list_all():
