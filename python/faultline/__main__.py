@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import sys
 
-from . import guest, mutate, report, runner, scenario
+from . import guest, inputs, mutate, report, runner, scenario
 from .build import build_all, run_script, say
 from .errors import EXIT_SETUP, SetupError
 from .machine import BACKENDS, make_spec
@@ -107,9 +107,15 @@ def cmd_minimize(args):
 
 def cmd_list(args):
     width = shutil.get_terminal_size((100, 20)).columns
-    for name, desc in scenario.list_all():
-        line = f"{name:32} {desc}"
-        print(line if args.long or not sys.stdout.isatty() else line[:width - 1])
+    every = scenario.list_all()
+    user = [(n, d) for n, d in every if not scenario.is_selftest(n, d)]
+    selftests = [(n, d) for n, d in every if scenario.is_selftest(n, d)]
+    for heading, group in ((None, user), ("self-tests of faultline itself:", selftests)):
+        if heading and group:
+            print(f"\n{heading}")
+        for name, desc in group:
+            line = f"{name:32} {desc}"
+            print(line if args.long or not sys.stdout.isatty() else line[:width - 1])
     return 0
 
 
@@ -167,6 +173,28 @@ def cmd_check(args):
     return check.check(args.suite, args.junit, args.kernel, args.modules)
 
 
+EXIT_CODES = """exit status:
+  run, repro, compare            0 pass, 1 test or expectation failed,
+                                 2 setup or usage error (one line says what),
+                                 3 kernel crash or hang
+  minimize                       0 minimal set found, 1 the failure did not
+                                 reproduce, 2 the run cannot be minimized
+  matrix                         0 all pass, 1 any failure, 2 a run could not be
+                                 set up, 3 any crash or hang
+  check                          0 every suite passed, 1 otherwise
+`faultline COMMAND --help` for a command's options; docs/launcher.md."""
+
+
+class VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .build import version_lines
+        print("\n".join(version_lines()), flush=True)
+        parser.exit(0)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """A bad flag is one line on stderr (exit 2), as every other bad input:
     no usage block in front of it (-h has that)."""
@@ -176,29 +204,41 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def parser():
-    p = OneLineParser(prog="faultline", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = OneLineParser(prog="faultline", description=__doc__.split("\n")[0],
+                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=VersionAction,
+                   help="faultline's version, the QEMU source version and build cache key")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     def kernel_opts(sp):
-        sp.add_argument("--kernel", help="your own bzImage instead of Debian's 6.12")
-        sp.add_argument("--modules", help="its build tree or lib/modules/VERSION directory")
+        sp.add_argument("--kernel", type=inputs.kernel_image,
+                        help="your own bzImage instead of Debian's 6.12")
+        sp.add_argument("--modules", type=inputs.modules_dir,
+                        help="its build tree or lib/modules/VERSION directory")
 
-    def vm_opts(sp):
-        sp.add_argument("--seed", type=int, help="fault seed (default: the scenario's)")
-        sp.add_argument("--memory", help="guest RAM, e.g. 1G (overrides vm.memory)")
-        sp.add_argument("--cpus", type=int, help="vCPUs (overrides vm.cpus)")
-        sp.add_argument("--timeout", help="watchdog, e.g. 300s (overrides timeout)")
+    def vm_opts(sp, accel=True):
+        sp.add_argument("--seed", type=inputs.seed_value,
+                        help="fault seed, 0 to 2^64-1 (default: the scenario's)")
+        sp.add_argument("--memory", type=inputs.memory_size,
+                        help="guest RAM, e.g. 1G (overrides vm.memory)")
+        sp.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
+        sp.add_argument("--timeout", type=inputs.duration,
+                        help="watchdog, e.g. 300s (overrides timeout)")
         sp.add_argument("--deterministic", action="store_true",
                         help="icount (vCPUs round-robin in one thread), fixed RTC: "
                              "same seed gives the same run")
-        sp.add_argument("--accel", default="tcg", choices=["tcg", "kvm"])
+        if accel:
+            sp.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
+                            help="tcg (default, works everywhere) or kvm (needs /dev/kvm)")
 
     r = sub.add_parser("run", help="boot and run scenarios (default: smoke)")
     r.add_argument("scenarios", nargs="*", help="scenario name or .toml path")
     kernel_opts(r)
     vm_opts(r)
-    r.add_argument("--seeds", metavar="A..B", help="sweep seeds A to B (inclusive)")
-    r.add_argument("--repeat", type=int, default=1, help="run each seed N times")
+    r.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
+                   help="sweep seeds A to B (inclusive)")
+    r.add_argument("--repeat", type=inputs.positive_int, default=1,
+                   help="run each seed N times")
     r.add_argument("--keep-going", action="store_true",
                    help="in a sweep, record failures and go on (default: stop)")
     r.add_argument("--rules", metavar="FILE",
@@ -206,9 +246,10 @@ def parser():
                         "(e.g. minimize/minimal.rules)")
     r.add_argument("--backend", default="qemu", choices=BACKENDS,
                    help="how to run the machine (default: qemu, started here)")
-    r.add_argument("--connect", metavar="URI",
+    r.add_argument("--connect", metavar="URI", type=inputs.libvirt_uri,
                    help="libvirt URI for --backend libvirt (default: qemu:///system)")
-    r.add_argument("--out", default=DEFAULT_OUT, help="run directories go here")
+    r.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                   help="run directories go here")
     r.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
     r.add_argument("--kcidb", metavar="FILE", help="also write KCIDB v5 JSON of all runs")
     r.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
@@ -216,71 +257,90 @@ def parser():
                    help="self-test of the data check: add a rule that lies about "
                         "(or corrupts) some swap writes; the run must FAIL on its data check")
     mx = sub.add_parser("matrix", help="scenarios x seeds x kernels, in parallel")
-    mx.add_argument("--scenarios", required=True, metavar="A,B,...")
-    mx.add_argument("--seeds", metavar="A..B", help="default: each scenario's own seed")
-    mx.add_argument("--kernel", action="append", metavar="BZIMAGE",
+    mx.add_argument("--scenarios", required=True, metavar="A,B,...",
+                    help="comma-separated scenario names or .toml paths")
+    mx.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
+                    help="default: each scenario's own seed")
+    mx.add_argument("--kernel", action="append", metavar="BZIMAGE", type=inputs.kernel_image,
                     help="a kernel (repeat for more; default: Debian's 6.12)")
-    mx.add_argument("--modules", action="append", metavar="DIR",
+    mx.add_argument("--modules", action="append", metavar="DIR", type=inputs.modules_dir,
                     help="modules of each --kernel, in the same order")
-    mx.add_argument("--jobs", type=int, help="VMs at a time (default: what the cores allow)")
-    mx.add_argument("--backend", default="qemu", choices=BACKENDS)
+    mx.add_argument("--jobs", type=inputs.positive_int,
+                    help="VMs at a time (default: what the cores allow)")
+    mx.add_argument("--backend", default="qemu", choices=BACKENDS,
+                    help="how to run the machines (default: qemu, started here)")
     mx.add_argument("--run", action="store_true",
                     help="with --backend lava: run the jobs here with lava-run")
     mx.add_argument("--base-url", help="with --backend lava: artefact URL prefix")
-    mx.add_argument("--out-jobs", metavar="DIR", help="with --backend lava: job directory")
-    mx.add_argument("--deterministic", action="store_true")
-    mx.add_argument("--out", default=DEFAULT_OUT)
+    mx.add_argument("--out-jobs", metavar="DIR", type=inputs.out_dir,
+                    help="with --backend lava: job directory")
+    mx.add_argument("--deterministic", action="store_true",
+                    help="every run --deterministic (icount, same seed same run)")
+    mx.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                    help="the matrix directory goes here")
     mx.add_argument("--junit", metavar="FILE", help="also copy the JUnit XML here")
     mx.add_argument("--kcidb", metavar="FILE", help="also copy the KCIDB JSON here")
     lv = sub.add_parser("lava", help="write LAVA jobs (device_type qemu) and artefacts")
     lv.add_argument("scenarios", nargs="+", help="scenario name or .toml path")
-    lv.add_argument("--kernel", action="append", metavar="BZIMAGE",
+    lv.add_argument("--kernel", action="append", metavar="BZIMAGE", type=inputs.kernel_image,
                     help="a kernel (repeat for more; default: Debian's 6.12)")
-    lv.add_argument("--modules", action="append", metavar="DIR")
-    lv.add_argument("--seed", type=int)
-    lv.add_argument("--seeds", metavar="A..B")
-    lv.add_argument("--deterministic", action="store_true")
-    lv.add_argument("--out", help="directory for jobs/ and artefacts")
+    lv.add_argument("--modules", action="append", metavar="DIR", type=inputs.modules_dir,
+                    help="modules of each --kernel, in the same order")
+    lv.add_argument("--seed", type=inputs.seed_value, help="fault seed (default: the scenario's)")
+    lv.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
+                    help="one job per seed A to B")
+    lv.add_argument("--deterministic", action="store_true",
+                    help="jobs run --deterministic (icount)")
+    lv.add_argument("--out", type=inputs.out_dir, help="directory for jobs/ and artefacts")
     lv.add_argument("--base-url", help="URL the out directory is served at "
                     "(default: file:// URLs)")
     sub.add_parser("list", help="scenarios and what they test").add_argument(
         "--long", action="store_true", help="do not cut descriptions to the terminal")
     sh = sub.add_parser("show", help="summary of a past run or sweep directory")
-    sh.add_argument("rundir")
+    sh.add_argument("rundir", type=inputs.existing_dir)
     rp = sub.add_parser("repro", help="rerun a run directory exactly, compare the outcome")
-    rp.add_argument("rundir")
+    rp.add_argument("rundir", type=inputs.run_dir)
     rp.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
                     help="default: as the original run")
-    rp.add_argument("--out", default=DEFAULT_OUT)
+    rp.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                    help="the rerun's directory goes here (default: runs/)")
     rp.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
     mn = sub.add_parser("minimize", help="shrink a failing --deterministic run to the "
                         "faults that make it fail (delta debugging)")
-    mn.add_argument("rundir")
-    mn.add_argument("--budget", type=int, default=200,
+    mn.add_argument("rundir", type=inputs.run_dir)
+    mn.add_argument("--budget", type=inputs.positive_int, default=200,
                     help="at most N runs, the schedule check included (default 200)")
-    mn.add_argument("--jobs", type=int, default=1,
+    mn.add_argument("--jobs", type=inputs.positive_int, default=1,
                     help="runs at a time (default 1; each run is one VM)")
     mn.add_argument("--quiet", action="store_true", help="only the summary")
     cl = sub.add_parser("cmdline", help="print the QEMU command line of a scenario")
     cl.add_argument("scenario")
     kernel_opts(cl)
     vm_opts(cl)
-    cl.add_argument("--out", help="directory for its disk image and initramfs")
+    cl.add_argument("--out", type=inputs.out_dir,
+                    help="directory for its disk image and initramfs")
     lx = sub.add_parser("libvirt-xml",
                         help="write a scenario's inputs and domain XML for `virsh create`")
     lx.add_argument("scenario")
     kernel_opts(lx)
     vm_opts(lx)
-    lx.add_argument("--out", help="directory for the inputs and domain.xml")
+    lx.add_argument("--out", type=inputs.out_dir,
+                    help="directory for the inputs and domain.xml")
     cp = sub.add_parser("compare", help="A/B: one scenario on two kernels, statistics")
     cp.add_argument("scenario")
-    cp.add_argument("--baseline", required=True, metavar="BZIMAGE")
-    cp.add_argument("--baseline-modules", metavar="DIR")
-    cp.add_argument("--series", required=True, metavar="BZIMAGE")
-    cp.add_argument("--series-modules", metavar="DIR")
-    cp.add_argument("--runs", type=int, default=3, help="runs per kernel (default 3)")
-    cp.add_argument("--seed", type=int, help="one seed for every run")
-    cp.add_argument("--seeds", metavar="A..B", help="run i uses the i-th seed")
+    cp.add_argument("--baseline", required=True, metavar="BZIMAGE", type=inputs.kernel_image,
+                    help="the kernel without the change")
+    cp.add_argument("--baseline-modules", metavar="DIR", type=inputs.modules_dir,
+                    help="its build tree or lib/modules/VERSION directory")
+    cp.add_argument("--series", required=True, metavar="BZIMAGE", type=inputs.kernel_image,
+                    help="the kernel with the change (the patch series)")
+    cp.add_argument("--series-modules", metavar="DIR", type=inputs.modules_dir,
+                    help="its build tree or lib/modules/VERSION directory")
+    cp.add_argument("--runs", type=inputs.positive_int, default=3,
+                    help="runs per kernel (default 3)")
+    cp.add_argument("--seed", type=inputs.seed_value, help="one seed for every run")
+    cp.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
+                    help="run i uses the i-th seed")
     cp.add_argument("--metrics", help="comma-separated metric names (default: [compare])")
     cp.add_argument("--kernel-modes", metavar="BASELINE,SERIES",
                     help="kernel_mode of each side, e.g. stock,patched "
@@ -288,18 +348,22 @@ def parser():
     cp.add_argument("--level", type=float, default=0.95, help="confidence level")
     cp.add_argument("--deterministic", action="store_true",
                     help="icount runs: samples differ only by seed (use --seeds)")
-    cp.add_argument("--out", default=DEFAULT_OUT)
-    cp.add_argument("--memory")
-    cp.add_argument("--cpus", type=int)
-    cp.add_argument("--timeout")
-    cp.add_argument("--quiet", action="store_true")
-    cp.add_argument("--mutate", metavar="KIND",
-                    help="refused: a mutated run fails on both kernels (use run --mutate)")
+    cp.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                    help="the comparison directory goes here (default: runs/)")
+    cp.add_argument("--memory", type=inputs.memory_size,
+                    help="guest RAM, e.g. 1G (overrides vm.memory)")
+    cp.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
+    cp.add_argument("--timeout", type=inputs.duration,
+                    help="watchdog per run, e.g. 300s (overrides timeout)")
+    cp.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    # Not in --help: a mutated run fails on both kernels; the refusal says so.
+    cp.add_argument("--mutate", metavar="KIND", help=argparse.SUPPRESS)
     cp.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
     cp.add_argument("--kcidb", metavar="FILE",
                     help="also write KCIDB v5 JSON (runs and metrics)")
     c = sub.add_parser("check", help="build everything and run the test suites")
-    c.add_argument("--suite", default="unit,qtest,asan,vm")
+    c.add_argument("--suite", default="unit,qtest,asan,vm",
+                   help="comma-separated meson suites (default: unit,qtest,asan,vm)")
     c.add_argument("--junit", metavar="FILE", help="copy meson's JUnit XML here")
     kernel_opts(c)
     bn = sub.add_parser("bench", help="performance figures as ratios against baselines "
@@ -313,7 +377,8 @@ def parser():
     bn.add_argument("--json", metavar="FILE", help="write rows and samples as JSON")
     bn.add_argument("--compare", metavar="OLD.json", help="also print changes against a "
                     "previous --json")
-    bn.add_argument("--out", default=DEFAULT_OUT, help="its run directories go here")
+    bn.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                    help="its run directories go here")
     b = sub.add_parser("build", help="build QEMU and the guest image")
     kernel_opts(b)
     sub.add_parser("setup", help="install dependencies (root)")
@@ -331,7 +396,14 @@ COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd
 
 def main(argv=None):
     p = parser()
-    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        p.print_help(sys.stderr)
+        return EXIT_SETUP
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:     # a bad value (one line printed), --help, --version
+        return e.code
     if args.cmd in ("run", "check", "build", "cmdline", "libvirt-xml") and args.modules and not args.kernel:
         p.error("--modules needs --kernel")
     try:

@@ -165,3 +165,19 @@ def git_describe():
                               capture_output=True, text=True, timeout=10).stdout.strip() or "?"
     except (OSError, subprocess.TimeoutExpired):
         return "?"
+
+
+def version_lines():
+    """`faultline --version`: this checkout, the QEMU source and the key of
+    its build in the cache (nothing is built)."""
+    lines = [f"faultline {git_describe()}"]
+    try:
+        with open(os.path.join(CACHE, "src", "download", "VERSION")) as f:
+            ver, suite = (f.read().split() + ["?", "?"])[:2]
+        lines.append(f"QEMU {ver} (Debian {suite})")
+        key = subprocess.run([os.path.join(TOP, "scripts", "build-qemu"), "--print-key"],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+        lines.append(f"QEMU build cache key {key or '?'} ({os.path.join(CACHE, 'qemu')})")
+    except (OSError, subprocess.TimeoutExpired):
+        lines.append("QEMU source not fetched yet (scripts/faultline setup)")
+    return lines

@@ -100,8 +100,8 @@ def check_bzimage(path, what="--kernel"):
     except OSError as e:
         raise SetupError(f"{what} {path}: cannot read it ({e.strerror.lower()})") from None
     if magic != BZIMAGE_MAGIC:
-        raise SetupError(f"{what} {path}: not a bzImage (no x86 boot header 'HdrS' at "
-                         "0x202; vmlinux is not bootable: give arch/x86/boot/bzImage)")
+        raise SetupError(f"{what} {path}: not a bzImage (no 'HdrS' boot header at 0x202; "
+                         "give arch/x86/boot/bzImage)")
     return path
 
 

@@ -217,6 +217,8 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
                diag=k["diag"], faults=faults, results=k["results"])
     if isinstance(faults, dict) and isinstance(faults.get("digest"), int):
         r.digest = f"{faults['digest']:016x}"
+        # stats.json and report.json show it as everything else does: hex.
+        r.faults = faults = dict(faults, digest=r.digest)
     if os.path.exists(os.path.join(rundir, "faults.jsonl")):
         r.fault_log = "faults.jsonl"
     r.kernel_log = kernlog.summarize(console, read("faults.jsonl").splitlines())

@@ -263,6 +263,18 @@ def ensure_daemons(uri):
     return started
 
 
+def check_uri(uri):
+    """SetupError unless libvirt connects to @uri (its daemons started as a
+    run would start them): before any run directory exists."""
+    lv, _ = import_libvirt()
+    ensure_daemons(uri)
+    lv.registerErrorHandler(lambda ctx, err: None, None)
+    try:
+        lv.open(uri).close()
+    except lv.libvirtError as e:
+        raise SetupError(f"libvirt cannot connect to {uri}: {_one_line(e)}") from None
+
+
 # ---------------------------------------------------------------- events
 
 _event_loop_lock = threading.Lock()

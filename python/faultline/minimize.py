@@ -334,11 +334,14 @@ class Minimizer:
 
     def load(self):
         meta, orig = runner.load_run(self.rundir)
-        if not meta.get("deterministic"):
-            raise SetupError(f"{self.rundir}: not a --deterministic run; minimize needs one "
-                             "(faultline run SCENARIO --deterministic)")
-        if orig.status == EXIT_PASS:
-            raise SetupError(f"{self.rundir}: the run passed; nothing to minimize")
+        # Every reason at once: fixing one (a --deterministic rerun) must not
+        # meet the other (it passes too).
+        why = " and ".join((["passed"] if orig.status == EXIT_PASS else [])
+                           + ([] if meta.get("deterministic") else
+                              ["is not a --deterministic run"]))
+        if why:
+            raise SetupError(f"{self.rundir}: the run {why}: minimize needs a failing run "
+                             "of faultline run SCENARIO --deterministic")
         if orig.status == EXIT_SETUP:
             raise SetupError(f"{self.rundir}: the run did not get to run ({orig.reason})")
         self.meta, self.orig = meta, orig

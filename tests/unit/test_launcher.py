@@ -1,8 +1,10 @@
 """Unit tests of the launcher's scenario loader, KTAP parser and judging."""
 
+import argparse
 import contextlib
 import dataclasses
 import io
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +16,9 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import compare, guest, judge, machine, mutate, report, rules, runner  # noqa: E402
+from faultline import __main__ as cli  # noqa: E402
+from faultline import compare, guest, inputs, judge, kernlog, machine, mutate, report, rules  # noqa: E402,E501
+from faultline import runner  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
 from faultline.build import Builds  # noqa: E402
 from faultline.errors import SetupError  # noqa: E402
@@ -39,6 +43,22 @@ def assert_scenario_errors(test, cases):
         with test.assertRaises(flscenario.ScenarioError) as cm:
             scenario(text)
         test.assertIn(msg, str(cm.exception), text)
+
+
+def fake_bzimage(magic=b"HdrS"):
+    """A file with the x86 boot header magic where a bzImage has it."""
+    f = tempfile.NamedTemporaryFile("wb", suffix=".bzImage", delete=False)
+    f.write(b"\0" * 0x202 + magic + b"\0" * 64)
+    f.close()
+    return f.name
+
+
+def cli_main(argv):
+    """(exit status, stderr lines, stdout) of the CLI run in this process."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        st = cli.main(argv)
+    return st, err.getvalue().strip().splitlines(), out.getvalue()
 
 
 def run_report(**fields):
@@ -101,10 +121,11 @@ class ScenarioTest(unittest.TestCase):
             self.assertEqual(plain.for_scenario(sc, "/k", None).guest_dir, "/g-tools")
         gd.assert_called_once_with("/k", None, ["nvme-cli", "fio"])
 
-    def test_unknown_scenario_lists_known(self):
+    def test_unknown_scenario_points_to_list(self):
         with self.assertRaises(flscenario.ScenarioError) as cm:
             flscenario.load("no-such-scenario")
-        self.assertIn("smoke", str(cm.exception))
+        self.assertEqual(str(cm.exception),
+                         "no scenario 'no-such-scenario': `faultline list` shows them")
 
 
 class QmpActionTest(unittest.TestCase):
@@ -844,8 +865,9 @@ class MutateTest(unittest.TestCase):
         self.assertEqual(Report.from_json(r.to_json()).mutation, r.mutation)
 
     def test_compare_refuses_mutate(self):
+        k = fake_bzimage()
         res = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "compare", "smoke",
-                              "--baseline", "/nonexistent", "--series", "/nonexistent",
+                              "--baseline", k, "--series", k,
                               "--mutate", "lie"], capture_output=True, text=True, timeout=60)
         self.assertEqual(res.returncode, 2)
         self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
@@ -856,6 +878,307 @@ class MutateTest(unittest.TestCase):
                               "--mutate", "drop"], capture_output=True, text=True, timeout=60)
         self.assertEqual(res.returncode, 2)
         self.assertIn("invalid choice: 'drop'", res.stderr)
+
+
+def _no_build(*a, **kw):
+    raise AssertionError("built before the input was checked")
+
+
+class InputsTest(unittest.TestCase):
+    """Issue 32 defect 6: every bad value is one line, exit 2, before anything
+    is built or created, in every command that takes the option."""
+
+    BAD = [
+        (["--seed", "-1"], "--seed: -1 is out of range (seeds are 0 to 2^64-1)"),
+        (["--seed", str(1 << 64)], "out of range"),
+        (["--seed", "x"], "--seed: 'x' is not an integer"),
+        (["--memory", "0"], "--memory: 0: below 128M"),
+        (["--memory", "12Q"], "--memory: bad size '12Q'"),
+        (["--cpus", "0"], "--cpus: 0: expected 1-64"),
+        (["--timeout", "junk"], "--timeout: bad duration 'junk'"),
+        (["--out", "/proc/x"], "--out: /proc/x: cannot create directories in /proc"),
+        (["--kernel", "/nonexistent/bzImage"], "--kernel: /nonexistent/bzImage: no such file"),
+    ]
+    # Each command with the options it takes and what it needs besides.
+    COMMANDS = {
+        "run": (["smoke"], {"--seed", "--memory", "--cpus", "--timeout", "--out", "--kernel"}),
+        "cmdline": (["smoke"], {"--seed", "--memory", "--cpus", "--timeout", "--out",
+                                "--kernel"}),
+        "libvirt-xml": (["smoke"], {"--seed", "--memory", "--cpus", "--timeout", "--out",
+                                    "--kernel"}),
+        "compare": (["smoke", "--baseline", "B", "--series", "B"],
+                    {"--seed", "--memory", "--cpus", "--timeout", "--out"}),
+        "matrix": (["--scenarios", "smoke"], {"--out", "--kernel"}),
+        "lava": (["smoke"], {"--seed", "--out", "--kernel"}),
+        "repro": (["RUN"], {"--out"}),
+    }
+
+    def setUp(self):
+        self.kernel = fake_bzimage()
+        self.rundir = tempfile.mkdtemp()
+        with open(os.path.join(self.rundir, "run.json"), "w") as f:
+            f.write("{}")
+        patches = [mock.patch("faultline.runner.build_all", _no_build),
+                   mock.patch("faultline.__main__.build_all", _no_build),
+                   mock.patch("faultline.compare.build_all", _no_build)]
+        for p in patches:
+            p.start()
+            self.addCleanup(p.stop)
+
+    def test_bad_values_are_one_line_exit_2_in_every_command(self):
+        for cmd, (base, takes) in self.COMMANDS.items():
+            base = [self.kernel if a == "B" else self.rundir if a == "RUN" else a for a in base]
+            for argv, msg in self.BAD:
+                if argv[0] not in takes:
+                    continue
+                st, lines, _ = cli_main([cmd, *base, *argv])
+                self.assertEqual(st, 2, (cmd, argv, lines))
+                self.assertEqual(len(lines), 1, (cmd, argv, lines))
+                self.assertIn(msg, lines[0], (cmd, argv))
+
+    def test_kernel_must_be_a_bzimage(self):
+        vmlinux = fake_bzimage(b"\x7fELF")
+        for cmd in (["run", "--kernel", vmlinux], ["matrix", "--scenarios", "smoke",
+                                                   "--kernel", vmlinux],
+                    ["compare", "smoke", "--baseline", vmlinux, "--series", self.kernel],
+                    ["lava", "smoke", "--kernel", os.path.dirname(vmlinux)]):
+            st, lines, _ = cli_main(cmd)
+            self.assertEqual((st, len(lines)), (2, 1), lines)
+            self.assertRegex(lines[0], "not a bzImage \\(no 'HdrS' boot header at 0x202|"
+                             "a directory, not a bzImage")
+        self.assertEqual(inputs.kernel_image(self.kernel), self.kernel)
+
+    def test_out_not_creatable_leaves_nothing(self):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "file"), "w"):
+            pass
+        for out in (os.path.join(d, "file", "sub"), "/proc/x"):
+            with self.assertRaises(Exception):
+                inputs.out_dir(out)
+        self.assertEqual(inputs.out_dir(os.path.join(d, "new", "deeper")),
+                         os.path.join(d, "new", "deeper"))
+        self.assertEqual(os.listdir(d), ["file"])   # the probe left nothing
+
+    def test_seeds_and_counts(self):
+        self.assertEqual(inputs.seed_value(str((1 << 64) - 1)), (1 << 64) - 1)
+        self.assertEqual(inputs.seed_value("0x10"), 16)
+        for argv, msg in ((["run", "--seeds=-1..3"], "-1 is out of range"),
+                          (["run", "--repeat", "0"], "--repeat: 0: must be >= 1"),
+                          (["compare", "smoke", "--baseline", self.kernel, "--series",
+                            self.kernel, "--runs", "0"], "--runs: 0: must be >= 1"),
+                          (["minimize", self.rundir, "--jobs", "x"], "'x' is not a number")):
+            st, lines, _ = cli_main(argv)
+            self.assertEqual((st, len(lines)), (2, 1), lines)
+            self.assertIn(msg, lines[0])
+
+    def test_scenario_seed_and_memory_are_checked_too(self):
+        assert_scenario_errors(self, [
+            ("[faults]\nseed = -1\n" + MINIMAL, "faults.seed -1 is out of range"),
+            ("[vm]\nmemory = '0'\n" + MINIMAL, "vm.memory 0: below 128M"),
+        ])
+
+    def test_run_dirs(self):
+        for cmd in ("repro", "minimize"):
+            st, lines, _ = cli_main([cmd, "/nonexistent/run"])
+            self.assertEqual((st, lines), (2, [f"faultline {cmd}: error: argument rundir: "
+                                               "/nonexistent/run: no such directory"]))
+            st, lines, _ = cli_main([cmd, tempfile.mkdtemp()])
+            self.assertIn("not a faultline run directory (no run.json)", lines[0])
+
+    def test_libvirt_uri_checked_before_a_run_directory(self):
+        out = tempfile.mkdtemp()
+        st, lines, _ = cli_main(["run", "smoke", "--backend", "libvirt", "--connect",
+                                 "bogus:///x", "--out", out])
+        self.assertEqual((st, len(lines)), (2, 1), lines)
+        self.assertIn("argument --connect", lines[0])
+        self.assertEqual(os.listdir(out), [])
+
+    def test_binary_rules_file_is_one_line(self):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "r.rules"), "wb") as f:
+            f.write(b"w: write\xd0\x00\xff every=3 error=eio\n")
+        with open(os.path.join(d, "s.toml"), "w") as f:
+            f.write('[faults]\nrules_file = "r.rules"\n' + MINIMAL)
+        for argv in (["run", os.path.join(d, "s.toml")],
+                     ["run", "smoke", "--rules", os.path.join(d, "r.rules")]):
+            st, lines, _ = cli_main(argv)
+            self.assertEqual((st, len(lines)), (2, 1), lines)
+            self.assertIn("r.rules is not a text file (byte 0xd0 at offset 8)", lines[0])
+            self.assertNotIn("internal error", lines[0])
+
+
+class RulesOptionTest(unittest.TestCase):
+    """Issue 32 defect 4: --rules gets the scenario file's checks."""
+
+    def rules_file(self, text):
+        f = tempfile.NamedTemporaryFile("w", suffix=".rules", delete=False)
+        f.write(text)
+        f.close()
+        return f.name
+
+    def test_device_checks_apply_to_rules_option(self):
+        for name, text, msg in (
+                ("latency-virtio", "lost: write nth=5 drop\n",
+                 "rule 'lost' drops completions, but Linux virtio_blk has no request timeout"),
+                ("syncblk-task", "f: write nth=5 fatal\n",
+                 "rule 'f' fails the controller (fatal, reset-fail=), which only kind = "
+                 "\"nvme\" has")):
+            path = self.rules_file(text)
+            with self.assertRaises(flscenario.ScenarioError) as cm:
+                runner.load_scenario(name, runner.RunOptions(rules=path))
+            self.assertIn(f"--rules {path} on {name}", str(cm.exception))
+            self.assertIn(msg, str(cm.exception))
+            with mock.patch("faultline.runner.build_all", _no_build):
+                st, lines, _ = cli_main(["run", name, "--rules", path])
+            self.assertEqual((st, len(lines)), (2, 1), lines)
+        # The same rule on NVMe is fine.
+        sc = runner.load_scenario("smoke", runner.RunOptions(rules=self.rules_file(
+            "lost: write nth=5 drop\n")))
+        self.assertEqual(sc.faults.rules, "lost: write nth=5 drop\n")
+
+    def judged(self, hits, rules_option=True):
+        d = tempfile.mkdtemp()
+        for name, text in (("ktap.log", "KTAP version 1\n1..1\nok 1 a\n"),
+                           ("console.log", "faultline-init\n")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        sc = scenario(MINIMAL)
+        if rules_option:
+            flscenario.replace_rules(sc, self.rules_file(
+                "w3: write every=3 error=eio\nr9: read nth=9 error=eio\n"))
+        w = machine.WatchResult(guest_exit=0, backend="qemu",
+                                faults={"rules": [{"name": n, "hits": h}
+                                                  for n, h in hits.items()], "digest": 255})
+        return judge.judge(sc, d, 1, False, w), sc, d
+
+    def test_rule_that_never_fired_is_a_warning(self):
+        r, sc, d = self.judged({"w3": 5, "r9": 0})
+        self.assertEqual(r.status, 0)
+        self.assertEqual(r.warnings, [f"rule r9 (--rules {sc.rules_override}) never fired"])
+        r.save(d)
+        with open(os.path.join(d, "report.json")) as f:
+            saved = json.load(f)
+        self.assertEqual(saved["warnings"], r.warnings)
+        self.assertEqual(saved["rules_option"], sc.rules_override)
+        out = io.StringIO()
+        report.print_report(Report.from_json(saved), d, out)
+        text = out.getvalue()
+        self.assertIn(f"rule hits  w3=5, r9=0  (digest 00000000000000ff; rules from --rules "
+                      f"{sc.rules_override})", text)
+        self.assertIn(f"warning    rule r9 (--rules {sc.rules_override}) never fired", text)
+        # every rule fired, or the scenario's own rules: no warning
+        self.assertIsNone(self.judged({"w3": 5, "r9": 1})[0].warnings)
+        r = self.judged({"w3": 0}, rules_option=False)[0]
+        self.assertIsNone(r.warnings)
+        self.assertNotIn("warnings", r.to_json())
+
+    def test_digest_is_hex_in_stats_and_report(self):
+        r = self.judged({"w3": 1})[0]
+        self.assertEqual((r.digest, r.faults["digest"]), ("00000000000000ff",) * 2)
+
+
+def console_excerpt(name):
+    with open(os.path.join(TOP, "tests", "unit", "console", name)) as f:
+        return f.read()
+
+
+class KernelLogTest(unittest.TestCase):
+    """Issue 33 item 11: the summary says what the kernel saw (consoles of
+    real smoke runs with --rules 'w3: write every=3 error=eio' and the same
+    rule with dnr, tests/unit/console/)."""
+
+    def test_retried_errors_are_silent(self):
+        k = kernlog.summarize(console_excerpt("w3-eio.log"),
+                              ['{"seq":0,"rule":"w3","action":"error=eio"}'] * 456)
+        self.assertEqual(k, {"messages": {}, "injected_errors": 456})
+        self.assertEqual(kernlog.format_line(k),
+                         "no I/O error, swap error, timeout or reset message; 456 error(s) "
+                         "injected, none reached the block layer (the driver retried them)")
+
+    def test_dnr_errors_reach_swap(self):
+        k = kernlog.count_templates(console_excerpt("w3-eio-dnr.log"))
+        self.assertEqual(k, DNR_EXPECTED)
+
+    def test_nvme_timeouts_and_resets(self):
+        console = (
+            "[   30.1] nvme nvme0: I/O tag 17 (1011) opcode 0x1 (I/O Cmd) QID 2 timeout, "
+            "aborting req_op:WRITE(1) size:4096\n"
+            "[   30.2] nvme nvme0: Abort status: 0x0\n"
+            "[   60.1] nvme nvme0: I/O tag 17 (1011) QID 2 timeout, reset controller\n"
+            "[   60.5] nvme nvme0: 2/0/0 default/read/poll queues\n"
+            "[   61.0] blk_print_req_error: 12 callbacks suppressed\n"
+            "[   61.0] I/O error, dev nvme0n1, sector 8 op 0x0:(READ) flags 0x0 phys_seg 1\n")
+        self.assertEqual(kernlog.count_templates(console), {
+            "NVMe timeout, aborting": 1, "NVMe abort completed": 1,
+            "NVMe timeout, reset controller": 1, "NVMe controller (re)initialised": 1,
+            "blk_print_req_error messages suppressed": 12, "I/O error (READ)": 1})
+
+    def test_summary_has_the_kernel_log_line(self):
+        r = run_report(faults={"rules": [{"name": "w3", "hits": 3}]},
+                       kernel_log={"messages": {"I/O error (WRITE)": 2}, "injected_errors": 3})
+        out = io.StringIO()
+        report.print_report(r, "/r", out)
+        self.assertIn("\nkernel log 2 I/O error (WRITE); 3 error(s) injected\n",
+                      out.getvalue())
+
+    def test_test_line_is_not_a_metric(self):
+        k = parse_ktap("# test: swapstress --mem 384M --rounds 2\nKTAP version 1\n1..1\n"
+                       "ok 1 a\n# pswpout 7\n")
+        self.assertEqual(k["diag"], {"pswpout": 7})
+
+
+class DiscoverabilityTest(unittest.TestCase):
+    """Issue 33 item 12."""
+
+    def test_no_command_prints_usage_exit_2(self):
+        res = subprocess.run([os.path.join(TOP, "scripts", "faultline")],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 2)
+        self.assertIn("usage: faultline", res.stderr)
+        self.assertIn("exit status:", res.stderr)
+
+    def test_top_level_help_has_exit_codes(self):
+        st, _, out = cli_main(["--help"])
+        self.assertEqual(st, 0)
+        self.assertIn("3 kernel crash or hang", out)
+        self.assertIn("minimize                       0 minimal set found", out)
+
+    def test_every_option_has_help(self):
+        p = cli.parser()
+        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        missing = []
+        for name, sp in sub.choices.items():
+            for a in sp._actions:
+                if a.option_strings and a.help is None:
+                    missing.append(f"{name} {a.option_strings[0]}")
+        self.assertEqual(missing, [])
+        help_text = sub.choices["compare"].format_help()
+        self.assertNotIn("--mutate", help_text)
+
+    def test_did_you_mean_and_toml_names(self):
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            flscenario.load("smok")
+        self.assertEqual(str(cm.exception), "no scenario 'smok': did you mean smoke?")
+        self.assertEqual(flscenario.load("smoke.toml").name, "smoke")
+
+    def test_list_separates_selftests(self):
+        st, _, out = cli_main(["list"])
+        self.assertEqual(st, 0)
+        user, _, selftests = out.partition("\nself-tests of faultline itself:\n")
+        self.assertIn("smoke ", user)
+        for name in ("selftest-crash", "selftest-hang", "minimize-selftest", "sweep-smoke"):
+            self.assertNotIn(f"\n{name} ", "\n" + user)
+            self.assertIn(f"{name} ", selftests)
+
+    def test_version(self):
+        res = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "--version"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        lines = res.stdout.splitlines()
+        self.assertRegex(lines[0], r"^faultline \S+$")
+        self.assertRegex(lines[1], r"^QEMU \S+ \(Debian \S+\)$|^QEMU source not fetched")
+        if lines[1].startswith("QEMU "):
+            self.assertRegex(lines[2], r"^QEMU build cache key [0-9a-f]{16} ")
 
 
 if __name__ == "__main__":
