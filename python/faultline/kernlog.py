@@ -5,9 +5,8 @@ report.json's `kernel_log`).
 Pure functions over console text and fault log lines.  The templates are
 the messages of Linux's block layer (blk_print_req_error), swap
 (end_swap_bio_write/read), the NVMe driver (nvme_log_error, nvme_timeout,
-the abort and reset paths) and printk's rate limiter: the block layer's
-and swap's messages are rate-limited, so the "callbacks suppressed" lines
-are counted with them.
+the abort and reset paths).  Those messages are rate-limited: printk's
+"callbacks suppressed" lines are counted beside them.
 """
 
 import json
@@ -23,7 +22,7 @@ TEMPLATES = [
     ("Write-error on swap-device", re.compile(r"Write-error on swap-device \(")),
     ("Read-error on swap-device", re.compile(r"Read-error on swap-device \(")),
     # nvme_log_error: "%s: %s(0x%x) @ LBA %llu, %u blocks, %s (sct 0x%x / sc 0x%x) %s%s"
-    ("NVMe status {status}{dnr}", re.compile(
+    ("NVMe {status}{dnr}", re.compile(
         r"nvme\d+n\d+: I/O Cmd\(0x[0-9a-f]+\) @ LBA \d+, \d+ blocks, (?P<status>.+?) "
         r"\(sct 0x[0-9a-f]+ / sc 0x[0-9a-f]+\)(?P<dnr> DNR)?")),
     # nvme_timeout: "I/O tag %d (%04x) [opcode ...] QID %d timeout, ACTION"
@@ -38,27 +37,32 @@ TEMPLATES = [
         r"Device not ready; aborting reset)")),
     ("NVMe controller (re)initialised", re.compile(
         r"nvme\d+: \d+/\d+/\d+ default/read/poll queues")),
-    # ___ratelimit: "%s: %d callbacks suppressed" (counted, not one per line)
-    ("{func} messages suppressed", re.compile(
-        r"(?P<func>blk_print_req_error|end_swap_bio_write|end_swap_bio_read|nvme_log_error|"
-        r"__end_swap_bio_write|__end_swap_bio_read): (?P<n>\d+) callbacks suppressed")),
 ]
+
+# ___ratelimit: "%s: %d callbacks suppressed": messages of the function
+# that were not printed, counted with the messages they would have been.
+SUPPRESSED = re.compile(r"\b(?P<func>\w+): (?P<n>\d+) callbacks suppressed")
+FAMILY = {"blk_print_req_error": " error (", "nvme_log_error": "NVMe ",
+          "__end_swap_bio_write": "Write-error", "end_swap_bio_write": "Write-error",
+          "__end_swap_bio_read": "Read-error", "end_swap_bio_read": "Read-error"}
 
 
 def count_templates(console):
-    """{label: count} of the templates' messages in @console, in the
-    order of TEMPLATES, then first appearance."""
-    counts = {}
+    """{"messages": {label: count printed}, "suppressed": {function: count}}
+    of @console, labels in the order they first appear."""
+    counts, suppressed = {}, {}
     for line in console.splitlines():
+        m = SUPPRESSED.search(line)
+        if m and m.group("func") in FAMILY:
+            suppressed[m.group("func")] = suppressed.get(m.group("func"), 0) + int(m.group("n"))
+            continue
         for label, pattern in TEMPLATES:
             m = pattern.search(line)
-            if not m:
-                continue
-            groups = {k: v or "" for k, v in m.groupdict().items()}
-            key = label.format(**groups)
-            counts[key] = counts.get(key, 0) + (int(groups["n"]) if "n" in groups else 1)
-            break
-    return counts
+            if m:
+                key = label.format(**{k: v or "" for k, v in m.groupdict().items()})
+                counts[key] = counts.get(key, 0) + 1
+                break
+    return {"messages": counts, "suppressed": suppressed}
 
 
 def injected_errors(fault_log_lines):
@@ -78,24 +82,24 @@ def injected_errors(fault_log_lines):
 def summarize(console, fault_log_lines=()):
     """report.json's kernel_log: the messages by template and how many
     errors the device injected (the gap is what the driver retried)."""
-    return {"messages": count_templates(console),
-            "injected_errors": injected_errors(fault_log_lines)}
-
-
-def _error_messages(messages):
-    return sum(v for k, v in messages.items()
-               if k.endswith(")") and " error (" in k)
+    return dict(count_templates(console), injected_errors=injected_errors(fault_log_lines))
 
 
 def format_line(k):
-    """The summary's one line for a kernel_log dict."""
+    """The summary's one line for a kernel_log dict: each message's count,
+    with what the rate limiter suppressed of its kind."""
     messages = k.get("messages", {})
-    injected = k.get("injected_errors", 0)
-    parts = [f"{v} {label}" for label, v in messages.items()]
+    extra = {}
+    for func, n in k.get("suppressed", {}).items():
+        label = next((x for x in messages if FAMILY.get(func, "\0") in x), None)
+        if label:
+            extra[label] = extra.get(label, 0) + n
+    parts = [f"{v} {label}" + (f" (+{extra[label]} suppressed)" if label in extra else "")
+             for label, v in messages.items()]
     text = ", ".join(parts) if parts else "no I/O error, swap error, timeout or reset message"
+    injected = k.get("injected_errors", 0)
     if injected:
-        seen = _error_messages(messages)
         text += f"; {injected} error(s) injected"
-        if seen == 0:
+        if not any(" error (" in x for x in messages):
             text += ", none reached the block layer (the driver retried them)"
     return text
