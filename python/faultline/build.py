@@ -177,7 +177,10 @@ def version_lines():
         lines.append(f"QEMU {ver} (Debian {suite})")
         key = subprocess.run([os.path.join(TOP, "scripts", "build-qemu"), "--print-key"],
                              capture_output=True, text=True, timeout=60).stdout.strip()
-        lines.append(f"QEMU build cache key {key or '?'} ({os.path.join(CACHE, 'qemu')})")
+        built = key and os.path.exists(os.path.join(CACHE, "qemu", key, "bin",
+                                                     "qemu-system-x86_64"))
+        lines.append(f"QEMU build cache key {key or '?'} "
+                     f"({'built' if built else 'not built yet'}, in {CACHE}/qemu)")
     except (OSError, subprocess.TimeoutExpired):
         lines.append("QEMU source not fetched yet (scripts/faultline setup)")
     return lines
