@@ -48,7 +48,7 @@ def run_options(args):
     if getattr(args, "connect", None):
         if backend != "libvirt":
             raise SetupError("--connect is an option of --backend libvirt")
-        backend_options["connect"] = args.connect
+        backend_options["connect"] = inputs.check_libvirt_uri(args.connect)
     return RunOptions(kernel=args.kernel, modules=args.modules,
                       deterministic=args.deterministic, accel=args.accel,
                       memory=args.memory, cpus=args.cpus, timeout=args.timeout,

@@ -163,12 +163,19 @@ def existing_dir(text):
 
 
 def libvirt_uri(text):
-    """--connect: a URI libvirt connects to (the daemons started if needed)."""
+    """--connect: a URI in form; check_libvirt_uri() connects once the
+    backend is known to be libvirt."""
     if "://" not in text:
         raise _bad(f"{text!r} is not a libvirt URI (e.g. qemu:///system)")
+    return text
+
+
+def check_libvirt_uri(uri):
+    """SetupError unless libvirt connects to @uri (its daemons started if
+    needed): before a run directory exists."""
     from . import libvirt
     try:
-        libvirt.check_uri(text)
+        libvirt.check_uri(uri)
     except SetupError as e:
-        raise _bad(str(e)) from None
-    return text
+        raise SetupError(f"--connect {uri}: {e}") from None
+    return uri

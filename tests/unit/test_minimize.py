@@ -240,6 +240,16 @@ class RefusalTest(unittest.TestCase):
             st, lines = self.refuse(os.path.join(d, "nope"))
             self.assertEqual((st, len(lines)), (2, 1))
 
+    def test_passing_nondeterministic_run_gives_both_reasons(self):
+        # Issue 32 defect 6: "not deterministic" alone sent the user to a
+        # --deterministic rerun that minimize would then refuse as passing.
+        with tempfile.TemporaryDirectory() as d:
+            run_dir(d, deterministic=False, status=0, outcome="pass")
+            st, lines = self.refuse(d)
+            self.assertEqual((st, lines), (2, [
+                f"faultline: error: {d}: the run passed and is not a --deterministic run: "
+                "minimize needs a failing run of faultline run SCENARIO --deterministic"]))
+
     def test_budget_and_jobs_are_checked(self):
         with tempfile.TemporaryDirectory() as d:
             run_dir(d)
