@@ -17,8 +17,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import __main__ as cli  # noqa: E402
-from faultline import compare, guest, inputs, judge, kernlog, machine, mutate, report, rules  # noqa: E402,E501
-from faultline import runner  # noqa: E402
+from faultline import compare, guest, inputs, judge, kernlog, machine  # noqa: E402
+from faultline import mutate, report, rules, runner  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
 from faultline.build import Builds  # noqa: E402
 from faultline.errors import SetupError  # noqa: E402
