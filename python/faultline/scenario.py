@@ -228,7 +228,9 @@ def find(name):
     or without .toml)."""
     if os.path.exists(name):
         return name
-    base = name[:-5] if name.endswith(".toml") and os.sep not in name else name
+    if os.sep in name:
+        raise ScenarioError(f"no scenario file {name}")
+    base = name[:-5] if name.endswith(".toml") else name
     path = os.path.join(SCENARIO_DIR, base + ".toml")
     if os.path.exists(path):
         return path

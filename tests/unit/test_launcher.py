@@ -1175,6 +1175,9 @@ class DiscoverabilityTest(unittest.TestCase):
             flscenario.load("smok")
         self.assertEqual(str(cm.exception), "no scenario 'smok': did you mean smoke?")
         self.assertEqual(flscenario.load("smoke.toml").name, "smoke")
+        with self.assertRaises(flscenario.ScenarioError) as cm:
+            flscenario.load("/nonexistent/smoke.toml")
+        self.assertEqual(str(cm.exception), "no scenario file /nonexistent/smoke.toml")
 
     def test_list_separates_selftests(self):
         st, _, out = cli_main(["list"])
