@@ -177,5 +177,5 @@ def check_libvirt_uri(uri):
     try:
         libvirt.check_uri(uri)
     except SetupError as e:
-        raise SetupError(f"--connect {uri}: {e}") from None
+        raise SetupError(f"--connect: {e}") from None
     return uri

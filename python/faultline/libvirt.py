@@ -272,7 +272,7 @@ def check_uri(uri):
     try:
         lv.open(uri).close()
     except lv.libvirtError as e:
-        raise SetupError(f"libvirt cannot connect: {_one_line(e)}") from None
+        raise SetupError(f"libvirt cannot connect to {uri}: {_one_line(e)}") from None
 
 
 # ---------------------------------------------------------------- events

@@ -993,7 +993,7 @@ class InputsTest(unittest.TestCase):
                              capture_output=True, text=True, timeout=120)
         self.assertEqual(res.returncode, 2)
         self.assertEqual(res.stderr.splitlines(), [
-            "faultline: error: --connect bogus:///x: libvirt cannot connect: no connection "
+            "faultline: error: --connect: libvirt cannot connect to bogus:///x: no connection "
             "driver available for bogus:///x"])
         self.assertEqual(os.listdir(out), [])
         st, lines, _ = cli_main(["run", "smoke", "--backend", "libvirt", "--connect", "bogus"])
