@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, guest, kcidb, mutate, report, rules, scenario
+from . import TOP, guest, kcidb, kconfig, mutate, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -88,6 +88,7 @@ def load_scenarios(names, opts):
     backend_class(opts.backend)
     scs = [_load(name, opts) for name in names or [DEFAULT_SCENARIO]]
     rules.check_scenarios(scs)
+    kconfig.check(scs, opts.kernel, opts.modules)
     return scs
 
 
@@ -175,6 +176,7 @@ def scratch_dir():
 
 def boot_and_judge(sc, seed, opts, builds, rundir):
     """Prepare the inputs, boot the machine, watch it, judge it: a Report."""
+    kconfig.check_image(sc, builds.guest_dir)
     t0 = time.monotonic()
     scratch = scratch_dir()
     try:
