@@ -240,6 +240,33 @@ class GuestImageTest(unittest.TestCase):
         kconfig.check_image(load("syncblk-task"), t.dir)
 
 
+class DocsTest(unittest.TestCase):
+    """docs/scenarios.md's kernel requirement tables follow NEEDS."""
+    LABELS = ["init", "NVMe", "syncblk", "virtio-blk", "virtio-scsi", "zswap shrinker",
+              "probes"]
+
+    def test_tables_match_the_table(self):
+        with open(os.path.join(TOP, "docs", "scenarios.md")) as f:
+            doc = f.read()
+        doc = doc[doc.index("## Kernel requirements"):doc.index("## File format")]
+        self.assertEqual(len(self.LABELS), len(kconfig.NEEDS))
+        for _, _, opts in kconfig.NEEDS:
+            for o in opts:
+                self.assertIn(f"`{o.lstrip('?').split('=')[0]}`", doc)
+        label = {feature: lab for (feature, _, _), lab in zip(kconfig.NEEDS, self.LABELS)}
+        listed = {}
+        for ln in doc.splitlines():
+            cells = [c.strip() for c in ln.strip("|").split("|")]
+            if len(cells) == 2 and cells[0].startswith("`"):
+                for name in cells[0].replace("`", "").split(", "):
+                    self.assertNotIn(name, listed)
+                    listed[name] = cells[1].split(", ")
+        for name, _ in scenario.list_all():
+            with self.subTest(scenario=name):
+                self.assertEqual(listed.get(name),
+                                 [label[f] for f, _ in kconfig.needs(load(name))])
+
+
 class CommandLineTest(unittest.TestCase):
     def test_run_refuses_before_building(self):
         t = Tree()
