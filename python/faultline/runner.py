@@ -176,7 +176,6 @@ def scratch_dir():
 
 def boot_and_judge(sc, seed, opts, builds, rundir):
     """Prepare the inputs, boot the machine, watch it, judge it: a Report."""
-    kconfig.check_image(sc, builds.guest_dir)
     t0 = time.monotonic()
     scratch = scratch_dir()
     try:
@@ -196,6 +195,7 @@ def one_run(sc, seed, opts, builds, rundir, verbose=True):
     stats.json, plots, junit.xml, kcidb.json; prints the summary unless
     not @verbose (matrix).  (Report, run.json)"""
     builds = builds.for_scenario(sc, opts.kernel, opts.modules)
+    kconfig.check_image(sc, builds.guest_dir)
     start = time.time()
     meta = write_run_meta(rundir, sc, opts, seed, builds, start_time=start)
     if not opts.quiet:
