@@ -233,6 +233,10 @@ def find_config(kernel=None, modules=None):
 def check(scs, kernel=None, modules=None):
     """Refuse, before anything is built or booted, scenarios whose kernel
     config lacks what they need: one line listing the missing options."""
+    if kernel and not os.path.isfile(kernel):
+        raise SetupError(f"--kernel {kernel}: no such file")
+    if modules and not os.path.isdir(modules):
+        raise SetupError(f"--modules {modules}: no such directory")
     where, config = find_config(kernel, modules)
     if config is None and kernel:       # Debian's own kernel is known-good
         say(f"warning: no config found for kernel {kernel} (no .config beside it or in "

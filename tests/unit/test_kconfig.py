@@ -159,6 +159,12 @@ class CheckTest(unittest.TestCase):
         self.assertIn("smoke: CONFIG_MEMCG", msg)
         self.assertIn("nvme-write-error: CONFIG_MEMCG", msg)
 
+    def test_missing_kernel_or_modules(self):
+        with self.assertRaisesRegex(SetupError, r"^--kernel /nonexistent/bzImage: no such file$"):
+            kconfig.check([load("smoke")], "/nonexistent/bzImage", None)
+        with self.assertRaisesRegex(SetupError, r"^--modules /nonexistent: no such directory$"):
+            kconfig.check([load("smoke")], self.kernel_with({}), "/nonexistent")
+
     def test_no_config_warns_and_goes_on(self):
         t = Tree()
         kernel = t.write("bzImage", b"\0" * 4096)
