@@ -96,8 +96,10 @@ def debian_72():
 
 
 def run(scenario, kernel, modules):
+    # A loaded host slows TCG several times over (syncblk-task on 6.1: 301 s
+    # beside a busy CI, 50 s idle): the scenarios' own timeouts are for idle.
     cmd = [FAULTLINE, "run", scenario, "--kernel", kernel, "--modules", modules,
-           "--out", OUT, "--quiet"]
+           "--out", OUT, "--quiet", "--timeout", "900s"]
     print("+", " ".join(cmd), flush=True)
     res = subprocess.run(cmd, capture_output=True, text=True)
     print(res.stdout + res.stderr, flush=True)
