@@ -28,11 +28,15 @@ ROOT = os.path.join(CACHE, "debian-kernels")
 
 
 def apt(args, cwd=None, lists=None):
-    """apt-get/apt-cache with the host's sources, or with a private list."""
+    """apt-get/apt-cache with the host's sources, or with a private
+    configuration in directory @lists (no binary cache: the host's stays
+    the host's)."""
     opts = []
     if lists:
         opts = ["-o", f"Dir::Etc::sourcelist={lists}/sources.list",
-                "-o", "Dir::Etc::sourceparts=/nonexistent", "-o", f"Dir::State::Lists={lists}"]
+                "-o", "Dir::Etc::sourceparts=/nonexistent",
+                "-o", f"Dir::State::Lists={lists}/lists",
+                "-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache="]
     return subprocess.run([args[0], *opts, *args[1:]], cwd=cwd, capture_output=True,
                           text=True)
 
@@ -76,7 +80,7 @@ def debian_61():
 
 def debian_72():
     lists = os.path.join(ROOT, "apt-unstable")
-    os.makedirs(os.path.join(lists, "partial"), exist_ok=True)
+    os.makedirs(os.path.join(lists, "lists", "partial"), exist_ok=True)
     with open(os.path.join(lists, "sources.list"), "w") as f:
         f.write("deb http://deb.debian.org/debian unstable main\n")
     if apt(["apt-get", "update", "-qq"], lists=lists).returncode != 0:
