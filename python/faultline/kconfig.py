@@ -32,7 +32,7 @@ PROBE_TOOLS = {"swapctx", "swaptest"}
 PROBE_METRICS = ("kprobe ", "kretprobe ", "ctx ", "write_path ")
 
 
-def test_words(sc):
+def command_words(sc):
     """Every word of the scenario's test commands (tools and options)."""
     return {w for t in sc.tests for w in t.split()}
 
@@ -42,7 +42,7 @@ def metric_names(sc):
 
 
 def uses_probes(sc):
-    return bool(test_words(sc) & PROBE_TOOLS) or any(
+    return bool(command_words(sc) & PROBE_TOOLS) or any(
         m.startswith(PROBE_METRICS) for m in metric_names(sc))
 
 
