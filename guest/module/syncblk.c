@@ -7,8 +7,8 @@
  *
  *  task    the I/O is done while the doorbell is written and every bio ends
  *          before submit_bio() returns, in the submitter's context; the
- *          disk is BLK_FEAT_SYNCHRONOUS, so swap uses SWP_SYNCHRONOUS_IO
- *          (like brd, zram and pmem).
+ *          disk is BLK_FEAT_SYNCHRONOUS (->rw_page before Linux 6.3), so
+ *          swap uses SWP_SYNCHRONOUS_IO (like brd, zram and pmem).
  *  irq     the device signals completion by MSI-X; bios end in hardirq.
  *  thread  MSI-X too, but bios end in the threaded IRQ handler (task
  *          context, not the submitter).
@@ -22,22 +22,37 @@
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
+#include <linux/completion.h>
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
 #include <linux/idr.h>
 #include <linux/io.h>
 #include <linux/jiffies.h>
 #include <linux/module.h>
+#include <linux/pagemap.h>
 #include <linux/pci.h>
 #include <linux/sched.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
+#include <linux/version.h>
 #include <linux/wait.h>
 
 #include "syncblk-regs.h"	/* hw/block/syncblk-regs.h, copied by build-guest */
 
 #define SYNCBLK_NAME		"syncblk"
 #define SYNCBLK_MAX_SLOTS	BITS_PER_LONG
+
+/*
+ * Two block-layer API generations (faultline's guest kernels are 6.1, 6.12
+ * and 7.2): before 6.3 swap took SWP_SYNCHRONOUS_IO from ->rw_page (6.3
+ * removed it for QUEUE_FLAG_SYNCHRONOUS); 6.11 moved the queue's limits
+ * and features (BLK_FEAT_SYNCHRONOUS) to blk_alloc_disk() and added
+ * pcim_iomap_region().  The kernels in between are not supported.
+ */
+#define SYNCBLK_RW_PAGE	(LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0))
+#if !SYNCBLK_RW_PAGE && LINUX_VERSION_CODE < KERNEL_VERSION(6, 11, 0)
+#error "syncblk builds for Linux 6.1-6.2 and 6.11 or later"
+#endif
 
 /* Linux 6.16 renamed from_timer(); the guest kernels span both names. */
 #ifndef timer_container_of
@@ -456,6 +471,94 @@ static const struct block_device_operations syncblk_fops = {
 	.submit_bio	= syncblk_submit_bio,
 };
 
+#if SYNCBLK_RW_PAGE
+static void syncblk_rw_page_end(struct bio *bio)
+{
+	complete(bio->bi_private);
+}
+
+/*
+ * One page through the same commands as a bio, ended before we return.
+ * On an error the page is left alone and we return it: the caller
+ * (__swap_writepage, swap_readpage) retries with a bio, whose end_io
+ * handles the error (redirty, "Write-error on swap-device"), as zram does.
+ */
+static int syncblk_rw_page(struct block_device *bdev, sector_t sector,
+			   struct page *page, enum req_op op)
+{
+	DECLARE_COMPLETION_ONSTACK(done);
+	struct bio_vec bvec;
+	struct bio bio;
+	int err;
+
+	if (PageTransHuge(page))
+		return -EOPNOTSUPP;
+	bio_init(&bio, bdev, &bvec, 1, op);
+	bio.bi_iter.bi_sector = sector;
+	__bio_add_page(&bio, page, PAGE_SIZE, 0);
+	bio.bi_private = &done;
+	bio.bi_end_io = syncblk_rw_page_end;
+	/* a fault rule may move the command to the IRQ (complete=irq) */
+	syncblk_submit_bio(&bio);
+	wait_for_completion_io(&done);
+	err = blk_status_to_errno(bio.bi_status);
+	bio_uninit(&bio);
+	if (!err)
+		page_endio(page, op_is_write(op), 0);
+	return err;
+}
+
+/* Task mode's disk: swap sees ->rw_page and sets SWP_SYNCHRONOUS_IO. */
+static const struct block_device_operations syncblk_sync_fops = {
+	.owner		= THIS_MODULE,
+	.submit_bio	= syncblk_submit_bio,
+	.rw_page	= syncblk_rw_page,
+};
+
+static struct gendisk *syncblk_alloc_disk(struct syncblk_dev *dev)
+{
+	struct gendisk *disk = blk_alloc_disk(NUMA_NO_NODE);
+
+	if (!disk)
+		return ERR_PTR(-ENOMEM);
+	blk_queue_logical_block_size(disk->queue, SECTOR_SIZE);
+	blk_queue_physical_block_size(disk->queue, PAGE_SIZE);
+	blk_queue_max_hw_sectors(disk->queue, dev->max_sectors);
+	disk->fops = dev->mode == SYNCBLK_CTX_TASK ? &syncblk_sync_fops :
+						      &syncblk_fops;
+	return disk;
+}
+
+static void __iomem *syncblk_iomap(struct pci_dev *pdev)
+{
+	int ret = pcim_iomap_regions(pdev, BIT(0), SYNCBLK_NAME);
+
+	return ret ? IOMEM_ERR_PTR(ret) : pcim_iomap_table(pdev)[0];
+}
+#else
+static struct gendisk *syncblk_alloc_disk(struct syncblk_dev *dev)
+{
+	struct queue_limits lim = {
+		.logical_block_size	= SECTOR_SIZE,
+		.physical_block_size	= PAGE_SIZE,
+		.max_hw_sectors		= dev->max_sectors,
+	};
+	struct gendisk *disk;
+
+	if (dev->mode == SYNCBLK_CTX_TASK)
+		lim.features |= BLK_FEAT_SYNCHRONOUS;
+	disk = blk_alloc_disk(&lim, NUMA_NO_NODE);
+	if (!IS_ERR(disk))
+		disk->fops = &syncblk_fops;
+	return disk;
+}
+
+static void __iomem *syncblk_iomap(struct pci_dev *pdev)
+{
+	return pcim_iomap_region(pdev, 0, SYNCBLK_NAME);
+}
+#endif
+
 /*
  * sysfs: attributes directly in /sys/block/syncblkN/ (none clashes with
  * the block layer's own), where faultline's guest tools look for them.
@@ -585,10 +688,6 @@ static int syncblk_init_slots(struct syncblk_dev *dev)
 
 static int syncblk_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
-	struct queue_limits lim = {
-		.logical_block_size	= SECTOR_SIZE,
-		.physical_block_size	= PAGE_SIZE,
-	};
 	struct syncblk_dev *dev;
 	int ret;
 
@@ -603,7 +702,7 @@ static int syncblk_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = pcim_enable_device(pdev);
 	if (ret)
 		return ret;
-	dev->bar = pcim_iomap_region(pdev, 0, SYNCBLK_NAME);
+	dev->bar = syncblk_iomap(pdev);
 	if (IS_ERR(dev->bar))
 		return PTR_ERR(dev->bar);
 	pci_set_master(pdev);
@@ -629,17 +728,13 @@ static int syncblk_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto out_vectors;
 
-	lim.max_hw_sectors = dev->max_sectors;
-	if (dev->mode == SYNCBLK_CTX_TASK)
-		lim.features |= BLK_FEAT_SYNCHRONOUS;
-	dev->disk = blk_alloc_disk(&lim, NUMA_NO_NODE);
+	dev->disk = syncblk_alloc_disk(dev);
 	if (IS_ERR(dev->disk)) {
 		ret = PTR_ERR(dev->disk);
 		goto out_irq;
 	}
 	/* major 0, minors 0: the block layer picks an extended dev_t */
 	dev->disk->flags |= GENHD_FL_NO_PART;
-	dev->disk->fops = &syncblk_fops;
 	dev->disk->private_data = dev;
 	snprintf(dev->disk->disk_name, DISK_NAME_LEN, SYNCBLK_NAME "%d",
 		 dev->id);

@@ -12,7 +12,13 @@
  * __swap_writepage in Debian's 6.12) with tracefs hist triggers keyed on
  * the context flags (they never overflow, unlike the trace buffer), and the
  * driver's completion counters in /sys/block/DISK/ while COMMAND
- * runs, then checks:
+ * runs.  Before Linux 6.3 there is no swap_writepage_bdev_sync: a disk with
+ * ->rw_page is SWP_SYNCHRONOUS_IO and a swap write took the synchronous
+ * path when bdev_write_page() returned 0 (counted by a kretprobe keyed on
+ * the return value); one that failed there is retried by the kernel with a
+ * bio (the ->rw_page contract), so in task mode the async end_io runs once
+ * per such failure, in the submitter.  "write_path sync|async_end N" name
+ * both paths on every kernel.  Then it checks:
  *   task    sync path only; every completion in the submitting task
  *   irq     async path only; every completion in hardirq (driver counter
  *           and the end_io's trace flags)
@@ -36,6 +42,8 @@ static const char *const probes[] = {
     "swap_writepage_bdev_sync", "end_swap_bio_write",
 };
 enum { PROBE_SYNC, PROBE_ASYNC_END, PROBE_NR };
+/* The synchronous write path before Linux 6.3: its return 0. */
+#define SYNC_RW_PAGE "bdev_write_page"
 
 static const char *const counters[] = {
     "complete_submitter", "complete_hardirq", "complete_softirq",
@@ -70,6 +78,25 @@ static struct gl_hist probe_hits(int i)
     return h;
 }
 
+/*
+ * bdev_write_page() calls (the pre-6.3 sync path) that succeeded, and in
+ * @failed those that did not (the kernel retries them with a bio); -1 if
+ * unread.
+ */
+static long long rw_page_writes(long long *failed)
+{
+    char path[256];
+    struct gl_ret_hist h;
+
+    gl_trace_event_path(path, sizeof(path), KPROBE_GROUP, event_name(PROBE_SYNC), "hist");
+    if (gl_hist_read_ret(path, &h)) {
+        *failed = -1;
+        return -1;
+    }
+    *failed = h.total - gl_ret_hist_count(&h, 0);
+    return gl_ret_hist_count(&h, 0);
+}
+
 static void read_counters(const char *disk, long long *v)
 {
     char path[256];
@@ -93,6 +120,8 @@ int main(int argc, char **argv)
     long long before[C_NR], after[C_NR], d[C_NR];
     struct gl_hist hits[PROBE_NR];
     long long errors_min = 0;
+    long long retried = 0;      /* ->rw_page failures, retried as bios */
+    bool rw_page;
     char mode[32], path[256];
     int c, status, want;
     pid_t pid;
@@ -122,11 +151,21 @@ int main(int argc, char **argv)
     if (gl_read_file(path, mode, sizeof(mode)) < 0) {
         ktap_bail("cannot read %s", path);
     }
+    {
+        const char *want[] = { probes[PROBE_SYNC] };
+        char got[1][96];
+
+        gl_kallsyms_resolve(want, got, 1);
+        rw_page = !got[0][0];
+    }
     for (int i = 0; i < PROBE_NR; i++) {
-        int err = gl_kprobe_hist_add(KPROBE_GROUP, event_name(i), probes[i]);
+        int err = i == PROBE_SYNC && rw_page ?
+            gl_kretprobe_hist_add(KPROBE_GROUP, event_name(i), SYNC_RW_PAGE) :
+            gl_kprobe_hist_add(KPROBE_GROUP, event_name(i), probes[i]);
 
         if (err) {
-            ktap_bail("kprobe on %s: error %d", probes[i], err);
+            ktap_bail("%s on %s: error %d", i == PROBE_SYNC && rw_page ? "kretprobe" :
+                      "kprobe", i == PROBE_SYNC && rw_page ? SYNC_RW_PAGE : probes[i], err);
         }
     }
     read_counters(disk, before);
@@ -161,22 +200,37 @@ int main(int argc, char **argv)
         ktap_diag("syncblk %s %lld", counters[i], d[i]);
     }
     for (int i = 0; i < PROBE_NR; i++) {
+        if (i == PROBE_SYNC && rw_page) {
+            memset(&hits[i], 0, sizeof(hits[i]));
+            hits[i].hits = rw_page_writes(&retried);
+            ktap_diag("kretprobe %s=0 %lld", SYNC_RW_PAGE, hits[i].hits);
+            /* without ->rw_page (irq, thread) every call fails at once */
+            if (want != C_SUBMITTER) {
+                retried = 0;
+            } else {
+                ktap_diag("kretprobe %s!=0 %lld", SYNC_RW_PAGE, retried);
+            }
+            continue;
+        }
         hits[i] = probe_hits(i);
         ktap_diag("kprobe %s %lld", probes[i], hits[i].hits);
         for (int c = 0; c < GL_CTX__N; c++) {
             ktap_diag("kprobe %s %s %lld", probes[i], gl_ctx_names[c], hits[i].ctx[c]);
         }
     }
+    ktap_diag("write_path sync %lld", hits[PROBE_SYNC].hits);
+    ktap_diag("write_path async_end %lld", hits[PROBE_ASYNC_END].hits);
 
     ktap_check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                ktap_name("workload %s passed", argv[optind]), "exit status %d",
                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     if (want == C_SUBMITTER) {
+        /* before 6.3 the only bios are the kernel's retries of ->rw_page failures */
         ktap_check(hits[PROBE_SYNC].hits > 0 &&
-                   hits[PROBE_ASYNC_END].hits == 0,
+                   hits[PROBE_ASYNC_END].hits == retried,
                    "swap writes took the synchronous path only",
-                   "bdev_sync %lld, async end_io %lld", hits[PROBE_SYNC].hits,
-                   hits[PROBE_ASYNC_END].hits);
+                   "bdev_sync %lld, async end_io %lld, ->rw_page failures retried %lld",
+                   hits[PROBE_SYNC].hits, hits[PROBE_ASYNC_END].hits, retried);
     } else {
         ktap_check(hits[PROBE_ASYNC_END].hits > 0 &&
                    hits[PROBE_SYNC].hits == 0,
@@ -187,7 +241,7 @@ int main(int argc, char **argv)
     {
         const struct gl_hist *e = &hits[PROBE_ASYNC_END];
         long long in_ctx = want == C_HARDIRQ ? e->ctx[GL_CTX_HARDIRQ] :
-                           want == C_OTHER ? e->ctx[GL_CTX_TASK] : 0;
+                           want == C_OTHER || retried ? e->ctx[GL_CTX_TASK] : 0;
 
         /* The kernel's own view of the end_io context (none for task). */
         ktap_check(in_ctx == e->hits,

@@ -74,6 +74,11 @@ void run_check(const struct check *c, const struct run *R)
         return;
     }
     res = c->fn(R, &out);
+    if (c->zswpwb && R->v0.v[VM_ZSWPWB] < 0) {
+        snprintf(out.reason, sizeof(out.reason),
+                 "no zswpwb in /proc/vmstat: zswap writeback is not counted before Linux 6.8");
+        res = CHECK_SKIP;
+    }
     switch (res) {
     case CHECK_PASS:
     case CHECK_FAIL:
@@ -372,11 +377,13 @@ static void refault_wb_report(const struct run *R)
               delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB));
 }
 
-static const struct check check_zswap_wrote_back = { .fn = zswap_wrote_back };
+static const struct check check_zswap_wrote_back = { .fn = zswap_wrote_back, .zswpwb = true };
 static const struct check check_rewritten = { .fn = rewritten_after_disarm };
-static const struct check check_not_rotated = { .report = dropbehind_report, .fn = not_rotated };
-static const struct check check_dropped = { .fn = dropped_on_completion };
-static const struct check check_no_linger = { .fn = no_linger };
+static const struct check check_not_rotated = {
+    .report = dropbehind_report, .fn = not_rotated, .zswpwb = true,
+};
+static const struct check check_dropped = { .fn = dropped_on_completion, .zswpwb = true };
+static const struct check check_no_linger = { .fn = no_linger, .zswpwb = true };
 static const struct check check_shadows = { .fn = shadows_survive };
 static const struct check check_refault_wb = { .report = refault_wb_report };
 

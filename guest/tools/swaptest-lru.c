@@ -400,8 +400,8 @@ static enum check_result lru_walked(const struct run *R, struct check_out *out)
 }
 
 static const struct check lru_metrics_check = { NULL, lru_metrics, NULL };
-static const struct check lru_counted_check = { NULL, NULL, lru_counted };
-static const struct check lru_ok_check = { NULL, NULL, lru_ok_is_zswpwb };
+static const struct check lru_counted_check = { NULL, NULL, lru_counted, true };
+static const struct check lru_ok_check = { NULL, NULL, lru_ok_is_zswpwb, true };
 static const struct check lru_walked_check = { NULL, NULL, lru_walked };
 
 const struct check *const lru_checks[] = {

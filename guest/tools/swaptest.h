@@ -125,6 +125,8 @@ struct check {
     int (*wanted)(void);
     void (*report)(const struct run *R);
     enum check_result (*fn)(const struct run *R, struct check_out *out);
+    /* judged from zswpwb, which kernels before 6.8 do not count: SKIP there */
+    bool zswpwb;
 };
 
 /* Mode check lists (NULL-terminated), in the order they report. */

@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 
-from . import kcidb, plot, runner, table
+from . import kcidb, kconfig, plot, runner, table
 from .report import write_junit
 from .build import build_all
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
@@ -125,6 +125,8 @@ def compare(args):
     seeds = plan_seeds(args, sc)
     kernels = {"baseline": (os.path.abspath(args.baseline), args.baseline_modules),
                "series": (os.path.abspath(args.series), args.series_modules)}
+    for k, m in kernels.values():
+        kconfig.check([sc], k, m)
     builds = {side: build_all(k, m, args.quiet) for side, (k, m) in kernels.items()}
     group = runner.new_dir(args.out, sc.name + "-compare")
     runs = {"baseline": [], "series": []}

@@ -12,7 +12,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from . import kcidb, runner
+from . import kcidb, kconfig, runner
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .report import status_word, write_junit
@@ -94,6 +94,8 @@ def run_matrix(args):
     opts = runner.RunOptions(deterministic=args.deterministic, backend=args.backend,
                              quiet=True)
     scs = runner.load_scenarios(scenario_names, opts)
+    for k, m in kernels:
+        kconfig.check(scs, k, m)
     if args.backend == "lava" and not args.run:
         from . import lava
         out = args.out_jobs or runner.new_dir(args.out, "matrix-lava")

@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, guest, kcidb, mutate, report, rules, scenario
+from . import TOP, guest, kcidb, kconfig, mutate, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -88,6 +88,7 @@ def load_scenarios(names, opts):
     backend_class(opts.backend)
     scs = [_load(name, opts) for name in names or [DEFAULT_SCENARIO]]
     rules.check_scenarios(scs)
+    kconfig.check(scs, opts.kernel, opts.modules)
     return scs
 
 
@@ -194,6 +195,7 @@ def one_run(sc, seed, opts, builds, rundir, verbose=True):
     stats.json, plots, junit.xml, kcidb.json; prints the summary unless
     not @verbose (matrix).  (Report, run.json)"""
     builds = builds.for_scenario(sc, opts.kernel, opts.modules)
+    kconfig.check_image(sc, builds.guest_dir)
     start = time.time()
     meta = write_run_meta(rundir, sc, opts, seed, builds, start_time=start)
     if not opts.quiet:

@@ -89,7 +89,7 @@ int main(void)
     struct run R;
     struct check_out out;
 
-    printf("TAP version 13\n1..31\n");
+    printf("TAP version 13\n1..33\n");
     memset(&R, 0, sizeof(R));
 
     /* completion context: the scenario claims one context, all of it */
@@ -190,6 +190,15 @@ int main(void)
     expect_ktap(&check_no_linger, &R, LINGER_DETAIL "0 pages, last reclaim call zswpwb 100\n"
                 "ok 6 written-back folios do not linger in swap cache # SKIP stock kernel: "
                 "holds anyway\n", "linger: SKIP");
+
+    /* before Linux 6.8 /proc/vmstat has no zswpwb: its checks SKIP, never FAIL or PASS */
+    R.v0.v[VM_ZSWPWB] = R.v_end.v[VM_ZSWPWB] = -1;
+    expect_ktap(&check_zswap_wrote_back, &R, "# zswap wrote back to the device: zswpwb +0\n"
+                "ok 7 zswap wrote back to the device # SKIP no zswpwb in /proc/vmstat: zswap "
+                "writeback is not counted before Linux 6.8\n", "zswpwb absent: SKIP");
+    R.v0.v[VM_ZSWPWB] = R.v_end.v[VM_ZSWPWB] = 0;
+    expect_ktap(&check_zswap_wrote_back, &R, "# zswap wrote back to the device: zswpwb +0\n"
+                "not ok 8 zswap wrote back to the device\n", "zswpwb counted: judged");
 
     /* data_errors: what every data check found, counted the same way */
     memset(&R, 0, sizeof(R));
