@@ -33,6 +33,7 @@ PREFIX = "faultline-"
 OWNER = "owner.json"
 # Backends record here what outlives the launcher's process (libvirt.py).
 LIBVIRT_RECORD = "libvirt-domain.json"
+PROCESSES = "processes.json"
 # lava-run's download directories: <prefix><job id>, prefix = scratch name + "-".
 LAVA_TMP = "/var/lib/lava/dispatcher/tmp"
 # Status of a run whose launcher died without a word (SIGKILL or a crash):
@@ -62,6 +63,7 @@ _signum = None
 _lock = threading.Lock()
 _machines = set()       # entered machines whose cleanup has not completed
 _scratch = set()        # scratch directories not yet removed
+_reported = []          # run directories with an "aborted" report.json
 
 
 # ---------------------------------------------------------------- signals
@@ -125,7 +127,9 @@ def finish(e):
     for d in scratch:
         remove_scratch(d)
     from .build import say
-    say(f"aborted by {e.name}")
+    with _lock:
+        where = "; report.json says so in " + ", ".join(_reported) if _reported else ""
+    say(f"aborted by {e.name}{where}")
     return 128 + e.signum
 
 
@@ -250,13 +254,28 @@ def remove_scratch(d):
         _scratch.discard(d)
 
 
-def read_owner(d):
+def note_process(scratch, pid):
+    """Record child @pid of this launcher in @scratch, for a child that does
+    not name the scratch on its command line (lava-run sets its own process
+    title): sweep() kills it should this launcher die first."""
+    path = os.path.join(scratch, PROCESSES)
+    procs = _read_json(path) or []
+    with open(path + ".tmp", "w") as f:
+        json.dump(procs + [identity(pid)], f)
+    os.replace(path + ".tmp", path)
+
+
+def _read_json(path):
     try:
-        with open(os.path.join(d, OWNER)) as f:
-            owner = json.load(f)
-        return owner if isinstance(owner, dict) else None
+        with open(path) as f:
+            return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def read_owner(d):
+    owner = _read_json(os.path.join(d, OWNER))
+    return owner if isinstance(owner, dict) else None
 
 
 def sweep():
@@ -280,6 +299,12 @@ def sweep():
 
 
 def _clean_dead(d, owner):
+    for p in _read_json(os.path.join(d, PROCESSES)) or []:
+        if isinstance(p, dict) and alive(p):
+            try:
+                os.kill(p["pid"], signal.SIGKILL)
+            except OSError:
+                pass
     kill_mentioning(d)
     record = os.path.join(d, LIBVIRT_RECORD)
     if os.path.exists(record):
@@ -322,18 +347,31 @@ def phase(rundir):
     return "test" if "# kernel " in text else "boot"
 
 
-def write_aborted(rundir, reason, status, signame, elapsed_s=0.0, sc=None, seed=None):
-    """report.json of a run that did not finish (outcome "aborted"); the
-    scenario and seed from @sc and @seed, else from run.json."""
+def write_aborted(rundir, reason, status, signame, elapsed_s=None, sc=None, seed=None):
+    """report.json of a run that did not finish (outcome "aborted").  The
+    scenario and seed from @sc and @seed, else from the run directory;
+    @elapsed_s None: from run.json's start to the run's last write."""
+    from . import scenario
     from .report import Report
     try:
         with open(os.path.join(rundir, "run.json")) as f:
             meta = json.load(f)
     except (OSError, ValueError):
         meta = {}
-    r = Report(scenario=sc.name if sc else meta.get("scenario", "?"),
+    if sc is None:
+        try:
+            sc = scenario.load(os.path.join(rundir, "scenario.toml"))
+        except Exception:  # noqa: BLE001 - the report is written without it
+            pass
+    if elapsed_s is None:
+        last = max((os.path.getmtime(p) for p in glob.glob(os.path.join(rundir, "*"))),
+                   default=0)
+        elapsed_s = max(0.0, last - meta.get("start_time", last))
+    r = Report(scenario=meta.get("scenario") or (sc.name if sc else "?"),
                seed=seed if seed is not None else meta.get("seed", 0), status=status,
                outcome="aborted", reason=reason, elapsed_s=round(elapsed_s, 1),
+               device=sc.device.kind if sc else "",
+               completion=sc.device.completion if sc else "",
                deterministic=bool(meta.get("deterministic")), signal=signame)
     tmp = os.path.join(rundir, "report.json.tmp")
     try:
@@ -341,7 +379,9 @@ def write_aborted(rundir, reason, status, signame, elapsed_s=0.0, sc=None, seed=
             json.dump(r.to_json(), f, indent=1)
         os.replace(tmp, os.path.join(rundir, "report.json"))
     except OSError:
-        pass
+        return
+    with _lock:
+        _reported.append(rundir)
 
 
 def tracks_run(fn):

@@ -550,6 +550,7 @@ class LavaMachine(Machine):
                                          preexec_fn=abort.die_with_parent())
         except OSError as e:
             raise SetupError(f"cannot start lava-run: {e.strerror}") from None
+        abort.note_process(spec.scratch, self.proc.pid)
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
