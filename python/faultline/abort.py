@@ -60,6 +60,7 @@ class Aborted(BaseException):
 
 _requested = threading.Event()
 _signum = None
+_launcher = None        # the pid install() ran in
 _lock = threading.Lock()
 _machines = set()       # entered machines whose cleanup has not completed
 _scratch = set()        # scratch directories not yet removed
@@ -71,6 +72,8 @@ _reported = []          # run directories with an "aborted" report.json
 def install():
     """Turn SIGTERM, SIGINT and SIGHUP into Aborted (main thread).  A signal
     the launcher's parent ignores (nohup's SIGHUP) stays ignored."""
+    global _launcher
+    _launcher = os.getpid()
     for sig in SIGNALS:
         if signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, _on_signal)
@@ -78,6 +81,10 @@ def install():
 
 def _on_signal(signum, frame):
     global _signum
+    if os.getpid() != _launcher:
+        # A child between fork and exec (Popen) inherits a signal still
+        # pending in Python: the launcher handles it, not the child.
+        return
     if _requested.is_set():
         return          # already stopping: let the cleanup finish
     _signum = signum
