@@ -340,7 +340,9 @@ def main(argv=None):
         # (docs/launcher.md); and what a killed launcher left is removed.
         abort.install()
         abort.sweep()
-        return COMMANDS[args.cmd](args)
+        status = COMMANDS[args.cmd](args)
+        abort.check()
+        return status
     except abort.Aborted as e:
         return abort.finish(e)
     except (SetupError, scenario.ScenarioError) as e:

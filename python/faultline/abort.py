@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -60,7 +61,6 @@ class Aborted(BaseException):
 
 _requested = threading.Event()
 _signum = None
-_launcher = None        # the pid install() ran in
 _lock = threading.Lock()
 _machines = set()       # entered machines whose cleanup has not completed
 _scratch = set()        # scratch directories not yet removed
@@ -72,19 +72,21 @@ _reported = []          # run directories with an "aborted" report.json
 def install():
     """Turn SIGTERM, SIGINT and SIGHUP into Aborted (main thread).  A signal
     the launcher's parent ignores (nohup's SIGHUP) stays ignored."""
-    global _launcher
-    _launcher = os.getpid()
     for sig in SIGNALS:
         if signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, _on_signal)
+    sys.unraisablehook = _unraisable
+
+
+def _unraisable(u, default=sys.unraisablehook):
+    # Aborted raised where Python ignores exceptions (an at-fork hook of
+    # Popen, a __del__) is not lost: the next check() raises it again.
+    if not isinstance(u.exc_value, Aborted):
+        default(u)
 
 
 def _on_signal(signum, frame):
     global _signum
-    if os.getpid() != _launcher:
-        # A child between fork and exec (Popen) inherits a signal still
-        # pending in Python: the launcher handles it, not the child.
-        return
     if _requested.is_set():
         return          # already stopping: let the cleanup finish
     _signum = signum
@@ -94,7 +96,8 @@ def _on_signal(signum, frame):
 
 def check():
     """Raise Aborted when the launcher was told to stop: worker threads call
-    this where they wait (signals reach only the main thread)."""
+    this where they wait (signals reach only the main thread), the main
+    thread where an Aborted may have been swallowed (_unraisable)."""
     if _requested.is_set():
         raise Aborted(_signum)
 
