@@ -8,10 +8,13 @@
                                         qemu backend, then libvirt: same verdict and
                                         rule hits (deterministic: same digest, KTAP)
   libvirt_test.py kill SCENARIO         SIGTERM, then SIGKILL, of a launcher mid-run:
-                                        the domain is gone each time
+                                        the domain is gone each time, and so is the
+                                        run's scratch directory (SIGKILL: once the
+                                        next launcher has started)
   libvirt_test.py errors                one line and exit 2 for an unreachable URI,
                                         a QEMU libvirt rejects, a domain name clash,
-                                        python3-libvirt missing
+                                        python3-libvirt missing, a domain QEMU
+                                        refuses to start (its scratch removed)
 
 Needs root (libvirtd is started when absent).  Exit 0 pass, 1 fail, 2 setup.
 """
@@ -20,6 +23,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,6 +89,15 @@ def test_same(scenario, deterministic, cpus=None):
     return problems
 
 
+def scratch_of(rundir):
+    """The scratch directories a run's domain XML names (kernel, initrd, disk)."""
+    try:
+        with open(os.path.join(rundir, "domain.xml")) as f:
+            return sorted(set(re.findall(r"/dev/shm/faultline-[A-Za-z0-9_]+", f.read())))
+    except OSError:
+        return []
+
+
 def faultline_domains(conn, pid):
     prefix = "faultline-"
     return [d.name() for d in conn.listAllDomains()
@@ -95,8 +108,9 @@ def test_kill(scenario):
     lv, _ = import_libvirt()
     problems = []
     for sig in (signal.SIGTERM, signal.SIGKILL):
+        out = tempfile.mkdtemp(prefix="libvirt-kill-", dir=OUT)
         proc = subprocess.Popen([FAULTLINE, "run", scenario, "--backend", "libvirt",
-                                 "--out", OUT, "--quiet"],
+                                 "--out", out, "--quiet"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         conn = None
         deadline = time.monotonic() + 300
@@ -128,6 +142,17 @@ def test_kill(scenario):
         if "Traceback" in err:
             problems.append(f"{sig.name}: traceback on stderr")
         conn.close()
+        rundirs = [os.path.join(out, d) for d in os.listdir(out)]
+        scratch = [d for r in rundirs for d in scratch_of(r)]
+        if sig == signal.SIGKILL:
+            # The killed launcher could not remove it: the next one does.
+            subprocess.run([FAULTLINE, "list"], stdout=subprocess.DEVNULL, check=False)
+        left = [d for d in scratch if os.path.exists(d)]
+        print(f"{sig.name}: scratch {scratch}: {'LEFT' if left else 'gone'}")
+        if not scratch:
+            problems.append(f"{sig.name}: no scratch directory in {rundirs}' domain.xml")
+        if left:
+            problems.append(f"{sig.name}: scratch {left} left behind")
     return problems
 
 
@@ -141,6 +166,32 @@ def expect_one_line(what, argv, needle, env=None):
     return []
 
 
+def start_error_leaves_nothing():
+    """A domain libvirt defines but QEMU refuses (a bogus device property):
+    one line, exit 2, and no scratch directory or domain left."""
+    out = tempfile.mkdtemp(prefix="libvirt-start-error-", dir=OUT)
+    path = os.path.join(out, "bad-option.toml")
+    with open(path, "w") as f:
+        f.write('description = "a device property QEMU does not have"\ntimeout = "60s"\n'
+                '[vm]\nmemory = "256M"\ncpus = 1\n'
+                '[device]\nkind = "nvme"\nsize = "64M"\nextra = "no-such-property=1"\n'
+                '[[test]]\nrun = "true"\n')
+    problems = expect_one_line(
+        "QEMU refuses the domain", [FAULTLINE, "run", path, "--backend", "libvirt",
+                                    "--out", out, "--quiet"],
+        "libvirt could not start the domain")
+    rundirs = [os.path.join(out, d) for d in os.listdir(out)
+               if os.path.isdir(os.path.join(out, d))]
+    scratch = [d for r in rundirs for d in scratch_of(r)]
+    left = [d for d in scratch if os.path.exists(d)]
+    print(f"QEMU refuses the domain: scratch {scratch}: {'LEFT' if left else 'gone'}")
+    if not scratch:
+        problems.append(f"QEMU refuses the domain: no scratch named in {rundirs}")
+    if left:
+        problems.append(f"QEMU refuses the domain: scratch {left} left behind")
+    return problems
+
+
 def test_errors():
     problems = expect_one_line(
         "unreachable URI", [FAULTLINE, "run", "smoke", "--backend", "libvirt", "--connect",
@@ -152,6 +203,7 @@ def test_errors():
         "no python3-libvirt", ["/usr/bin/python3", "-S", FAULTLINE, "run", "smoke",
                                "--backend", "libvirt", "--out", OUT, "--quiet"],
         "python3-libvirt is not installed")
+    problems += start_error_leaves_nothing()
     builds = build_all(quiet=True)
     rundir = tempfile.mkdtemp(prefix="libvirt-errors-", dir=OUT)
     spec = MachineSpec(scenario="errors", qemu_binary=builds.qemu_binary,
