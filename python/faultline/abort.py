@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -163,6 +164,24 @@ def die_with_parent(sig=signal.SIGKILL):
         if os.getppid() != parent:      # the parent died before prctl
             os.kill(os.getpid(), sig)
     return preexec
+
+
+def run_child(cmd, **kwargs):
+    """subprocess.run() for a child that stops its own children in order on
+    SIGTERM (meson test): a stopped launcher passes SIGTERM on and waits,
+    and a killed one leaves it SIGTERM (its parent-death signal).  Returns
+    the exit status."""
+    p = subprocess.Popen(cmd, preexec_fn=die_with_parent(signal.SIGTERM), **kwargs)
+    try:
+        return p.wait()
+    except Aborted:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        raise
 
 
 def _boot_id():

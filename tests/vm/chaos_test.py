@@ -39,14 +39,16 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from vmtest import FAULTLINE, OUT, TOP, kernel_args, verdict  # noqa: E402
+from vmtest import FAULTLINE, OUT, TOP, exit_with, kernel_args, verdict  # noqa: E402
+
+from faultline import abort  # noqa: E402
 
 SCENARIO = os.path.join(TOP, "tests", "vm", "chaos", "short.toml")
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL]
 PHASES = ["build", "setup", "boot", "test", "judge"]
 # Random delay after a phase is seen, in seconds (boot and test last long
 # enough for more; judge lasts about the guest's power-off).
-DELAY = {"build": 0.2, "setup": 0.3, "boot": 2.0, "test": 3.0, "judge": 0.3}
+DELAY = {"build": 0.2, "setup": 0.05, "boot": 2.0, "test": 3.0, "judge": 0.3}
 PHASE_TIMEOUT_S = 900       # a loaded host boots slowly; the scenario's watchdog is 240 s
 GONE_WITHIN_S = 5.0
 SCRATCH_RE = re.compile(rb"/dev/shm/faultline-[A-Za-z0-9_]+")
@@ -159,11 +161,14 @@ def scratch_of(out, rundir):
 
 
 def start(backend, out, log):
+    stop_with_me = abort.die_with_parent(signal.SIGTERM)
+
     def preexec():
         # Default dispositions (a test harness may ignore SIGINT or SIGHUP),
         # and the launcher stops in order should this test die.
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
+        stop_with_me()
     return subprocess.Popen([FAULTLINE, "run", SCENARIO, "--backend", backend, "--out", out,
                              "--quiet"] + kernel_args(),
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -337,4 +342,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with("chaos test", main)
