@@ -555,11 +555,11 @@ class LavaMachine(Machine):
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def kill(self):
+    def kill(self, grace_s=10):
         if self.running():
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
         if self.proc is not None:
@@ -570,7 +570,9 @@ class LavaMachine(Machine):
         # line): lava-run may take seconds to stop, and it starts QEMU in a
         # session of its own.
         abort.kill_mentioning(os.path.join(self.lava_dir, "qmp.sock"))
-        self.kill()
+        # Still running here only when the run is being stopped: its results
+        # no longer matter, a short grace does.
+        self.kill(grace_s=2)
         abort.kill_mentioning(self.spec.scratch)
         # lava-run removes its download directory, unless it was killed.
         for d in glob.glob(os.path.join(abort.LAVA_TMP,
