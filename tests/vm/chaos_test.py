@@ -28,6 +28,7 @@ Needs root (libvirtd, lava-run).  Exit 0 pass, 1 fail, 2 setup error.
 """
 
 import argparse
+import ctypes
 import glob
 import json
 import os
@@ -41,8 +42,6 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, OUT, TOP, exit_with, kernel_args, verdict  # noqa: E402
 
-from faultline import abort  # noqa: E402
-
 SCENARIO = os.path.join(TOP, "tests", "vm", "chaos", "short.toml")
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL]
 PHASES = ["build", "setup", "boot", "test", "judge"]
@@ -53,6 +52,7 @@ PHASE_TIMEOUT_S = 900       # a loaded host boots slowly; the scenario's watchdo
 GONE_WITHIN_S = 5.0
 SCRATCH_RE = re.compile(rb"/dev/shm/faultline-[A-Za-z0-9_]+")
 LAVA_TMP = "/var/lib/lava/dispatcher/tmp"
+LIBC = ctypes.CDLL(None)
 
 
 def cmdline(pid):
@@ -161,14 +161,17 @@ def scratch_of(out, rundir):
 
 
 def start(backend, out, log):
-    stop_with_me = abort.die_with_parent(signal.SIGTERM)
+    me = os.getpid()
 
     def preexec():
         # Default dispositions (a test harness may ignore SIGINT or SIGHUP),
-        # and the launcher stops in order should this test die.
+        # and the launcher stops in order should this test die
+        # (PR_SET_PDEATHSIG).
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
-        stop_with_me()
+        LIBC.prctl(1, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != me:
+            os._exit(1)
     return subprocess.Popen([FAULTLINE, "run", SCENARIO, "--backend", backend, "--out", out,
                              "--quiet"] + kernel_args(),
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
