@@ -11,6 +11,9 @@
                                         the domain is gone each time, and so is the
                                         run's scratch directory (SIGKILL: once the
                                         next launcher has started)
+  libvirt_test.py orphans               a faultline domain whose owner (a launcher) is
+                                        gone is destroyed by the next libvirt start;
+                                        one whose owner lives is left alone
   libvirt_test.py errors                one line and exit 2 for an unreachable URI,
                                         a QEMU libvirt rejects, a domain name clash,
                                         python3-libvirt missing, a domain QEMU
@@ -34,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from vmtest import (FAULTLINE, OUT, exit_with, run_one, run_options,  # noqa: E402
                     verdict)
 
+from faultline import abort, libvirt  # noqa: E402
 from faultline.build import build_all  # noqa: E402
 from faultline.errors import EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
 from faultline.libvirt import LibvirtMachine, import_libvirt  # noqa: E402
@@ -238,9 +242,48 @@ def test_errors():
     return problems
 
 
+def test_orphans():
+    lv, _ = import_libvirt()
+    builds = build_all(quiet=True)
+    rundir = tempfile.mkdtemp(prefix="libvirt-orphans-", dir=OUT)
+    spec = MachineSpec(scenario="orphans", qemu_binary=builds.qemu_binary,
+                       firmware_dirs=builds.firmware_dirs, kernel=builds.kernel,
+                       initrd=builds.initramfs, append="console=ttyS0", memory="256M", cpus=1,
+                       accel="tcg", deterministic=False, rundir=rundir, scratch=rundir,
+                       disk="", injector_id=None, device_args=[], extra_args=[])
+    lv.registerErrorHandler(lambda ctx, err: None, None)
+    gone_proc = subprocess.Popen(["true"])
+    dead = abort.identity(gone_proc.pid)
+    gone_proc.wait()
+    conn = lv.open(libvirt.DEFAULT_URI)
+    names = {}
+    problems = []
+    try:
+        # Transient, not AUTODESTROY: as if libvirtd had not destroyed them.
+        for who, owner in (("dead", dead), ("live", abort.identity())):
+            names[who] = libvirt.new_domain_name("orphans-" + who)
+            conn.createXML(libvirt.domain_xml(spec, names[who], owner=owner), 0)
+        destroyed = libvirt.destroy_orphans(conn, lv)
+        left = {d.name() for d in conn.listAllDomains()}
+        print(f"orphans: destroyed {destroyed}; "
+              f"left {sorted(n for n in left if n in names.values())}")
+        if names["dead"] in left or names["dead"] not in destroyed:
+            problems.append(f"the dead owner's domain {names['dead']} is still there")
+        if names["live"] not in left:
+            problems.append(f"the live owner's domain {names['live']} was destroyed")
+    finally:
+        for n in names.values():
+            try:
+                conn.lookupByName(n).destroy()
+            except lv.libvirtError:
+                pass
+        conn.close()
+    return problems
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("test", choices=["run", "same", "kill", "errors"])
+    p.add_argument("test", choices=["run", "same", "kill", "errors", "orphans"])
     p.add_argument("scenario", nargs="?", default="smoke")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--cpus", type=int, help="vCPUs (overrides the scenario's)")
@@ -252,6 +295,8 @@ def main():
         problems = test_same(args.scenario, args.deterministic, args.cpus)
     elif args.test == "kill":
         problems = test_kill(args.scenario)
+    elif args.test == "orphans":
+        problems = test_orphans()
     else:
         problems = test_errors()
     return verdict(f"libvirt {args.test}", problems)
