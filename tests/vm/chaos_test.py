@@ -34,6 +34,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -237,6 +238,11 @@ def one(i, backend, sig, want, delay, base):
             problems.append(f"run {i} ({sig.name} in {row['at']}): processes of the run alive "
                             f"{GONE_WITHIN_S:.0f}s after the signal: "
                             + ", ".join(f"{p} {cmdline(p)[:80]!r}" for p in sorted(set(left))))
+            for p in set(left):         # a failed run must not load the host
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
         try:
             proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
@@ -258,6 +264,9 @@ def one(i, backend, sig, want, delay, base):
         doms = domains_of(proc.pid)
         if doms:
             problems.append(f"run {i} ({sig.name}): libvirt domains left: {doms}")
+            for d in doms:
+                subprocess.run(["virsh", "-c", "qemu:///system", "destroy", d],
+                               capture_output=True)
     dirs = rundirs(out)
     rundir = dirs[0] if dirs else None
     scratch = scratch_of(out, rundir)
@@ -272,6 +281,8 @@ def one(i, backend, sig, want, delay, base):
         LAVA_TMP, os.path.basename(d) + "-*"))]
     if lava_tmp:
         problems.append(f"run {i} ({sig.name}): lava-run download directories left: {lava_tmp}")
+    for d in left + lava_tmp:
+        shutil.rmtree(d, ignore_errors=True)
     if rundir is None:
         row["report"] = "no run directory"
         if row["at"] != "build":
