@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,6 +158,8 @@ def test_kill(scenario):
             problems.append(f"{sig.name}: no scratch directory in {rundirs}' domain.xml")
         if left:
             problems.append(f"{sig.name}: scratch {left} left behind")
+            for d in left:
+                shutil.rmtree(d, ignore_errors=True)
     return problems
 
 
@@ -193,6 +196,8 @@ def start_error_leaves_nothing():
         problems.append(f"QEMU refuses the domain: no scratch named in {rundirs}")
     if left:
         problems.append(f"QEMU refuses the domain: scratch {left} left behind")
+        for d in left:
+            shutil.rmtree(d, ignore_errors=True)
     return problems
 
 
