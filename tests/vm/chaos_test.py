@@ -9,7 +9,8 @@ Phases, told from outside as a user would see them: build (the launcher's
 build-qemu/build-guest child runs, no run directory yet), setup (run.json,
 no console.log), boot (console.log, no KTAP yet), test (KTAP "# kernel"),
 judge (the guest's FAULTLINE-EXIT line, no report.json yet).  N runs go
-through the (signal, phase) pairs in a seeded order (20: each pair once).
+through the (signal, phase) pairs in a seeded order (qemu, 20: each pair
+once; libvirt and lava: the phases with a machine, boot, test and judge).
 
 After each stop:
 - no process of the run (its command line names the run's --out directory,
@@ -314,10 +315,11 @@ def one(i, backend, sig, want, delay, base):
     return row, problems
 
 
-def plan(runs, rng):
-    """(signal, phase, delay) for each run: the 20 pairs in a seeded order,
-    repeated or cut to @runs (fewer runs: every signal still comes first)."""
-    pairs = [(s, p) for p in PHASES for s in SIGNALS]
+def plan(runs, rng, phases):
+    """(signal, phase, delay) for each run: the (signal, phase) pairs in a
+    seeded order, repeated or cut to @runs (fewer runs: every signal still
+    comes first)."""
+    pairs = [(s, p) for p in phases for s in SIGNALS]
     rng.shuffle(pairs)
     # Each signal within the first four runs.
     firsts = [next(x for x in pairs if x[0] == s) for s in SIGNALS]
@@ -339,7 +341,9 @@ def main():
     print(f"chaos: {args.runs} runs of {SCENARIO} on {args.backend}, seed {args.seed}, in {base}")
     problems, rows = [], []
     t0 = time.monotonic()
-    for i, (sig, want, delay) in enumerate(plan(args.runs, rng)):
+    # Build and setup come before any machine: the same on every backend.
+    phases = PHASES if args.backend == "qemu" else ["boot", "test", "judge"]
+    for i, (sig, want, delay) in enumerate(plan(args.runs, rng, phases)):
         row, probs = one(i, args.backend, sig, want, delay, base)
         row["delay"] = delay
         rows.append(row)
