@@ -246,7 +246,10 @@ def test_errors():
     os.chmod(fake, 0o755)
     problems += start_fails("QEMU rejected", dataclasses.replace(spec, qemu_binary=fake),
                             "libvirt rejects " + fake)
-    with LibvirtMachine(spec) as first:
+    # A scratch directory of its own: the rejected machine's cleanup removed
+    # the first one (and start() records the domain there).
+    with LibvirtMachine(dataclasses.replace(
+            spec, scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm"))) as first:
         first.start()
         problems += start_fails("name clash", dataclasses.replace(
             spec, scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm")),
