@@ -14,8 +14,8 @@ once; libvirt and lava: the phases with a machine, boot, test and judge).
 
 After each stop:
 - no process of the run (its command line names the run's --out directory,
-  or it was the launcher's child: QEMU, lava-run) is alive 5 s after the
-  signal;
+  or it was the launcher's child: QEMU, lava-run; not the build scripts'
+  cache checks) is alive 5 s after the signal;
 - exit status 128 + the signal (SIGKILL: killed);
 - the run directory's report.json says outcome "aborted" with the signal
   (SIGKILL: once the next launcher has started, `faultline list`, its
@@ -85,12 +85,15 @@ def alive(pid, start):
     return st is not None and st[1] == start and st[2] not in ("Z", "X")
 
 
-def children(pid):
-    """{pid: start ticks} of @pid's live children."""
+def children(pid, builds=True):
+    """{pid: start ticks} of @pid's live children (not @builds: without the
+    build-qemu/build-guest cache checks, which are no machine and finish
+    on their own)."""
     out = {}
     for p in pids():
         st = stat(p)
-        if st and st[0] == pid and st[2] not in ("Z", "X"):
+        if st and st[0] == pid and st[2] not in ("Z", "X") and \
+                (builds or b"/scripts/build-" not in cmdline(p)):
             out[p] = st[1]
     return out
 
@@ -186,7 +189,7 @@ def wait_phase(proc, out, want, seen_children):
     order = PHASES + ["done"]
     deadline = time.monotonic() + PHASE_TIMEOUT_S
     while time.monotonic() < deadline and proc.poll() is None:
-        seen_children.update(children(proc.pid))
+        seen_children.update(children(proc.pid, builds=False))
         ph = phase_now(proc.pid, out)
         if ph is not None and order.index(ph) >= order.index(want):
             return ph
@@ -217,7 +220,7 @@ def one(i, backend, sig, want, delay, base):
             return row, [f"run {i}: the launcher never reached {want} (exit {proc.returncode}; "
                          f"{out}.log)"]
         time.sleep(delay)
-        kids.update(children(proc.pid))
+        kids.update(children(proc.pid, builds=False))
         dirs = rundirs(out)
         judged = bool(dirs) and os.path.exists(os.path.join(dirs[0], "report.json"))
         row["at"] = phase_now(proc.pid, out) or seen
