@@ -385,7 +385,7 @@ class LibvirtMachine(Machine):
         for log in ("ktap.log", "console.log"):
             open(os.path.join(self.spec.rundir, log), "w").close()
         try:
-            self.dom = self.conn.createXML(xml, lv.VIR_DOMAIN_START_AUTODESTROY)
+            self.dom = self._create(xml)
         except lv.libvirtError as e:
             if e.get_error_code() in (lv.VIR_ERR_OPERATION_FAILED, lv.VIR_ERR_DOM_EXIST) and \
                     "already exists" in str(e):
@@ -401,6 +401,36 @@ class LibvirtMachine(Machine):
                              f"{_one_line(e)}") from None
         local = os.path.join(DOMAIN_LOG_DIR, self.name + ".log")
         self.log_path = local if _is_local_system(self.uri) else None
+
+    def _create(self, xml):
+        """createXML, stoppable: it blocks while QEMU starts (4 s seen on a
+        loaded host), and a signal is handled only when it returns.  So it
+        runs in a thread; a launcher stopped meanwhile destroys the starting
+        domain (libvirt kills its QEMU) and waits for the call to end."""
+        lv, res = self._lv, {}
+
+        def create():
+            try:
+                res["dom"] = self.conn.createXML(xml, lv.VIR_DOMAIN_START_AUTODESTROY)
+            except lv.libvirtError as e:
+                res["error"] = e
+        t = threading.Thread(target=create, name="libvirt-create", daemon=True)
+        t.start()
+        try:
+            while t.is_alive():
+                t.join(0.1)
+                abort.check()
+        except abort.Aborted:
+            try:
+                self.conn.lookupByName(self.name).destroy()
+            except lv.libvirtError:
+                pass
+            t.join()
+            self.dom = res.get("dom")
+            raise
+        if "error" in res:
+            raise res["error"]
+        return res["dom"]
 
     def _domain_names(self):
         try:
