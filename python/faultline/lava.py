@@ -348,7 +348,6 @@ WRAPPER = '''#!/usr/bin/python3
 import ctypes, json, os, signal, socket, subprocess, sys, time
 QEMU, SOCK, STATS, INJECTOR = {qemu!r}, {sock!r}, {stats!r}, {injector!r}
 LAUNCHER = {launcher!r}
-PIDFILE = SOCK + ".pid"
 S = None
 LIBC = ctypes.CDLL(None)
 def die_with_parent(parent):
@@ -374,8 +373,6 @@ me = os.getpid()
 proc = subprocess.Popen([QEMU] + args + ["-no-shutdown", "-qmp",
                         "unix:" + SOCK + ",server=on,wait=off"],
                         preexec_fn=lambda: die_with_parent(me))
-with open(PIDFILE, "w") as p:
-    p.write(str(proc.pid))
 with open(SOCK + ".wrapper-pid", "w") as p:
     p.write(str(os.getpid()))
 def task_dump(signum, frame):
