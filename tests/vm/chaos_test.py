@@ -220,8 +220,10 @@ def one(i, backend, sig, want, delay, base):
             proc.wait()
             return row, [f"run {i}: the launcher never reached {want} (exit {proc.returncode}; "
                          f"{out}.log)"]
+        # (The launcher's children were recorded while waiting: another
+        # scan of /proc here would take the setup phase's few tenths of a
+        # second on a loaded host.)
         time.sleep(delay)
-        kids.update(children(proc.pid, builds=False))
         dirs = rundirs(out)
         judged = bool(dirs) and os.path.exists(os.path.join(dirs[0], "report.json"))
         row["at"] = phase_now(proc.pid, out) or seen
