@@ -190,10 +190,10 @@ def wait_phase(proc, out, want, seen_children):
     order = PHASES + ["done"]
     deadline = time.monotonic() + PHASE_TIMEOUT_S
     while time.monotonic() < deadline and proc.poll() is None:
-        seen_children.update(children(proc.pid, builds=False))
         ph = phase_now(proc.pid, out)
         if ph is not None and order.index(ph) >= order.index(want):
             return ph
+        seen_children.update(children(proc.pid, builds=False))
         time.sleep(0.01)
     return None
 
