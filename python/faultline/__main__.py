@@ -23,7 +23,8 @@
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
-3 kernel crash or hang (report.json says which: outcome "crash" / "hang").
+3 kernel crash or hang (report.json says which: outcome "crash" / "hang"),
+128+N stopped by signal N (SIGTERM 143, SIGINT 130, SIGHUP 129; outcome "aborted").
 matrix: 0 all pass, 1 any failure, 3 any crash or hang.  git bisect run:
 docs/ci.md maps these (a setup error is "skip", not "bad").
 """
@@ -35,7 +36,7 @@ import shutil
 import subprocess
 import sys
 
-from . import guest, inputs, mutate, report, runner, scenario
+from . import abort, guest, inputs, mutate, report, runner, scenario
 from .build import build_all, run_script, say
 from .errors import EXIT_SETUP, SetupError
 from .machine import BACKENDS, make_spec
@@ -407,7 +408,15 @@ def main(argv=None):
     if args.cmd in ("run", "check", "build", "cmdline", "libvirt-xml") and args.modules and not args.kernel:
         p.error("--modules needs --kernel")
     try:
-        return COMMANDS[args.cmd](args)
+        # Here, not per command: a signal stops any command in order
+        # (docs/launcher.md); and what a killed launcher left is removed.
+        abort.install()
+        abort.sweep()
+        status = COMMANDS[args.cmd](args)
+        abort.check()
+        return status
+    except abort.Aborted as e:
+        return abort.finish(e)
     except (SetupError, scenario.ScenarioError) as e:
         say(f"error: {e}")
         return EXIT_SETUP

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import time
 
-from . import TOP
+from . import TOP, abort
 from .build import build_all, say
 from .errors import SetupError
 
@@ -72,7 +72,8 @@ def check(suites, junit=None, kernel=None, modules=None):
                "--logbase", logbase]
         for s in group:
             cmd += ["--suite", s]
-        subprocess.run(cmd)
+        # meson stops its tests on SIGTERM: passed on if the launcher is stopped.
+        abort.run_child(cmd)
         junits.append(os.path.join(build, "meson-logs", logbase + ".junit.xml"))
         with open(os.path.join(build, "meson-logs", logbase + ".json")) as f:
             for line in f:

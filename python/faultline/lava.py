@@ -26,6 +26,7 @@ import signal
 import subprocess
 import time
 
+from . import abort
 from .build import CACHE
 from .errors import SetupError
 from .machine import Machine, WatchResult
@@ -342,17 +343,36 @@ WRAPPER = '''#!/usr/bin/python3
 # faultline's QEMU with a QMP socket and -no-shutdown; when the guest powers
 # off (or resets: -no-reboot), saves the fault injector's statistics into
 # the run directory and quits, so LAVA sees the end of the stream.
-import json, os, signal, socket, subprocess, sys, time
+# It dies with lava-run and QEMU dies with it (the parent-death signal):
+# lava-run dies with the launcher, so a killed launcher leaves no QEMU.
+import ctypes, json, os, signal, socket, subprocess, sys, time
 QEMU, SOCK, STATS, INJECTOR = {qemu!r}, {sock!r}, {stats!r}, {injector!r}
-PIDFILE = SOCK + ".pid"
+LAUNCHER = {launcher!r}
 S = None
+LIBC = ctypes.CDLL(None)
+def die_with_parent(parent):
+    LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+def launcher_alive():
+    try:
+        with open("/proc/%d/stat" % LAUNCHER["pid"]) as f:
+            st = f.read()
+    except OSError:
+        return False
+    fields = st[st.rindex(")") + 2:].split()
+    return int(fields[19]) == LAUNCHER["start"] and fields[0] not in "ZX"
+die_with_parent(os.getppid())
+# lava-run may have died (with the launcher) before that prctl.
+if not launcher_alive():
+    sys.exit(1)
 args = sys.argv[1:]
 if args == ["--version"] or not args:
     os.execv(QEMU, [QEMU] + args)
+me = os.getpid()
 proc = subprocess.Popen([QEMU] + args + ["-no-shutdown", "-qmp",
-                        "unix:" + SOCK + ",server=on,wait=off"])
-with open(PIDFILE, "w") as p:
-    p.write(str(proc.pid))
+                        "unix:" + SOCK + ",server=on,wait=off"],
+                        preexec_fn=lambda: die_with_parent(me))
 with open(SOCK + ".wrapper-pid", "w") as p:
     p.write(str(os.getpid()))
 def task_dump(signum, frame):
@@ -472,7 +492,8 @@ class LavaMachine(Machine):
         with open(wrapper, "w") as f:
             f.write(WRAPPER.format(qemu=spec.qemu_binary,
                                    sock=os.path.join(self.lava_dir, "qmp.sock"),
-                                   stats=self.stats_path, injector=spec.injector_id))
+                                   stats=self.stats_path, injector=spec.injector_id,
+                                   launcher=abort.identity()))
         os.chmod(wrapper, 0o755)
         return job
 
@@ -518,33 +539,42 @@ class LavaMachine(Machine):
             f.write("PATH=" + shlex.quote(p["bin"]) + ":$PATH " + shlex.join(cmd) + "\n")
         self._log = open(self.log_path, "w")
         try:
+            # SIGKILL when the launcher dies: its QEMU wrapper, then QEMU,
+            # die with it (WRAPPER); the next launcher removes the rest.
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                          stderr=subprocess.STDOUT, env=env, cwd=self.lava_dir,
-                                         start_new_session=True)
+                                         start_new_session=True,
+                                         preexec_fn=abort.die_with_parent())
         except OSError as e:
             raise SetupError(f"cannot start lava-run: {e.strerror}") from None
+        abort.note_process(spec.scratch, self.proc.pid)
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def kill(self):
+    def kill(self, grace_s=10):
         if self.running():
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait()
 
     def cleanup(self):
-        self.kill()
-        # lava-run starts QEMU in a session of its own: make sure it is gone.
-        try:
-            with open(os.path.join(self.lava_dir, "qmp.sock.pid")) as f:
-                os.kill(int(f.read()), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
+        # QEMU first (the only process with our QMP socket on its command
+        # line): lava-run may take seconds to stop, and it starts QEMU in a
+        # session of its own.
+        abort.kill_mentioning(os.path.join(self.lava_dir, "qmp.sock"))
+        # Still running here only when the run is being stopped: its results
+        # no longer matter, a short grace does.
+        self.kill(grace_s=2)
+        abort.kill_mentioning(self.spec.scratch)
+        # lava-run removes its download directory, unless it was killed.
+        for d in glob.glob(os.path.join(abort.LAVA_TMP,
+                                        os.path.basename(self.spec.scratch) + "-*")):
+            shutil.rmtree(d, ignore_errors=True)
         if self._log:
             self._log.close()
             self._log = None
@@ -578,6 +608,7 @@ class LavaMachine(Machine):
         wrapper_pid = os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
         while self.running():
             time.sleep(0.5)
+            abort.check()
             now = time.monotonic()
             target, _, _ = parse_lava_log(self._read_log())
             ktap = ktap_from_target(target)

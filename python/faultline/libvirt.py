@@ -15,7 +15,10 @@ Two libvirt behaviours are bent back to what the qemu backend does:
   and digest go on), so the hits are recounted from the fault log.
 - The domain is started with AUTODESTROY: libvirtd destroys it when our
   connection closes, so a killed launcher (even SIGKILL) leaves nothing
-  running; SIGTERM/SIGINT also destroy it before exiting.
+  running; a signal the launcher handles destroys it on the way out
+  (abort.py).  The domain also names its owner (<metadata>: pid, start
+  time, boot): a launcher destroys a faultline domain whose owner is gone
+  (destroy_orphans), whatever happened to that connection.
 Four of libvirt's own QEMU arguments change what the guest sees and are
 undone in <qemu:commandline> (domain_xml, docs/launcher.md): a deterministic
 run then has the qemu backend's digest.
@@ -27,7 +30,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -35,12 +37,14 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
+from . import abort
 from .errors import SetupError
 from .machine import Machine
 from .qmp import QmpError
 
 DEFAULT_URI = "qemu:///system"
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+OWNER_NS = "urn:faultline:owner"
 SYSTEM_SOCKET = "/run/libvirt/libvirt-sock"
 VIRTLOGD_SOCKET = "/run/libvirt/virtlogd-sock"
 DAEMON_LOG = "/var/log/libvirt/faultline-daemons.log"
@@ -132,16 +136,20 @@ def _machine_options(spec):
     return vcpus, clock, track, rest
 
 
-def domain_xml(spec, name, by_hand=False):
+def domain_xml(spec, name, by_hand=False, owner=None):
     """The domain XML of one run (a string); see the module docstring.
 
     @by_hand: for `virsh create` without the launcher, whose event callback
-    would pause the reset: the domain ends when the guest powers off."""
+    would pause the reset: the domain ends when the guest powers off.
+    @owner: the launcher's abort.identity(), kept in <metadata>."""
     vcpus, clock, track, passthrough = _machine_options(spec)
     dom = ET.Element("domain", {"type": "kvm" if spec.accel == "kvm" else "qemu"})
     ET.SubElement(dom, "name").text = name
     ET.SubElement(dom, "description").text = (
         f"faultline scenario {spec.scenario}; run directory {spec.rundir}")
+    if owner:
+        ET.SubElement(ET.SubElement(dom, "metadata"), f"{{{OWNER_NS}}}owner",
+                      {k: str(v) for k, v in owner.items()})
     ET.SubElement(dom, "memory", unit="KiB").text = str(_size_kib(spec.memory))
     ET.SubElement(dom, "vcpu").text = str(vcpus)
     # QEMU's own -smp N makes N cores in one socket; libvirt's <vcpu> alone
@@ -191,6 +199,7 @@ def domain_xml(spec, name, by_hand=False):
     for a in argv:
         ET.SubElement(cmd, f"{{{QEMU_NS}}}arg", value=a)
     ET.register_namespace("qemu", QEMU_NS)
+    ET.register_namespace("faultline", OWNER_NS)
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode") + "\n"
 
@@ -337,7 +346,6 @@ class LibvirtMachine(Machine):
         self.xml_path = os.path.join(spec.rundir, "domain.xml")
         self.log_path = None
         self.reset_paused = threading.Event()
-        self._old_handlers = {}
         self._lv = self._lvq = None
 
     # -- start
@@ -373,18 +381,23 @@ class LibvirtMachine(Machine):
         except lv.libvirtError:
             self.libvirt_version = None
         self._probe_emulator()
+        destroy_orphans(self.conn, lv)
         if self.name in self._domain_names():
             raise SetupError(f"libvirt: a domain named {self.name!r} already exists on "
                              f"{self.uri}")
-        xml = domain_xml(self.spec, self.name)
+        owner = abort.identity()
+        xml = domain_xml(self.spec, self.name, owner=owner)
         with open(self.xml_path, "w") as f:
             f.write(xml)
+        # For the next launcher's abort.sweep(), should this one be killed
+        # and libvirtd keep the domain.
+        with open(os.path.join(self.spec.scratch, abort.LIBVIRT_RECORD), "w") as f:
+            json.dump({"uri": self.uri, "domain": self.name}, f)
         # QEMU truncates them too; empty before the watch loop reads them.
         for log in ("ktap.log", "console.log"):
             open(os.path.join(self.spec.rundir, log), "w").close()
-        self._trap_signals()
         try:
-            self.dom = self.conn.createXML(xml, lv.VIR_DOMAIN_START_AUTODESTROY)
+            self.dom = self._create(xml)
         except lv.libvirtError as e:
             if e.get_error_code() in (lv.VIR_ERR_OPERATION_FAILED, lv.VIR_ERR_DOM_EXIST) and \
                     "already exists" in str(e):
@@ -401,6 +414,36 @@ class LibvirtMachine(Machine):
         local = os.path.join(DOMAIN_LOG_DIR, self.name + ".log")
         self.log_path = local if _is_local_system(self.uri) else None
 
+    def _create(self, xml):
+        """createXML, stoppable: it blocks while QEMU starts (4 s seen on a
+        loaded host), and a signal is handled only when it returns.  So it
+        runs in a thread; a launcher stopped meanwhile destroys the starting
+        domain (libvirt kills its QEMU) and waits for the call to end."""
+        lv, res = self._lv, {}
+
+        def create():
+            try:
+                res["dom"] = self.conn.createXML(xml, lv.VIR_DOMAIN_START_AUTODESTROY)
+            except lv.libvirtError as e:
+                res["error"] = e
+        t = threading.Thread(target=create, name="libvirt-create", daemon=True)
+        t.start()
+        try:
+            while t.is_alive():
+                t.join(0.1)
+                abort.check()
+        except abort.Aborted:
+            try:
+                self.conn.lookupByName(self.name).destroy()
+            except lv.libvirtError:
+                pass
+            t.join()
+            self.dom = res.get("dom")
+            raise
+        if "error" in res:
+            raise res["error"]
+        return res["dom"]
+
     def _domain_names(self):
         try:
             return {d.name() for d in self.conn.listAllDomains()}
@@ -415,26 +458,6 @@ class LibvirtMachine(Machine):
         except self._lv.libvirtError:
             pass
         self.reset_paused.set()
-
-    # -- signals: a killed launcher takes its domain with it
-
-    def _trap_signals(self):
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-
-    def _restore_signals(self):
-        for sig, old in self._old_handlers.items():
-            signal.signal(sig, old)
-        self._old_handlers = {}
-
-    def _on_signal(self, signum, frame):
-        self.kill()
-        self._restore_signals()
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise SystemExit(128 + signum)
 
     # -- the Machine contract
 
@@ -495,7 +518,6 @@ class LibvirtMachine(Machine):
             except self._lv.libvirtError:
                 pass
         self.conn = self.dom = None
-        self._restore_signals()
         super().cleanup()
 
     def _domain_log(self):
@@ -549,6 +571,58 @@ class LibvirtMachine(Machine):
                 "domain_xml": os.path.basename(self.xml_path),
                 "domain_log": "libvirt-qemu.log" if self.log_path else None,
                 "started_daemons": self.started_daemons}
+
+
+def domain_owner(dom):
+    """The abort.identity() in a domain's <metadata>, or None (not ours)."""
+    try:
+        root = ET.fromstring(dom.XMLDesc(0))
+    except Exception:  # noqa: BLE001 - libvirtError (gone meanwhile) or bad XML
+        return None
+    el = root.find(f"metadata/{{{OWNER_NS}}}owner")
+    if el is None:
+        return None
+    try:
+        return {"pid": int(el.get("pid")), "start": int(el.get("start")),
+                "boot": el.get("boot")}
+    except (TypeError, ValueError):
+        return None
+
+
+def destroy_orphans(conn, lv):
+    """Destroy every faultline domain on @conn whose owner (a launcher) is
+    gone; returns their names.  libvirtd's AUTODESTROY does it when the
+    owner's connection drops: this is for a daemon that did not."""
+    gone = []
+    try:
+        doms = conn.listAllDomains()
+    except lv.libvirtError:
+        return gone
+    for dom in doms:
+        try:
+            if not dom.name().startswith("faultline-"):
+                continue
+            owner = domain_owner(dom)
+            if owner and not abort.alive(owner):
+                dom.destroy()
+                gone.append(dom.name())
+        except lv.libvirtError:
+            continue
+    return gone
+
+
+def destroy_orphans_of(record):
+    """abort.sweep(): the orphans on the connection a dead launcher's
+    scratch directory names (its LIBVIRT_RECORD)."""
+    with open(record) as f:
+        uri = json.load(f)["uri"]
+    lv, _ = import_libvirt()
+    lv.registerErrorHandler(lambda ctx, err: None, None)
+    conn = lv.open(uri)
+    try:
+        return destroy_orphans(conn, lv)
+    finally:
+        conn.close()
 
 
 def _version(n):

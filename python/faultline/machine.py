@@ -13,6 +13,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 
+from . import abort
 from .errors import SetupError
 from .qmp import QmpError
 from .scenario import HOTPLUG_ID
@@ -176,10 +177,14 @@ class Machine:
         self.options = backend_options
 
     def __enter__(self):
+        # Known to abort.finish() until cleaned up: a signal may interrupt
+        # this machine's cleanup.
+        abort.register(self)
         return self
 
     def __exit__(self, *exc):
         self.cleanup()
+        abort.unregister(self)
         return False
 
     # -- what a backend provides
@@ -248,6 +253,7 @@ class Machine:
         deadline = t0 + timeout_s
         while True:
             time.sleep(0.2)
+            abort.check()
             text = _read(ktap_path)
             now = time.monotonic()
             if poll and now - last_poll > 1.0:

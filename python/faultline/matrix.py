@@ -10,9 +10,9 @@ import os
 import shlex
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from . import kcidb, kconfig, runner
+from .abort import Executor
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .report import status_word, write_junit
@@ -140,7 +140,7 @@ def run_matrix(args):
                   f"crash {counts[2]})", flush=True)
         return r
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with Executor(max_workers=jobs) as pool:
         for f in [pool.submit(one, i, item) for i, item in enumerate(todo)]:
             f.result()
     results.sort(key=lambda x: x[0])

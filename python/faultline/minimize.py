@@ -19,11 +19,11 @@ import re
 import shlex
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from . import rules as rules_check
 from . import runner
+from .abort import Executor
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .judge import CRASH_MARKERS
@@ -402,7 +402,7 @@ class Minimizer:
             todo = todo[:max(self.budget - self.runs, 0)]
             if not todo:
                 raise BudgetSpent()
-        with ThreadPoolExecutor(max_workers=self.jobs) as ex:
+        with Executor(max_workers=self.jobs) as ex:
             for c, (_, sig, same, _) in zip(todo, ex.map(
                     lambda c: self.run_subset(c, tag), todo)):
                 self.cache[tuple(c)] = same

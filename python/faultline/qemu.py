@@ -5,6 +5,7 @@ import shlex
 import signal
 import subprocess
 
+from . import abort
 from .errors import SetupError
 from .machine import Machine
 from .qmp import Qmp, QmpError
@@ -34,8 +35,12 @@ class QemuMachine(Machine):
             open(os.path.join(spec.rundir, name), "w").close()
         self._stderr = open(os.path.join(spec.rundir, "qemu.stderr"), "w")
         try:
+            # Its own session: a terminal's ^C reaches the launcher only, which
+            # stops QEMU in order.  The parent-death signal: a launcher killed
+            # outright (SIGKILL) takes QEMU with it.
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._stderr,
-                                         stderr=self._stderr, start_new_session=True)
+                                         stderr=self._stderr, start_new_session=True,
+                                         preexec_fn=abort.die_with_parent())
         except OSError as e:
             raise SetupError(f"cannot start {cmd[0]}: {e.strerror}") from None
 

@@ -38,10 +38,11 @@ class Report:
     rules_option: str | None = None               # --rules FILE: its path
     warnings: list | None = None                  # e.g. a --rules rule that never fired
     kernel_log: dict | None = None                # kernlog.summarize() of the console
+    signal: str | None = None                     # outcome "aborted": e.g. "SIGTERM"
     results: list = field(default_factory=list)   # per-KTAP-result, not in report.json
 
     OPTIONAL = ("digest", "fault_log", "console_tail", "task_dump", "plots", "mutation",
-                "qmp_actions", "rules_option", "warnings", "kernel_log")
+                "qmp_actions", "rules_option", "warnings", "kernel_log", "signal")
 
     def to_json(self):
         out = {}
@@ -75,6 +76,8 @@ def load_report(rundir):
 
 
 def status_word(status):
+    if status > 128:
+        return "ABORTED"        # 128 + the signal that stopped the launcher
     return {0: "PASS", 1: "FAIL", 2: "ERROR", 3: "CRASH"}.get(status, f"EXIT {status}")
 
 
@@ -282,7 +285,9 @@ def show(path, out=None):
         with open(os.path.join(path, "run.json")) as f:
             meta = json.load(f)
     except (OSError, ValueError) as e:
-        raise SetupError(f"{path} is not a faultline run directory ({e})") from None
+        if r.outcome != "aborted":
+            raise SetupError(f"{path} is not a faultline run directory ({e})") from None
+        meta = {}       # stopped before run.json was written
     print_report(r, path, out)
     v = meta.get("versions", {})
     print(f"qemu       {v.get('QEMU_SRC_VERSION', '?')} ({v.get('QEMU_SRC_SUITE', '?')}), "

@@ -9,11 +9,10 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, guest, kcidb, kconfig, mutate, report, rules, scenario
+from . import TOP, abort, guest, kcidb, kconfig, mutate, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -166,18 +165,16 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time
     return meta
 
 
-def scratch_dir():
-    # Disk image, initramfs and QMP socket live in RAM: unlinking a disk file
-    # with gigabytes still in writeback stalled runs for minutes (measured),
-    # and a short path keeps the socket under the 108-byte sun_path limit.
-    return tempfile.mkdtemp(prefix="faultline-",
-                            dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+def scratch_dir(rundir=None):
+    """Disk image, initramfs and QMP socket: in RAM, owned by this process
+    (abort.new_scratch: a killed launcher's is removed by the next one)."""
+    return abort.new_scratch(rundir)
 
 
 def boot_and_judge(sc, seed, opts, builds, rundir):
     """Prepare the inputs, boot the machine, watch it, judge it: a Report."""
     t0 = time.monotonic()
-    scratch = scratch_dir()
+    scratch = scratch_dir(rundir)
     try:
         initrd = guest.prepare(sc, builds.guest_dir, rundir, scratch, seed)
         spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), rundir,
@@ -186,10 +183,11 @@ def boot_and_judge(sc, seed, opts, builds, rundir):
             m.start()
             watch = m.run(sc.timeout_s, Progress(len(sc.tests), opts.quiet))
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        abort.remove_scratch(scratch)
     return judge(sc, rundir, seed, opts.deterministic, watch, time.monotonic() - t0), watch
 
 
+@abort.tracks_run
 def one_run(sc, seed, opts, builds, rundir, verbose=True):
     """One run into @rundir: run.json, the machine's files, report.json,
     stats.json, plots, junit.xml, kcidb.json; prints the summary unless

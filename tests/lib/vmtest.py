@@ -11,7 +11,7 @@ import sys
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import runner  # noqa: E402
+from faultline import abort, runner  # noqa: E402
 from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
 from faultline.scenario import ScenarioError  # noqa: E402
 
@@ -57,9 +57,13 @@ def verdict(what, problems):
 
 def exit_with(name, main):
     """Exit with main()'s status; a setup or scenario error is one line on
-    stderr and exit 2, never a traceback."""
+    stderr and exit 2, never a traceback.  Stopped by a signal (meson's
+    timeout), it stops its machines as the launcher does (abort.py)."""
     try:
+        abort.install()
         sys.exit(main())
+    except abort.Aborted as e:
+        sys.exit(abort.finish(e))
     except (SetupError, ScenarioError) as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         sys.exit(EXIT_SETUP)

@@ -8,10 +8,16 @@
                                         qemu backend, then libvirt: same verdict and
                                         rule hits (deterministic: same digest, KTAP)
   libvirt_test.py kill SCENARIO         SIGTERM, then SIGKILL, of a launcher mid-run:
-                                        the domain is gone each time
+                                        the domain is gone each time, and so is the
+                                        run's scratch directory (SIGKILL: once the
+                                        next launcher has started)
+  libvirt_test.py orphans               a faultline domain whose owner (a launcher) is
+                                        gone is destroyed by the next libvirt start;
+                                        one whose owner lives is left alone
   libvirt_test.py errors                one line and exit 2 for an unreachable URI,
                                         a QEMU libvirt rejects, a domain name clash,
-                                        python3-libvirt missing
+                                        python3-libvirt missing, a domain QEMU
+                                        refuses to start (its scratch removed)
 
 Needs root (libvirtd is started when absent).  Exit 0 pass, 1 fail, 2 setup.
 """
@@ -20,6 +26,8 @@ import argparse
 import dataclasses
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from vmtest import (FAULTLINE, OUT, exit_with, run_one, run_options,  # noqa: E402
                     verdict)
 
+from faultline import abort, libvirt  # noqa: E402
 from faultline.build import build_all  # noqa: E402
 from faultline.errors import EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
 from faultline.libvirt import LibvirtMachine, import_libvirt  # noqa: E402
@@ -85,6 +94,15 @@ def test_same(scenario, deterministic, cpus=None):
     return problems
 
 
+def scratch_of(rundir):
+    """The scratch directories a run's domain XML names (kernel, initrd, disk)."""
+    try:
+        with open(os.path.join(rundir, "domain.xml")) as f:
+            return sorted(set(re.findall(r"/dev/shm/faultline-[A-Za-z0-9_]+", f.read())))
+    except OSError:
+        return []
+
+
 def faultline_domains(conn, pid):
     prefix = "faultline-"
     return [d.name() for d in conn.listAllDomains()
@@ -95,8 +113,9 @@ def test_kill(scenario):
     lv, _ = import_libvirt()
     problems = []
     for sig in (signal.SIGTERM, signal.SIGKILL):
+        out = tempfile.mkdtemp(prefix="libvirt-kill-", dir=OUT)
         proc = subprocess.Popen([FAULTLINE, "run", scenario, "--backend", "libvirt",
-                                 "--out", OUT, "--quiet"],
+                                 "--out", out, "--quiet"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         conn = None
         deadline = time.monotonic() + 300
@@ -115,19 +134,49 @@ def test_kill(scenario):
         time.sleep(3)   # mid-boot
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
-        time.sleep(1)
-        left = [n for n in seen if n in {d.name() for d in conn.listAllDomains()}]
+        # libvirtd destroys an AUTODESTROY domain once it sees the
+        # connection drop: within 5 s on a loaded host (once not within 1 s).
+        deadline = time.monotonic() + 5
+        while True:
+            left = [n for n in seen if n in {d.name() for d in conn.listAllDomains()}]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if left and sig == signal.SIGKILL:
+            # Killed while libvirtd was still starting the domain (its
+            # autodestroy is armed only when the start ends): the next
+            # launcher start destroys it, its owner being gone.
+            subprocess.run([FAULTLINE, "list"], stdout=subprocess.DEVNULL, check=False)
+            left = [n for n in seen if n in {d.name() for d in conn.listAllDomains()}]
+            print(f"{sig.name}: domain outlived the launcher; after the next launcher start: "
+                  f"{'STILL THERE' if left else 'gone'}")
         print(f"{sig.name}: launcher exit {proc.returncode}, domain {seen[0]}: "
               f"{'STILL THERE' if left else 'gone'}")
         if left:
             problems.append(f"{sig.name}: domain {left} left behind")
             for n in left:
-                conn.lookupByName(n).destroy()
+                try:
+                    conn.lookupByName(n).destroy()
+                except lv.libvirtError:
+                    pass
         if proc.returncode == 0:
             problems.append(f"{sig.name}: launcher exit 0")
         if "Traceback" in err:
             problems.append(f"{sig.name}: traceback on stderr")
         conn.close()
+        rundirs = [os.path.join(out, d) for d in os.listdir(out)]
+        scratch = [d for r in rundirs for d in scratch_of(r)]
+        if sig == signal.SIGKILL:
+            # The killed launcher could not remove it: the next one does.
+            subprocess.run([FAULTLINE, "list"], stdout=subprocess.DEVNULL, check=False)
+        left = [d for d in scratch if os.path.exists(d)]
+        print(f"{sig.name}: scratch {scratch}: {'LEFT' if left else 'gone'}")
+        if not scratch:
+            problems.append(f"{sig.name}: no scratch directory in {rundirs}' domain.xml")
+        if left:
+            problems.append(f"{sig.name}: scratch {left} left behind")
+            for d in left:
+                shutil.rmtree(d, ignore_errors=True)
     return problems
 
 
@@ -141,6 +190,34 @@ def expect_one_line(what, argv, needle, env=None):
     return []
 
 
+def start_error_leaves_nothing():
+    """A domain libvirt defines but QEMU refuses (a bogus device property):
+    one line, exit 2, and no scratch directory or domain left."""
+    out = tempfile.mkdtemp(prefix="libvirt-start-error-", dir=OUT)
+    path = os.path.join(out, "bad-option.toml")
+    with open(path, "w") as f:
+        f.write('description = "a device property QEMU does not have"\ntimeout = "60s"\n'
+                '[vm]\nmemory = "256M"\ncpus = 1\n'
+                '[device]\nkind = "nvme"\nsize = "64M"\nextra = "no-such-property=1"\n'
+                '[[test]]\nrun = "true"\n')
+    problems = expect_one_line(
+        "QEMU refuses the domain", [FAULTLINE, "run", path, "--backend", "libvirt",
+                                    "--out", out, "--quiet"],
+        "libvirt could not start the domain")
+    rundirs = [os.path.join(out, d) for d in os.listdir(out)
+               if os.path.isdir(os.path.join(out, d))]
+    scratch = [d for r in rundirs for d in scratch_of(r)]
+    left = [d for d in scratch if os.path.exists(d)]
+    print(f"QEMU refuses the domain: scratch {scratch}: {'LEFT' if left else 'gone'}")
+    if not scratch:
+        problems.append(f"QEMU refuses the domain: no scratch named in {rundirs}")
+    if left:
+        problems.append(f"QEMU refuses the domain: scratch {left} left behind")
+        for d in left:
+            shutil.rmtree(d, ignore_errors=True)
+    return problems
+
+
 def test_errors():
     problems = expect_one_line(
         "unreachable URI", [FAULTLINE, "run", "smoke", "--backend", "libvirt", "--connect",
@@ -152,6 +229,7 @@ def test_errors():
         "no python3-libvirt", ["/usr/bin/python3", "-S", FAULTLINE, "run", "smoke",
                                "--backend", "libvirt", "--out", OUT, "--quiet"],
         "python3-libvirt is not installed")
+    problems += start_error_leaves_nothing()
     builds = build_all(quiet=True)
     rundir = tempfile.mkdtemp(prefix="libvirt-errors-", dir=OUT)
     spec = MachineSpec(scenario="errors", qemu_binary=builds.qemu_binary,
@@ -176,7 +254,10 @@ def test_errors():
     os.chmod(fake, 0o755)
     problems += start_fails("QEMU rejected", dataclasses.replace(spec, qemu_binary=fake),
                             "libvirt rejects " + fake)
-    with LibvirtMachine(spec) as first:
+    # A scratch directory of its own: the rejected machine's cleanup removed
+    # the first one (and start() records the domain there).
+    with LibvirtMachine(dataclasses.replace(
+            spec, scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm"))) as first:
         first.start()
         problems += start_fails("name clash", dataclasses.replace(
             spec, scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm")),
@@ -186,9 +267,54 @@ def test_errors():
     return problems
 
 
+def test_orphans():
+    lv, _ = import_libvirt()
+    builds = build_all(quiet=True)
+    rundir = tempfile.mkdtemp(prefix="libvirt-orphans-", dir=OUT)
+    spec = MachineSpec(scenario="orphans", qemu_binary=builds.qemu_binary,
+                       firmware_dirs=builds.firmware_dirs, kernel=builds.kernel,
+                       initrd=builds.initramfs, append="console=ttyS0", memory="256M", cpus=1,
+                       accel="tcg", deterministic=False, rundir=rundir, scratch=rundir,
+                       disk="", injector_id=None, device_args=[], extra_args=[])
+    lv.registerErrorHandler(lambda ctx, err: None, None)
+    # The "dead" domain's owner lives while libvirt starts it (a libvirt
+    # run starting meanwhile would destroy an orphan under createXML), then dies.
+    owner_proc = subprocess.Popen(["sleep", "600"])
+    doomed = abort.identity(owner_proc.pid)
+    conn = lv.open(libvirt.DEFAULT_URI)
+    names = {}
+    problems = []
+    try:
+        # Transient, not AUTODESTROY: as if libvirtd had not destroyed them.
+        for who, owner in (("dead", doomed), ("live", abort.identity())):
+            names[who] = libvirt.new_domain_name("orphans-" + who)
+            conn.createXML(libvirt.domain_xml(spec, names[who], owner=owner), 0)
+        owner_proc.kill()
+        owner_proc.wait()
+        destroyed = libvirt.destroy_orphans(conn, lv)
+        left = {d.name() for d in conn.listAllDomains()}
+        print(f"orphans: destroyed {destroyed}; "
+              f"left {sorted(n for n in left if n in names.values())}")
+        # (Another launcher starting a libvirt run may have destroyed it first.)
+        if names["dead"] in left:
+            problems.append(f"the dead owner's domain {names['dead']} is still there")
+        if names["live"] not in left:
+            problems.append(f"the live owner's domain {names['live']} was destroyed")
+    finally:
+        owner_proc.kill()
+        owner_proc.wait()
+        for n in names.values():
+            try:
+                conn.lookupByName(n).destroy()
+            except lv.libvirtError:
+                pass
+        conn.close()
+    return problems
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("test", choices=["run", "same", "kill", "errors"])
+    p.add_argument("test", choices=["run", "same", "kill", "errors", "orphans"])
     p.add_argument("scenario", nargs="?", default="smoke")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--cpus", type=int, help="vCPUs (overrides the scenario's)")
@@ -200,6 +326,8 @@ def main():
         problems = test_same(args.scenario, args.deterministic, args.cpus)
     elif args.test == "kill":
         problems = test_kill(args.scenario)
+    elif args.test == "orphans":
+        problems = test_orphans()
     else:
         problems = test_errors()
     return verdict(f"libvirt {args.test}", problems)

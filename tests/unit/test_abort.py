@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Unit tests of python/faultline/abort.py with real processes and signals
+(no QEMU): the parent-death signal, owner identity, the sweep of a dead
+launcher's scratch, and a launcher-like process stopped by SIGTERM, SIGINT
+and SIGHUP with a machine in a worker thread."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline import abort  # noqa: E402
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def wait_gone(pid, timeout_s=5.0):
+    """True when @pid exits (or is a zombie) within @timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        st = abort.start_ticks(pid)
+        if st is None or st[1] in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def dead_identity():
+    """The identity of a process that has exited."""
+    p = subprocess.Popen(["sleep", "60"])
+    ident = abort.identity(p.pid)
+    p.kill()
+    p.wait()
+    return ident
+
+
+class Identity(unittest.TestCase):
+    def test_me_alive(self):
+        self.assertTrue(abort.alive(abort.identity()))
+
+    def test_exited_dead(self):
+        self.assertFalse(abort.alive(dead_identity()))
+
+    def test_reused_pid_dead(self):
+        # Same pid, another start time: another process.
+        me = abort.identity()
+        self.assertFalse(abort.alive(dict(me, start=me["start"] - 1)))
+        self.assertFalse(abort.alive(dict(me, boot="another-boot")))
+
+    def test_zombie_dead(self):
+        p = subprocess.Popen(["true"])
+        ident = abort.identity(p.pid)
+        self.assertTrue(wait_gone(p.pid))      # exited, not yet reaped
+        self.assertIsNotNone(abort.start_ticks(p.pid))
+        self.assertFalse(abort.alive(ident))
+        p.wait()
+
+    def test_garbage(self):
+        for owner in ({}, {"pid": "x"}, {"pid": None}):
+            self.assertFalse(abort.alive(owner))
+
+
+class ParentDeath(unittest.TestCase):
+    def test_child_dies_with_killed_parent(self):
+        """A parent started with die_with_parent's child, then SIGKILLed:
+        the child is gone within 5 s (it would sleep 60)."""
+        code = textwrap.dedent(f"""
+            import subprocess, sys, time
+            sys.path.insert(0, {os.path.join(TOP, 'python')!r})
+            from faultline import abort
+            c = subprocess.Popen(["sleep", "60"], preexec_fn=abort.die_with_parent(),
+                                 start_new_session=True)
+            print(c.pid, flush=True)
+            time.sleep(60)
+        """)
+        parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                  text=True)
+        child = int(parent.stdout.readline())
+        self.assertFalse(wait_gone(child, 0.3), "the child died before its parent")
+        parent.kill()
+        parent.wait()
+        self.assertTrue(wait_gone(child), "the child outlived its SIGKILLed parent")
+
+    def test_without_it_child_survives(self):
+        """The control: without die_with_parent the child outlives the
+        parent (what the qemu backend did before)."""
+        code = ("import subprocess, time; c = subprocess.Popen(['sleep', '60'], "
+                "start_new_session=True); print(c.pid, flush=True); time.sleep(60)")
+        parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                  text=True)
+        child = int(parent.stdout.readline())
+        parent.kill()
+        parent.wait()
+        try:
+            self.assertFalse(wait_gone(child, 1.0))
+        finally:
+            os.kill(child, signal.SIGKILL)
+
+
+class Sweep(unittest.TestCase):
+    def setUp(self):
+        self.base = tempfile.mkdtemp(prefix="abort-test-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", self.base])
+        self.bases = abort.scratch_bases
+        abort.scratch_bases = lambda: [self.base]
+        self.addCleanup(setattr, abort, "scratch_bases", self.bases)
+        self.tmp = tempfile.gettempdir
+        # sweep() also looks in the temporary directory: this test's only.
+        tempfile.gettempdir = lambda: self.base
+        self.addCleanup(setattr, tempfile, "gettempdir", self.tmp)
+
+    def scratch(self, owner, rundir=None):
+        d = tempfile.mkdtemp(prefix=abort.PREFIX, dir=self.base)
+        with open(os.path.join(d, "disk.img"), "w") as f:
+            f.write("x")
+        if owner is not None:
+            with open(os.path.join(d, abort.OWNER), "w") as f:
+                json.dump(dict(owner, rundir=rundir), f)
+        return d
+
+    def test_only_dead_owners(self):
+        rundir = os.path.join(self.base, "run")
+        os.makedirs(rundir)
+        with open(os.path.join(rundir, "run.json"), "w") as f:
+            json.dump({"scenario": "smoke", "seed": 7, "start_time": time.time()}, f)
+        dead = self.scratch(dead_identity(), rundir)
+        live = self.scratch(abort.identity())
+        unknown = self.scratch(None)
+        # A process of the dead launcher's run (it names the scratch), and
+        # one recorded in processes.json (it does not).
+        named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", dead])
+        retitled = subprocess.Popen(["sleep", "60"])
+        abort.note_process(dead, retitled.pid)
+        removed = abort.sweep()
+        self.assertEqual(removed, [dead])
+        self.assertFalse(os.path.exists(dead))
+        self.assertTrue(os.path.exists(live) and os.path.exists(unknown))
+        self.assertEqual(named.wait(timeout=5), -signal.SIGKILL)
+        self.assertEqual(retitled.wait(timeout=5), -signal.SIGKILL)
+        with open(os.path.join(rundir, "report.json")) as f:
+            rep = json.load(f)
+        self.assertEqual((rep["outcome"], rep["status"], rep["scenario"], rep["seed"]),
+                         ("aborted", 137, "smoke", 7))
+        self.assertIn("SIGKILL", rep["reason"])
+
+    def test_report_kept(self):
+        """A run that has its report.json keeps it."""
+        rundir = os.path.join(self.base, "run")
+        os.makedirs(rundir)
+        with open(os.path.join(rundir, "report.json"), "w") as f:
+            f.write('{"outcome": "pass"}')
+        self.scratch(dead_identity(), rundir)
+        abort.sweep()
+        with open(os.path.join(rundir, "report.json")) as f:
+            self.assertEqual(json.load(f), {"outcome": "pass"})
+
+    def test_new_scratch_names_owner(self):
+        d = abort.new_scratch("/some/run")
+        try:
+            owner = abort.read_owner(d)
+            self.assertEqual(owner["rundir"], "/some/run")
+            self.assertTrue(abort.alive(owner))
+            self.assertEqual(abort.sweep(), [])
+        finally:
+            abort.remove_scratch(d)
+        self.assertFalse(os.path.exists(d))
+
+
+# A launcher in miniature: main() as the CLI's, a run in a worker thread of
+# abort.Executor (matrix, minimize) with a machine whose cleanup is logged,
+# a queued second run that must never start.
+LAUNCHER = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, {python!r})
+    from faultline import abort
+    LOG = {log!r}
+
+    def log(text):
+        with open(LOG, "a") as f:
+            f.write(text + "\\n")
+
+    class Machine:
+        def __init__(self, name):
+            self.name = name
+        def cleanup(self):
+            log("cleanup " + self.name)
+
+    def run(name):
+        log("start " + name)
+        m = Machine(name)
+        abort.register(m)
+        try:
+            while True:             # the watch loop
+                time.sleep(0.05)
+                abort.check()
+        finally:
+            m.cleanup()
+            abort.unregister(m)
+
+    def main():
+        try:
+            abort.install()
+            with abort.Executor(max_workers=1) as pool:
+                futures = [pool.submit(run, "a"), pool.submit(run, "b")]
+                log("ready")
+                for f in futures:
+                    f.result()
+        except abort.Aborted as e:
+            return abort.finish(e)
+        return 0
+
+    sys.exit(main())
+""")
+
+
+class Signals(unittest.TestCase):
+    def stop(self, sig):
+        d = tempfile.mkdtemp(prefix="abort-test-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", d])
+        log = os.path.join(d, "log")
+        p = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(
+            python=os.path.join(TOP, "python"), log=log)], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if "start a" in read(log):
+                break
+            time.sleep(0.02)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=10)
+        return p.returncode, read(log).split("\n"), err
+
+    def test_signals(self):
+        for sig in abort.SIGNALS:
+            with self.subTest(sig=sig.name):
+                status, log, err = self.stop(sig)
+                self.assertEqual(status, 128 + sig)
+                self.assertIn("cleanup a", log)
+                # The queued run was cancelled, not started.
+                self.assertNotIn("start b", log)
+                self.assertIn(f"aborted by {sig.name}", err)
+                self.assertNotIn("Traceback", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
