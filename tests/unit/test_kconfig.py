@@ -279,7 +279,8 @@ class CommandLineTest(unittest.TestCase):
         vals = full_config([load("write-error-redirty-sync")])
         vals["ZSWAP"] = "n"
         t.write(".config", config_text(vals))
-        kernel = t.write("bzImage", b"x")
+        # A bzImage as far as the launcher's input check reads one.
+        kernel = t.write("bzImage", b"\0" * 0x202 + b"HdrS" + b"\0" * 64)
         res = subprocess.run([os.path.join(TOP, "scripts", "faultline"), "run",
                               "write-error-redirty-sync", "--kernel", kernel,
                               "--modules", t.dir, "--out", t.dir],
