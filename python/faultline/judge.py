@@ -14,13 +14,30 @@ from .report import Report
 CRASH_MARKERS = ["Kernel panic", "kernel BUG at", "BUG: unable to handle",
                  "Oops:", "general protection fault"]
 SPLAT_MARKERS = ["WARNING: CPU", "BUG: ", "sleeping function called from invalid context",
-                 "possible circular locking dependency", "INFO: task", "Call Trace:"]
+                 "possible circular locking dependency", "INFO: task", "Call Trace:",
+                 "WARNING: suspicious RCU usage", "detected stall"]
+# A splat's opening line carries one of these ("BUG: " covers KASAN and
+# soft lockups, "INFO: task" hung tasks, "detected stall" RCU stalls);
+# "Call Trace:" only follows one, so it never heads a splat.
+_SPLAT_HEADS = ["rcu: INFO:"] + [m for m in CRASH_MARKERS + SPLAT_MARKERS
+                                  if m != "Call Trace:"]
 
 
 def console_health(console):
     crash = [m for m in CRASH_MARKERS if m in console]
     splats = [m for m in SPLAT_MARKERS if m in console]
     return crash, splats
+
+
+def splat_line(console):
+    """The first console line that opens a splat (BUG, KASAN, Oops,
+    WARNING, hung task, soft lockup, RCU stall), from its marker on (the
+    timestamp dropped), or None."""
+    for ln in console.splitlines():
+        hits = [ln.find(h) for h in _SPLAT_HEADS if h in ln]
+        if hits:
+            return ln[min(hits):].strip()
+    return None
 
 
 def panic_line(console):
@@ -105,9 +122,12 @@ def _verdict(sc, w, console, k):
             + (", sysrq task dump in the report" if w.task_dump is not None
                else ", no task dump (guest did not answer sysrq)"))
     if crash:
-        panic = panic_line(console)
-        return EXIT_CRASH, None, "kernel crash: " + ", ".join(
+        panic, first = panic_line(console), splat_line(console)
+        reason = "kernel crash: " + ", ".join(
             [panic] + [m for m in crash if m != "Kernel panic"] if panic else crash)
+        if first and first != panic:
+            reason += f" (first: {first})"
+        return EXIT_CRASH, None, reason
     if w.guest_exit is None:
         if "faultline-init" not in console and w.stderr:
             return EXIT_SETUP, None, f"{machine} failed: " + w.stderr.splitlines()[-1]
@@ -115,7 +135,7 @@ def _verdict(sc, w, console, k):
             return EXIT_CRASH, None, "kernel did not boot to init"
         return EXIT_CRASH, None, "guest stopped without reporting a result"
     if splats:
-        return EXIT_FAIL, None, "kernel splat: " + ", ".join(splats)
+        return EXIT_FAIL, None, "kernel splat: " + (splat_line(console) or ", ".join(splats))
     modprobe = [f for f in k["failures"] if f.startswith("Bail out! modprobe")]
     if modprobe:
         # The kernel lacks a driver the scenario needs: fix the setup, not the code.
