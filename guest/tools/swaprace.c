@@ -64,6 +64,7 @@ static struct {
     const char *swapoff_dev;
     int discard;
     int churn;
+    int pause_us;
 } o;
 
 static uint8_t *mem;
@@ -95,7 +96,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: swaprace [--mode count|read] [--mem SIZE] [--workers N] [--seconds N]\n"
             "                [--seed N] [--pageout-chunk PAGES] [--wp-toggle]\n"
-            "                [--swapoff-cycle DEV [--discard]] [--churn]\n");
+            "                [--swapoff-cycle DEV [--discard]] [--churn] [--pass-pause-us N]\n");
     exit(2);
 }
 
@@ -112,6 +113,7 @@ static void parse_args(int argc, char **argv)
         { "swapoff-cycle", required_argument, NULL, 'S' },
         { "discard", no_argument, NULL, 'D' },
         { "churn", no_argument, NULL, 'C' },
+        { "pass-pause-us", required_argument, NULL, 'P' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -138,13 +140,14 @@ static void parse_args(int argc, char **argv)
         case 'S': o.swapoff_dev = optarg; break;
         case 'D': o.discard = 1; break;
         case 'C': o.churn = 1; break;
+        case 'P': o.pause_us = atoi(optarg); break;
         default: usage();
         }
     }
     /* Workers come in pairs (one each way); write-protecting pages that
      * count mode writes would block its workers on uffd faults. */
     if (optind != argc || o.mem < 2 * GL_PAGE_SIZE || o.workers < 2 || o.workers % 2 ||
-        o.workers > 64 || o.seconds < 1 || !o.chunk || (o.wp_toggle && o.mode != MODE_READ) ||
+        o.workers > 64 || o.seconds < 1 || !o.chunk || o.pause_us < 0 || (o.wp_toggle && o.mode != MODE_READ) ||
         (o.discard && !o.swapoff_dev)) {
         usage();
     }
@@ -187,6 +190,10 @@ static void *count_worker(void *arg)
             __atomic_fetch_add((uint64_t *)(mem + p * GL_PAGE_SIZE), 1, __ATOMIC_RELAXED);
         }
         passes[id]++;
+        /* Leave the pager CPU time: a pass over resident pages is cheap. */
+        if (o.pause_us) {
+            usleep(o.pause_us);
+        }
     }
     return NULL;
 }
@@ -210,6 +217,9 @@ static void *read_worker(void *arg)
                 bad++;
             }
             n++;
+        }
+        if (o.pause_us) {
+            usleep(o.pause_us);
         }
     }
     pthread_mutex_lock(&stat_lock);
@@ -397,8 +407,9 @@ int main(int argc, char **argv)
     pages = o.mem / GL_PAGE_SIZE;
     ktap_header(5 + !!o.swapoff_dev + o.churn);
     ktap_diag("swaprace mode=%s pages=%zu workers=%d seconds=%d seed=%" PRIu64
-              " pageout_chunk=%zu wp_toggle=%d", o.mode == MODE_COUNT ? "count" : "read",
-              pages, o.workers, o.seconds, o.seed, o.chunk, o.wp_toggle);
+              " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d",
+              o.mode == MODE_COUNT ? "count" : "read", pages, o.workers, o.seconds, o.seed,
+              o.chunk, o.wp_toggle, o.pause_us);
     gl_vmstat_read(&before);
 
     mem = mmap(NULL, pages * GL_PAGE_SIZE, PROT_READ | PROT_WRITE,
