@@ -429,6 +429,7 @@ int main(int argc, char **argv)
         munlock(mem, pages * GL_PAGE_SIZE);
     }
     err = madvise(mem, pages * GL_PAGE_SIZE, MADV_PAGEOUT) ? -errno : 0;
+    swap_free_min_kb = swap_free_kb();
     gl_vmstat_read(&filled);
     ktap_check(!err && gl_vmstat_delta(&before, &filled, VM_PSWPOUT) +
                        gl_vmstat_delta(&before, &filled, VM_ZSWPOUT) > 0,
