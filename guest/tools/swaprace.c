@@ -65,6 +65,7 @@ static struct {
     int discard;
     int churn;
     int pause_us;
+    int swapon_ms;
 } o;
 
 static uint8_t *mem;
@@ -96,7 +97,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: swaprace [--mode count|read] [--mem SIZE] [--workers N] [--seconds N]\n"
             "                [--seed N] [--pageout-chunk PAGES] [--wp-toggle]\n"
-            "                [--swapoff-cycle DEV [--discard]] [--churn] [--pass-pause-us N]\n");
+            "                [--swapoff-cycle DEV [--discard]] [--churn] [--pass-pause-us N]\n"
+            "                [--swapon-ms N]\n");
     exit(2);
 }
 
@@ -114,12 +116,13 @@ static void parse_args(int argc, char **argv)
         { "discard", no_argument, NULL, 'D' },
         { "churn", no_argument, NULL, 'C' },
         { "pass-pause-us", required_argument, NULL, 'P' },
+        { "swapon-ms", required_argument, NULL, 'O' },
         { NULL, 0, NULL, 0 },
     };
     int c;
 
     o = (typeof(o)){ .mode = MODE_COUNT, .mem = 16 << 20, .workers = 4, .seconds = 30,
-                     .seed = 1, .chunk = 64 };
+                     .seed = 1, .chunk = 64, .swapon_ms = 200 };
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'M':
@@ -141,13 +144,14 @@ static void parse_args(int argc, char **argv)
         case 'D': o.discard = 1; break;
         case 'C': o.churn = 1; break;
         case 'P': o.pause_us = atoi(optarg); break;
+        case 'O': o.swapon_ms = atoi(optarg); break;
         default: usage();
         }
     }
     /* Workers come in pairs (one each way); write-protecting pages that
      * count mode writes would block its workers on uffd faults. */
     if (optind != argc || o.mem < 2 * GL_PAGE_SIZE || o.workers < 2 || o.workers % 2 ||
-        o.workers > 64 || o.seconds < 1 || !o.chunk || o.pause_us < 0 || (o.wp_toggle && o.mode != MODE_READ) ||
+        o.workers > 64 || o.seconds < 1 || !o.chunk || o.pause_us < 0 || o.swapon_ms < 0 || (o.wp_toggle && o.mode != MODE_READ) ||
         (o.discard && !o.swapoff_dev)) {
         usage();
     }
@@ -316,8 +320,9 @@ static void *swapoff_cycler(void *arg)
             ktap_diag("swapon %s: %s", o.swapoff_dev, strerror(errno));
             break;
         }
-        /* Let the pager put pages on the device again. */
-        gl_sleep_ms(200);
+        /* Let the pager put pages on the device again (and, with
+         * discards, clusters free up and get discarded meanwhile). */
+        gl_sleep_ms(o.swapon_ms);
     }
     return NULL;
 }
