@@ -151,8 +151,8 @@ static void parse_args(int argc, char **argv)
     /* Workers come in pairs (one each way); write-protecting pages that
      * count mode writes would block its workers on uffd faults. */
     if (optind != argc || o.mem < 2 * GL_PAGE_SIZE || o.workers < 2 || o.workers % 2 ||
-        o.workers > 64 || o.seconds < 1 || !o.chunk || o.pause_us < 0 || o.swapon_ms < 0 || (o.wp_toggle && o.mode != MODE_READ) ||
-        (o.discard && !o.swapoff_dev)) {
+        o.workers > 64 || o.seconds < 1 || !o.chunk || o.pause_us < 0 || o.swapon_ms < 0 ||
+        (o.wp_toggle && o.mode != MODE_READ) || (o.discard && !o.swapoff_dev)) {
         usage();
     }
 }
