@@ -3,6 +3,7 @@ status, reason, the scenario's expectations.  Backend-neutral."""
 
 import json
 import os
+import re
 
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, OUTCOMES
 from . import mutate
@@ -29,14 +30,28 @@ def console_health(console):
     return crash, splats
 
 
+# Lines of a dump's header between its first line and "Call Trace:".
+_DUMP_HEADER = re.compile(r"^\s*(CPU: |Hardware name:|Tainted:|Modules linked in|RIP:|Code:|"
+                          r"RSP:|R[A-Z0-9]{2}:|FS:|CS:|CR2:|DR[0-9]:|PKRU:)")
+_STAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+
+
 def splat_line(console):
     """The first console line that opens a splat (BUG, KASAN, Oops,
     WARNING, hung task, soft lockup, RCU stall), from its marker on (the
-    timestamp dropped), or None."""
-    for ln in console.splitlines():
+    timestamp dropped); for a bare stack dump (an OOM kill, dump_stack())
+    the line its header follows; or None."""
+    lines = console.splitlines()
+    for i, ln in enumerate(lines):
         hits = [ln.find(h) for h in _SPLAT_HEADS if h in ln]
         if hits:
             return ln[min(hits):].strip()
+        if "Call Trace:" in ln:
+            for prev in reversed(lines[:i]):
+                text = _STAMP.sub("", prev)
+                if not _DUMP_HEADER.match(text):
+                    return text.strip() or None
+            return None
     return None
 
 

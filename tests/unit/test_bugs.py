@@ -150,6 +150,12 @@ OOPS = """[   61.000001] BUG: kernel NULL pointer dereference, address: 00000000
 [   61.002000] Kernel panic - not syncing: Fatal exception
 """
 TAINT = "[    3.2] syncblk: loading out-of-tree module taints kernel.\n"
+OOM = """[   82.036468] swaprace invoked oom-killer: gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0
+[   82.144628] CPU: 1 UID: 0 PID: 160 Comm: swaprace Not tainted 6.12.118+deb12-amd64 #1
+[   82.155123] Hardware name: QEMU Standard PC (Q35 + ICH9, 2009), BIOS 1.16.2-debian-1.16.2-1
+[   82.155290] Call Trace:
+[   82.155952]  <TASK>
+"""
 
 
 def verdict(console, guest_exit=0):
@@ -174,7 +180,9 @@ class SplatTest(unittest.TestCase):
                               (HUNG, "INFO: task swapoff:201 blocked for more than 122 seconds."),
                               (SOFTLOCKUP, "BUG: soft lockup - CPU#0 stuck for 26s! "
                                            "[kworker/0:1:31]"),
-                              (RCU, "rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:")):
+                              (RCU, "rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:"),
+                              (OOM, "swaprace invoked oom-killer: "
+                                    "gfp_mask=0x100cca(GFP_HIGHUSER_MOVABLE), order=0")):
             with self.subTest(line=line):
                 status, _, reason = verdict(TAINT + console)
                 self.assertEqual(status, EXIT_FAIL)
