@@ -3,6 +3,7 @@ status, reason, the scenario's expectations.  Backend-neutral."""
 
 import json
 import os
+import re
 
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, OUTCOMES
 from . import kernlog, mutate
@@ -14,13 +15,44 @@ from .report import Report
 CRASH_MARKERS = ["Kernel panic", "kernel BUG at", "BUG: unable to handle",
                  "Oops:", "general protection fault"]
 SPLAT_MARKERS = ["WARNING: CPU", "BUG: ", "sleeping function called from invalid context",
-                 "possible circular locking dependency", "INFO: task", "Call Trace:"]
+                 "possible circular locking dependency", "INFO: task", "Call Trace:",
+                 "WARNING: suspicious RCU usage", "detected stall"]
+# A splat's opening line carries one of these ("BUG: " covers KASAN and
+# soft lockups, "INFO: task" hung tasks, "detected stall" RCU stalls);
+# "Call Trace:" only follows one, so it never heads a splat.
+_SPLAT_HEADS = ["rcu: INFO:"] + [m for m in CRASH_MARKERS + SPLAT_MARKERS
+                                  if m != "Call Trace:"]
 
 
 def console_health(console):
     crash = [m for m in CRASH_MARKERS if m in console]
     splats = [m for m in SPLAT_MARKERS if m in console]
     return crash, splats
+
+
+# Lines of a dump's header between its first line and "Call Trace:".
+_DUMP_HEADER = re.compile(r"^\s*(CPU: |Hardware name:|Tainted:|Modules linked in|RIP:|Code:|"
+                          r"RSP:|R[A-Z0-9]{2}:|FS:|CS:|CR2:|DR[0-9]:|PKRU:)")
+_STAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+
+
+def splat_line(console):
+    """The first console line that opens a splat (BUG, KASAN, Oops,
+    WARNING, hung task, soft lockup, RCU stall), from its marker on (the
+    timestamp dropped); for a bare stack dump (an OOM kill, dump_stack())
+    the line its header follows; or None."""
+    lines = console.splitlines()
+    for i, ln in enumerate(lines):
+        hits = [ln.find(h) for h in _SPLAT_HEADS if h in ln]
+        if hits:
+            return ln[min(hits):].strip()
+        if "Call Trace:" in ln:
+            for prev in reversed(lines[:i]):
+                text = _STAMP.sub("", prev)
+                if not _DUMP_HEADER.match(text):
+                    return text.strip() or None
+            return None
+    return None
 
 
 def panic_line(console):
@@ -105,9 +137,12 @@ def _verdict(sc, w, console, k):
             + (", sysrq task dump in the report" if w.task_dump is not None
                else ", no task dump (guest did not answer sysrq)"))
     if crash:
-        panic = panic_line(console)
-        return EXIT_CRASH, None, "kernel crash: " + ", ".join(
+        panic, first = panic_line(console), splat_line(console)
+        reason = "kernel crash: " + ", ".join(
             [panic] + [m for m in crash if m != "Kernel panic"] if panic else crash)
+        if first and first != panic:
+            reason += f" (first: {first})"
+        return EXIT_CRASH, None, reason
     if w.guest_exit is None:
         if "faultline-init" not in console and w.stderr:
             return EXIT_SETUP, None, f"{machine} failed: " + w.stderr.splitlines()[-1]
@@ -115,7 +150,7 @@ def _verdict(sc, w, console, k):
             return EXIT_CRASH, None, "kernel did not boot to init"
         return EXIT_CRASH, None, "guest stopped without reporting a result"
     if splats:
-        return EXIT_FAIL, None, "kernel splat: " + ", ".join(splats)
+        return EXIT_FAIL, None, "kernel splat: " + (splat_line(console) or ", ".join(splats))
     modprobe = [f for f in k["failures"] if f.startswith("Bail out! modprobe")]
     if modprobe:
         # The kernel lacks a driver the scenario needs: fix the setup, not the code.
