@@ -16,6 +16,9 @@
 
 #define FE_LOG_SIZE 4096        /* power of two: the ring index is a mask */
 #define FE_GOLDEN 0x9e3779b97f4a7c15ULL
+/* Bits of FE_KEY_* and of FE_ACTION_* that attach points refuse. */
+#define FE_REFUSE_BITS 2
+#define FE_WHO_MAX 96           /* a refuser's name, for the messages */
 
 /*
  * Rules of one op with a range key, sorted by start, with a prefix maximum
@@ -146,14 +149,14 @@ struct FeEngine {
     FeFired *fired;             /* scratch, one slot per rule */
     uint32_t gen;               /* bumped when rules or counters change */
     uint32_t refused_keys;      /* FE_KEY_* an attach point cannot supply */
-    char refused_by[2][FE_NAME_MAX * 2]; /* who refused sq, cpu */
+    char refused_by[FE_REFUSE_BITS][FE_WHO_MAX]; /* who refuses sq, cpu */
 
     FeLogEntry *log;
     uint64_t log_total;
     uint64_t digest;
 
     uint32_t refused_actions;   /* FE_ACTION_* that add_rules rejects */
-    char refused_actions_by[96]; /* who refuses them, for the error */
+    char refused_actions_by[FE_REFUSE_BITS][FE_WHO_MAX]; /* fatal, reset-fail */
 };
 
 /* splitmix64 finaliser. */
@@ -873,28 +876,45 @@ uint32_t fe_engine_keys_used(const FeEngine *fe)
     return keys;
 }
 
-int fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who,
-                          char *err, size_t errlen)
+/*
+ * Set (@who) or lift (@who NULL) the refusal of each of the @bits in
+ * @mask, whose refusers are named in @by.
+ */
+static void set_refusals(uint32_t *mask, char (*by)[FE_WHO_MAX],
+                         uint32_t bits, const char *who)
+{
+    for (int b = 0; b < FE_REFUSE_BITS; b++) {
+        if (!(bits & (1u << b))) {
+            continue;
+        }
+        if (who) {
+            *mask |= 1u << b;
+            copy_str(by[b], FE_WHO_MAX, who);
+        } else {
+            *mask &= ~(1u << b);
+            by[b][0] = '\0';
+        }
+    }
+}
+
+void fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who)
+{
+    set_refusals(&fe->refused_keys, fe->refused_by, keys, who);
+}
+
+int fe_engine_find_key(const FeEngine *fe, uint32_t keys, const char **key)
 {
     for (size_t i = 0; i < fe->nrules; i++) {
         uint32_t k = rule_keys(&fe->rules[i]) & keys;
 
         if (k) {
-            if (err && errlen) {
-                snprintf(err, errlen, "rule '%s' matches on %s=, which %s "
-                         "does not supply", fe->rules[i].name,
-                         (k & FE_KEY_SQ) ? "sq" : "cpu", who);
+            if (key) {
+                *key = (k & FE_KEY_SQ) ? "sq" : "cpu";
             }
-            return -1;
+            return (int)i;
         }
     }
-    for (int b = 0; b < 2; b++) {
-        if ((keys & (1u << b)) && !(fe->refused_keys & (1u << b))) {
-            copy_str(fe->refused_by[b], sizeof(fe->refused_by[b]), who);
-        }
-    }
-    fe->refused_keys |= keys & (FE_KEY_SQ | FE_KEY_CPU);
-    return 0;
+    return -1;
 }
 
 /* The trigger bound after ordinal @n: no ordinal below it can fire. */
@@ -985,9 +1005,12 @@ static int check_refused_actions(const FeEngine *fe, const FeRule *v,
         size_t col = 1;
 
         if (rule_actions(&v[i], fe->refused_actions, &action, &col)) {
+            /* The refuser of the action given first on the line. */
+            int b = strcmp(action, "fatal") ? 1 : 0;
+
             if (err && errlen) {
                 snprintf(err, errlen, "%zu:%zu: '%s' is not supported by %s",
-                         v[i].line, col, action, fe->refused_actions_by);
+                         v[i].line, col, action, fe->refused_actions_by[b]);
             }
             return -1;
         }
@@ -997,9 +1020,7 @@ static int check_refused_actions(const FeEngine *fe, const FeRule *v,
 
 void fe_engine_refuse_actions(FeEngine *fe, uint32_t mask, const char *who)
 {
-    fe->refused_actions = mask;
-    snprintf(fe->refused_actions_by, sizeof(fe->refused_actions_by), "%s",
-             mask && who ? who : "");
+    set_refusals(&fe->refused_actions, fe->refused_actions_by, mask, who);
 }
 
 int fe_engine_find_action(const FeEngine *fe, uint32_t mask,
