@@ -141,26 +141,6 @@ struct SyncBlkState {
     SyncBlkSlot slots[SYNCBLK_NUM_SLOTS];
 };
 
-/*
- * For work that starts outside an MMIO handler (AIO completion, timers):
- * engage the device's re-entrancy guard as memory dispatch does for an
- * MMIO access, so DMA or an MSI-X message aimed at our own BAR fails
- * instead of running our MMIO handlers in the middle of a command.
- */
-static bool syncblk_guard_enter(SyncBlkState *s)
-{
-    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
-    bool was = guard->engaged_in_io;
-
-    guard->engaged_in_io = true;
-    return was;
-}
-
-static void syncblk_guard_exit(SyncBlkState *s, bool was)
-{
-    DEVICE(s)->mem_reentrancy_guard.engaged_in_io = was;
-}
-
 static uint32_t syncblk_fe_error_code(FeError err)
 {
     switch (err) {
@@ -265,7 +245,7 @@ static void syncblk_schedule_signal(SyncBlkSlot *slot)
 static void syncblk_timer_cb(void *opaque)
 {
     SyncBlkSlot *slot = opaque;
-    bool was = syncblk_guard_enter(slot->s);
+    bool was = fault_guard_enter(DEVICE(slot->s));
 
     if (!slot->dropped) {
         if (!slot->s->deterministic &&
@@ -277,7 +257,7 @@ static void syncblk_timer_cb(void *opaque)
             syncblk_signal(slot);
         }
     }
-    syncblk_guard_exit(slot->s, was);
+    fault_guard_exit(DEVICE(slot->s), was);
 }
 
 /*
@@ -359,11 +339,11 @@ static void syncblk_aio_cb(void *opaque, int ret)
 {
     SyncBlkSlot *slot = opaque;
     SyncBlkState *s = slot->s;
-    bool was = syncblk_guard_enter(s);
+    bool was = fault_guard_enter(DEVICE(s));
 
     slot->aiocb = NULL;
     syncblk_complete(slot, slot->io_seq, ret);
-    syncblk_guard_exit(s, was);
+    fault_guard_exit(DEVICE(s), was);
 }
 
 /*
@@ -842,8 +822,16 @@ static void syncblk_reset(DeviceState *dev)
     s->cnt_bad_cmds = s->cnt_reads = s->cnt_writes = 0;
 }
 
-/* Controller failure (fatal, reset-fail=) is an NVMe notion. */
-#define SYNCBLK_REFUSED_ACTIONS (FE_ACTION_FATAL | FE_ACTION_RESET_FAIL)
+/*
+ * One queue of slots: there is no submission queue id.  Controller
+ * failure (fatal, reset-fail=) is an NVMe notion.
+ */
+static const FaultInjectorUser syncblk_fault_user = {
+    .name = "syncblk-pci",
+    .keys = FE_KEY_SQ,
+    .actions = FE_ACTION_FATAL | FE_ACTION_RESET_FAIL,
+    .deterministic = true,
+};
 
 static void syncblk_realize(PCIDevice *pci, Error **errp)
 {
@@ -854,30 +842,24 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
         error_setg(errp, "syncblk-pci: drive property not set");
         return;
     }
-    s->mode = s->completion;
-    s->deterministic = s->fi && fault_injector_deterministic(s->fi);
-    if (s->deterministic &&
-        !fault_injector_check_deterministic(s->fi, "syncblk-pci", errp)) {
-        return;
-    }
-    /* One queue of slots: there is no submission queue id. */
-    if (s->fi &&
-        !fault_injector_refuse_keys(s->fi, FE_KEY_SQ, "syncblk-pci", errp)) {
-        return;
-    }
     if (s->timeout_ms == 0 || s->timeout_ms > 60000) {
         error_setg(errp, "syncblk-pci: timeout-ms must be 1..60000");
         return;
     }
+    if (s->fi && !fault_injector_attach(s->fi, &syncblk_fault_user, errp)) {
+        return;
+    }
+    s->mode = s->completion;
+    s->deterministic = s->fi && fault_injector_deterministic(s->fi);
     if (blk_set_perm(s->blk, BLK_PERM_CONSISTENT_READ | BLK_PERM_WRITE,
                      BLK_PERM_CONSISTENT_READ | BLK_PERM_WRITE_UNCHANGED,
                      errp) < 0) {
-        return;
+        goto fail;
     }
     len = blk_getlength(s->blk);
     if (len < 0) {
         error_setg_errno(errp, -len, "syncblk-pci: cannot get drive size");
-        return;
+        goto fail;
     }
     s->capacity = len / SYNCBLK_SECTOR_SIZE;
 
@@ -892,15 +874,15 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
                           "syncblk-mmio", SYNCBLK_BAR_SIZE);
     pci_register_bar(pci, 0, PCI_BASE_ADDRESS_SPACE_MEMORY, &s->mmio);
     if (msix_init_exclusive_bar(pci, 1, 1, errp)) {
-        return;
-    }
-    if (s->fi && !fault_injector_refuse_actions(s->fi, "syncblk-pci",
-                                                SYNCBLK_REFUSED_ACTIONS,
-                                                errp)) {
-        msix_uninit_exclusive_bar(pci);
-        return;
+        goto fail;
     }
     msix_vector_use(pci, 0);
+    return;
+
+fail:
+    if (s->fi) {
+        fault_injector_detach(s->fi, &syncblk_fault_user);
+    }
 }
 
 static void syncblk_exit(PCIDevice *pci)
@@ -912,7 +894,7 @@ static void syncblk_exit(PCIDevice *pci)
     }
     msix_uninit_exclusive_bar(pci);
     if (s->fi) {
-        fault_injector_release_actions(s->fi, SYNCBLK_REFUSED_ACTIONS);
+        fault_injector_detach(s->fi, &syncblk_fault_user);
     }
 }
 
