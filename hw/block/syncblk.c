@@ -474,23 +474,15 @@ static void syncblk_latch_cpu(SyncBlkSlot *slot)
     slot->keys.cpu = cpu ? cpu->cpu_index : 0;
 }
 
-static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
+/*
+ * Take the command in the slot's descriptor: a new sequence number, the
+ * device's mode, the submission stamp and vCPU.  Returns the sequence.
+ */
+static uint32_t syncblk_take_cmd(SyncBlkState *s, SyncBlkSlot *slot)
 {
-    FeDecision *d = &slot->decision;
-    const char *why;
-    uint32_t error;
-    uint32_t seq;
-    bool data;
+    uint32_t seq = ++slot->seq;
 
-    if (slot->status == SYNCBLK_ST_BUSY) {
-        /* The command in flight keeps going; the doorbell is refused. */
-        s->last_error = SYNCBLK_ERR_EBUSY;
-        s->cnt_bad_cmds++;
-        trace_syncblk_bad_command(slot->index, "doorbell while busy");
-        return;
-    }
     s->cnt_cmds++;
-    seq = ++slot->seq;
     slot->cmd = slot->desc;
     slot->ctx = s->mode;
     slot->dropped = false;
@@ -498,25 +490,41 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
     slot->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     slot->bytes = (uint64_t)slot->cmd.num_sectors * SYNCBLK_SECTOR_SIZE;
     syncblk_latch_cpu(slot);
-    memset(d, 0, sizeof(*d));
-    data = slot->cmd.opcode == SYNCBLK_OP_READ ||
-           slot->cmd.opcode == SYNCBLK_OP_WRITE;
+    memset(&slot->decision, 0, sizeof(slot->decision));
+    return seq;
+}
+
+/* A malformed command completes at once with an error: true if it was. */
+static bool syncblk_reject_bad(SyncBlkState *s, SyncBlkSlot *slot, bool data)
+{
+    const char *why;
+    uint32_t error;
 
     why = syncblk_check_cmd(s, slot, &error);
     if (!why && data) {
         why = syncblk_check_list(slot, &error);
     }
-    if (why) {
-        s->cnt_bad_cmds++;
-        trace_syncblk_bad_command(slot->index, why);
-        qemu_log_mask(LOG_GUEST_ERROR, "syncblk: slot %u: %s\n",
-                      slot->index, why);
-        /* Bad commands complete at once, in the device's mode. */
-        slot->status = SYNCBLK_ST_BUSY;
-        syncblk_set_result(slot, SYNCBLK_ST_ERROR, error);
-        syncblk_signal(slot);
-        return;
+    if (!why) {
+        return false;
     }
+    s->cnt_bad_cmds++;
+    trace_syncblk_bad_command(slot->index, why);
+    qemu_log_mask(LOG_GUEST_ERROR, "syncblk: slot %u: %s\n",
+                  slot->index, why);
+    /* Bad commands complete at once, in the device's mode. */
+    slot->status = SYNCBLK_ST_BUSY;
+    syncblk_set_result(slot, SYNCBLK_ST_ERROR, error);
+    syncblk_signal(slot);
+    return true;
+}
+
+/*
+ * Ask the injector about the command and apply what is known before any
+ * I/O: the completion context, a drop, the error status; the slot is BUSY.
+ */
+static void syncblk_decide(SyncBlkState *s, SyncBlkSlot *slot)
+{
+    FeDecision *d = &slot->decision;
 
     /*
      * Before the decision, which may write the fault log: a trace reader
@@ -556,32 +564,64 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
     } else if (slot->cmd.opcode == SYNCBLK_OP_WRITE) {
         s->cnt_writes++;
     }
+}
 
+/*
+ * The bounce buffer of a read or write, filled from the guest for a write
+ * (with corrupt= applied).  False when the command completed instead.
+ */
+static bool syncblk_stage_data(SyncBlkSlot *slot, uint32_t seq)
+{
+    slot->bounce = g_try_malloc(slot->bytes);
+    if (!slot->bounce) {
+        syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EIO);
+        syncblk_complete(slot, seq, 0);
+        return false;
+    }
+    if (slot->cmd.opcode != SYNCBLK_OP_WRITE) {
+        return true;
+    }
+    if (!syncblk_dma_list(slot, seq, slot->bounce, true)) {
+        if (slot->seq == seq) {
+            syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EFAULT);
+        }
+        syncblk_complete(slot, seq, 0);
+        return false;
+    }
+    /* corrupt=: stored with the bytes flipped, the guest's intact. */
+    fe_decision_corrupt(&slot->decision, 0, slot->bounce, slot->bytes);
+    return true;
+}
+
+/* A doorbell: check, decide, move the data in, start the backend I/O. */
+static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
+{
+    const FeDecision *d = &slot->decision;
+    uint32_t seq;
+    bool data;
+
+    if (slot->status == SYNCBLK_ST_BUSY) {
+        /* The command in flight keeps going; the doorbell is refused. */
+        s->last_error = SYNCBLK_ERR_EBUSY;
+        s->cnt_bad_cmds++;
+        trace_syncblk_bad_command(slot->index, "doorbell while busy");
+        return;
+    }
+    seq = syncblk_take_cmd(s, slot);
+    data = slot->cmd.opcode == SYNCBLK_OP_READ ||
+           slot->cmd.opcode == SYNCBLK_OP_WRITE;
+    if (syncblk_reject_bad(s, slot, data)) {
+        return;
+    }
+    syncblk_decide(s, slot);
     if ((d->error != FE_ERR_NONE && !slot->dropped &&
          d->when == FE_WHEN_BEFORE) || d->lie) {
         /* No data moves; a lie completes as decided (success or error). */
         syncblk_complete(slot, seq, 0);
         return;
     }
-    if (data) {
-        slot->bounce = g_try_malloc(slot->bytes);
-        if (!slot->bounce) {
-            syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EIO);
-            syncblk_complete(slot, seq, 0);
-            return;
-        }
-        if (slot->cmd.opcode == SYNCBLK_OP_WRITE &&
-            !syncblk_dma_list(slot, seq, slot->bounce, true)) {
-            if (slot->seq == seq) {
-                syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EFAULT);
-            }
-            syncblk_complete(slot, seq, 0);
-            return;
-        }
-        if (slot->cmd.opcode == SYNCBLK_OP_WRITE) {
-            /* corrupt=: stored with the bytes flipped, the guest's intact. */
-            fe_decision_corrupt(d, 0, slot->bounce, slot->bytes);
-        }
+    if (data && !syncblk_stage_data(slot, seq)) {
+        return;
     }
     syncblk_start_io(s, slot);
 }
