@@ -1175,7 +1175,7 @@ static bool refuses_sq_fatal(QTestState *qts)
  */
 static void test_attach_detach(void)
 {
-    QTestState *qts = qtest_init("-machine pc -accel qtest -nodefaults "
+    QTestState *qts = qtest_init("-machine pc -nodefaults "
                                  "-object fault-injector,id=fi0 "
                                  "-blockdev driver=null-co,node-name=d0 "
                                  "-blockdev driver=null-co,node-name=ro,"
