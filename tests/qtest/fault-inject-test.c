@@ -662,7 +662,7 @@ static void test_refuses_ctrl_fail(void)
 /* Does injector @id refuse a fatal rule now (an attached filter does)? */
 static bool refuses_fatal(QTestState *qts, const char *id)
 {
-    return fl_refuses(qts, id, "write fatal", "1:7: 'fatal' is not "
+    return fl_refuses(qts, id, "write fatal", "1:14: 'fatal' is not "
                       "supported by fault-inject (NVMe only)");
 }
 

@@ -392,7 +392,8 @@ static inline char *fl_try_add_rules(QTestState *qts, const char *id,
 }
 
 /*
- * Does injector @id refuse rule @rule (named "probe") now, with error
+ * Does injector @id refuse rule @rule (added as "probe: @rule", so the
+ * error's column counts from that) now, with error
  * @msg?  An attached user refuses what it cannot do.  An accepted probe
  * is deleted again.
  */

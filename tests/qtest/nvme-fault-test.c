@@ -1619,7 +1619,7 @@ static void test_attach_detach(void)
     g_autofree char *err = NULL;
 
     g_assert(fl_refuses(n->qts, "fi0", cpu_rule,
-                        "1:7: 'cpu' is not supplied by nvme"));
+                        "1:14: 'cpu' is not supplied by nvme"));
     g_assert(!fl_refuses(n->qts, "fi0", "write sq=1 fatal reset-fail=1",
                          NULL));
     g_assert(!fl_object_del(n->qts, "fi0"));

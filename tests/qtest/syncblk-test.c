@@ -1159,8 +1159,8 @@ static void test_refuses_ctrl_fail(void)
 static bool refuses_sq_fatal(QTestState *qts)
 {
     bool sq = fl_refuses(qts, "fi0", "write sq=1 error=eio",
-                         "1:7: 'sq' is not supplied by syncblk-pci");
-    bool fatal = fl_refuses(qts, "fi0", "write fatal", "1:7: 'fatal' is not "
+                         "1:14: 'sq' is not supplied by syncblk-pci");
+    bool fatal = fl_refuses(qts, "fi0", "write fatal", "1:14: 'fatal' is not "
                             "supported by syncblk-pci (NVMe only)");
 
     g_assert(sq == fatal);
