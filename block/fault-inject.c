@@ -96,11 +96,21 @@ static QemuOptsList fault_inject_opts = {
     },
 };
 
-/* Controller failure (fatal, reset-fail=) has no block-layer meaning. */
-#define FAULT_INJECT_REFUSED_ACTIONS (FE_ACTION_FATAL | FE_ACTION_RESET_FAIL)
+/*
+ * A block node sees neither an NVMe queue nor a vCPU; controller failure
+ * (fatal, reset-fail=) has no block-layer meaning.
+ */
+static const FaultInjectorUser fault_inject_user = {
+    .name = "fault-inject",
+    .keys = FE_KEY_SQ | FE_KEY_CPU,
+    .actions = FE_ACTION_FATAL | FE_ACTION_RESET_FAIL,
+};
 
-/* The fault-injector named in @options, referenced; NULL with @errp set. */
-static FaultInjector *fault_inject_parse_options(QDict *options, Error **errp)
+/*
+ * The fault-injector named in @options, attached (detach it with
+ * fault_injector_detach(fi, &fault_inject_user)); NULL with @errp set.
+ */
+static FaultInjector *fault_inject_attach(QDict *options, Error **errp)
 {
     QemuOpts *opts = qemu_opts_create(&fault_inject_opts, NULL, 0,
                                       &error_abort);
@@ -122,14 +132,9 @@ static FaultInjector *fault_inject_parse_options(QDict *options, Error **errp)
         error_prepend(errp, "fault-inject: ");
         goto out;
     }
-    /* A block node sees neither an NVMe queue nor a vCPU. */
-    if (!fault_injector_refuse_keys(fi, FE_KEY_SQ | FE_KEY_CPU,
-                                    "the fault-inject block filter", errp)) {
-        error_prepend(errp, "fault-inject: ");
+    if (!fault_injector_attach(fi, &fault_inject_user, errp)) {
         fi = NULL;
-        goto out;
     }
-    object_ref(OBJECT(fi));
 out:
     qemu_opts_del(opts);
     return fi;
@@ -146,13 +151,7 @@ static int fault_inject_open(BlockDriverState *bs, QDict *options, int flags,
     qemu_mutex_init(&s->lock);
     QLIST_INIT(&s->held);
 
-    s->fi = fault_inject_parse_options(options, errp);
-    if (s->fi && !fault_injector_refuse_actions(s->fi, "fault-inject",
-                                                FAULT_INJECT_REFUSED_ACTIONS,
-                                                errp)) {
-        object_unref(OBJECT(s->fi));
-        s->fi = NULL;
-    }
+    s->fi = fault_inject_attach(options, errp);
     if (!s->fi) {
         trace_fault_inject_open_error(error_get_pretty(*errp));
         qemu_mutex_destroy(&s->lock);
@@ -164,8 +163,7 @@ static int fault_inject_open(BlockDriverState *bs, QDict *options, int flags,
     if (ret < 0) {
         trace_fault_inject_open_error(error_get_pretty(*errp));
         /* .bdrv_close is not called when .bdrv_open fails */
-        fault_injector_release_actions(s->fi, FAULT_INJECT_REFUSED_ACTIONS);
-        object_unref(OBJECT(s->fi));
+        fault_injector_detach(s->fi, &fault_inject_user);
         qemu_mutex_destroy(&s->lock);
         return ret;
     }
@@ -185,10 +183,7 @@ static void fault_inject_close(BlockDriverState *bs)
 
     /* Closing drains first, so nothing is held any more. */
     assert(QLIST_EMPTY(&s->held));
-    if (s->fi) {
-        fault_injector_release_actions(s->fi, FAULT_INJECT_REFUSED_ACTIONS);
-        object_unref(OBJECT(s->fi));
-    }
+    fault_injector_detach(s->fi, &fault_inject_user);
     qemu_mutex_destroy(&s->lock);
 }
 
@@ -504,29 +499,38 @@ fault_inject_co_flush(BlockDriverState *bs)
     return fault_inject_co_request(bs, FE_OP_FLUSH, 0, 0, NULL, 0);
 }
 
+/*
+ * A reopen attaches to the injector its options name (the same one or
+ * another) in prepare, so a refusal fails the reopen and leaves the node
+ * as it was; commit then detaches the old one, abort the new one.
+ */
 static int fault_inject_reopen_prepare(BDRVReopenState *reopen_state,
                                        BlockReopenQueue *queue, Error **errp)
 {
-    FaultInjector *fi = fault_inject_parse_options(reopen_state->options,
-                                                   errp);
+    ERRP_GUARD();
+    FaultInjector *fi = fault_inject_attach(reopen_state->options, errp);
 
+    if (!fi) {
+        /* The node keeps its injector: as a failed open, traced. */
+        trace_fault_inject_open_error(error_get_pretty(*errp));
+        return -EINVAL;
+    }
     reopen_state->opaque = fi;
-    return fi ? 0 : -EINVAL;
+    return 0;
 }
 
 static void fault_inject_reopen_commit(BDRVReopenState *reopen_state)
 {
     BDRVFaultInjectState *s = reopen_state->bs->opaque;
-    FaultInjector *old = s->fi;
 
+    fault_injector_detach(s->fi, &fault_inject_user);
     s->fi = reopen_state->opaque;
-    object_unref(OBJECT(old));
     reopen_state->opaque = NULL;
 }
 
 static void fault_inject_reopen_abort(BDRVReopenState *reopen_state)
 {
-    object_unref(reopen_state->opaque);
+    fault_injector_detach(reopen_state->opaque, &fault_inject_user);
     reopen_state->opaque = NULL;
 }
 

@@ -141,26 +141,6 @@ struct SyncBlkState {
     SyncBlkSlot slots[SYNCBLK_NUM_SLOTS];
 };
 
-/*
- * For work that starts outside an MMIO handler (AIO completion, timers):
- * engage the device's re-entrancy guard as memory dispatch does for an
- * MMIO access, so DMA or an MSI-X message aimed at our own BAR fails
- * instead of running our MMIO handlers in the middle of a command.
- */
-static bool syncblk_guard_enter(SyncBlkState *s)
-{
-    MemReentrancyGuard *guard = &DEVICE(s)->mem_reentrancy_guard;
-    bool was = guard->engaged_in_io;
-
-    guard->engaged_in_io = true;
-    return was;
-}
-
-static void syncblk_guard_exit(SyncBlkState *s, bool was)
-{
-    DEVICE(s)->mem_reentrancy_guard.engaged_in_io = was;
-}
-
 static uint32_t syncblk_fe_error_code(FeError err)
 {
     switch (err) {
@@ -265,7 +245,7 @@ static void syncblk_schedule_signal(SyncBlkSlot *slot)
 static void syncblk_timer_cb(void *opaque)
 {
     SyncBlkSlot *slot = opaque;
-    bool was = syncblk_guard_enter(slot->s);
+    bool was = fault_guard_enter(DEVICE(slot->s));
 
     if (!slot->dropped) {
         if (!slot->s->deterministic &&
@@ -277,7 +257,7 @@ static void syncblk_timer_cb(void *opaque)
             syncblk_signal(slot);
         }
     }
-    syncblk_guard_exit(slot->s, was);
+    fault_guard_exit(DEVICE(slot->s), was);
 }
 
 /*
@@ -359,11 +339,11 @@ static void syncblk_aio_cb(void *opaque, int ret)
 {
     SyncBlkSlot *slot = opaque;
     SyncBlkState *s = slot->s;
-    bool was = syncblk_guard_enter(s);
+    bool was = fault_guard_enter(DEVICE(s));
 
     slot->aiocb = NULL;
     syncblk_complete(slot, slot->io_seq, ret);
-    syncblk_guard_exit(s, was);
+    fault_guard_exit(DEVICE(s), was);
 }
 
 /*
@@ -494,23 +474,15 @@ static void syncblk_latch_cpu(SyncBlkSlot *slot)
     slot->keys.cpu = cpu ? cpu->cpu_index : 0;
 }
 
-static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
+/*
+ * Take the command in the slot's descriptor: a new sequence number, the
+ * device's mode, the submission stamp and vCPU.  Returns the sequence.
+ */
+static uint32_t syncblk_take_cmd(SyncBlkState *s, SyncBlkSlot *slot)
 {
-    FeDecision *d = &slot->decision;
-    const char *why;
-    uint32_t error;
-    uint32_t seq;
-    bool data;
+    uint32_t seq = ++slot->seq;
 
-    if (slot->status == SYNCBLK_ST_BUSY) {
-        /* The command in flight keeps going; the doorbell is refused. */
-        s->last_error = SYNCBLK_ERR_EBUSY;
-        s->cnt_bad_cmds++;
-        trace_syncblk_bad_command(slot->index, "doorbell while busy");
-        return;
-    }
     s->cnt_cmds++;
-    seq = ++slot->seq;
     slot->cmd = slot->desc;
     slot->ctx = s->mode;
     slot->dropped = false;
@@ -518,25 +490,41 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
     slot->submit_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     slot->bytes = (uint64_t)slot->cmd.num_sectors * SYNCBLK_SECTOR_SIZE;
     syncblk_latch_cpu(slot);
-    memset(d, 0, sizeof(*d));
-    data = slot->cmd.opcode == SYNCBLK_OP_READ ||
-           slot->cmd.opcode == SYNCBLK_OP_WRITE;
+    memset(&slot->decision, 0, sizeof(slot->decision));
+    return seq;
+}
+
+/* A malformed command completes at once with an error: true if it was. */
+static bool syncblk_reject_bad(SyncBlkState *s, SyncBlkSlot *slot, bool data)
+{
+    const char *why;
+    uint32_t error;
 
     why = syncblk_check_cmd(s, slot, &error);
     if (!why && data) {
         why = syncblk_check_list(slot, &error);
     }
-    if (why) {
-        s->cnt_bad_cmds++;
-        trace_syncblk_bad_command(slot->index, why);
-        qemu_log_mask(LOG_GUEST_ERROR, "syncblk: slot %u: %s\n",
-                      slot->index, why);
-        /* Bad commands complete at once, in the device's mode. */
-        slot->status = SYNCBLK_ST_BUSY;
-        syncblk_set_result(slot, SYNCBLK_ST_ERROR, error);
-        syncblk_signal(slot);
-        return;
+    if (!why) {
+        return false;
     }
+    s->cnt_bad_cmds++;
+    trace_syncblk_bad_command(slot->index, why);
+    qemu_log_mask(LOG_GUEST_ERROR, "syncblk: slot %u: %s\n",
+                  slot->index, why);
+    /* Bad commands complete at once, in the device's mode. */
+    slot->status = SYNCBLK_ST_BUSY;
+    syncblk_set_result(slot, SYNCBLK_ST_ERROR, error);
+    syncblk_signal(slot);
+    return true;
+}
+
+/*
+ * Ask the injector about the command and apply what is known before any
+ * I/O: the completion context, a drop, the error status; the slot is BUSY.
+ */
+static void syncblk_decide(SyncBlkState *s, SyncBlkSlot *slot)
+{
+    FeDecision *d = &slot->decision;
 
     /*
      * Before the decision, which may write the fault log: a trace reader
@@ -576,32 +564,64 @@ static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
     } else if (slot->cmd.opcode == SYNCBLK_OP_WRITE) {
         s->cnt_writes++;
     }
+}
 
+/*
+ * The bounce buffer of a read or write, filled from the guest for a write
+ * (with corrupt= applied).  False when the command completed instead.
+ */
+static bool syncblk_stage_data(SyncBlkSlot *slot, uint32_t seq)
+{
+    slot->bounce = g_try_malloc(slot->bytes);
+    if (!slot->bounce) {
+        syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EIO);
+        syncblk_complete(slot, seq, 0);
+        return false;
+    }
+    if (slot->cmd.opcode != SYNCBLK_OP_WRITE) {
+        return true;
+    }
+    if (!syncblk_dma_list(slot, seq, slot->bounce, true)) {
+        if (slot->seq == seq) {
+            syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EFAULT);
+        }
+        syncblk_complete(slot, seq, 0);
+        return false;
+    }
+    /* corrupt=: stored with the bytes flipped, the guest's intact. */
+    fe_decision_corrupt(&slot->decision, 0, slot->bounce, slot->bytes);
+    return true;
+}
+
+/* A doorbell: check, decide, move the data in, start the backend I/O. */
+static void syncblk_submit(SyncBlkState *s, SyncBlkSlot *slot)
+{
+    const FeDecision *d = &slot->decision;
+    uint32_t seq;
+    bool data;
+
+    if (slot->status == SYNCBLK_ST_BUSY) {
+        /* The command in flight keeps going; the doorbell is refused. */
+        s->last_error = SYNCBLK_ERR_EBUSY;
+        s->cnt_bad_cmds++;
+        trace_syncblk_bad_command(slot->index, "doorbell while busy");
+        return;
+    }
+    seq = syncblk_take_cmd(s, slot);
+    data = slot->cmd.opcode == SYNCBLK_OP_READ ||
+           slot->cmd.opcode == SYNCBLK_OP_WRITE;
+    if (syncblk_reject_bad(s, slot, data)) {
+        return;
+    }
+    syncblk_decide(s, slot);
     if ((d->error != FE_ERR_NONE && !slot->dropped &&
          d->when == FE_WHEN_BEFORE) || d->lie) {
         /* No data moves; a lie completes as decided (success or error). */
         syncblk_complete(slot, seq, 0);
         return;
     }
-    if (data) {
-        slot->bounce = g_try_malloc(slot->bytes);
-        if (!slot->bounce) {
-            syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EIO);
-            syncblk_complete(slot, seq, 0);
-            return;
-        }
-        if (slot->cmd.opcode == SYNCBLK_OP_WRITE &&
-            !syncblk_dma_list(slot, seq, slot->bounce, true)) {
-            if (slot->seq == seq) {
-                syncblk_set_result(slot, SYNCBLK_ST_ERROR, SYNCBLK_ERR_EFAULT);
-            }
-            syncblk_complete(slot, seq, 0);
-            return;
-        }
-        if (slot->cmd.opcode == SYNCBLK_OP_WRITE) {
-            /* corrupt=: stored with the bytes flipped, the guest's intact. */
-            fe_decision_corrupt(d, 0, slot->bounce, slot->bytes);
-        }
+    if (data && !syncblk_stage_data(slot, seq)) {
+        return;
     }
     syncblk_start_io(s, slot);
 }
@@ -842,8 +862,16 @@ static void syncblk_reset(DeviceState *dev)
     s->cnt_bad_cmds = s->cnt_reads = s->cnt_writes = 0;
 }
 
-/* Controller failure (fatal, reset-fail=) is an NVMe notion. */
-#define SYNCBLK_REFUSED_ACTIONS (FE_ACTION_FATAL | FE_ACTION_RESET_FAIL)
+/*
+ * One queue of slots: there is no submission queue id.  Controller
+ * failure (fatal, reset-fail=) is an NVMe notion.
+ */
+static const FaultInjectorUser syncblk_fault_user = {
+    .name = "syncblk-pci",
+    .keys = FE_KEY_SQ,
+    .actions = FE_ACTION_FATAL | FE_ACTION_RESET_FAIL,
+    .deterministic = true,
+};
 
 static void syncblk_realize(PCIDevice *pci, Error **errp)
 {
@@ -854,30 +882,24 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
         error_setg(errp, "syncblk-pci: drive property not set");
         return;
     }
-    s->mode = s->completion;
-    s->deterministic = s->fi && fault_injector_deterministic(s->fi);
-    if (s->deterministic &&
-        !fault_injector_check_deterministic(s->fi, "syncblk-pci", errp)) {
-        return;
-    }
-    /* One queue of slots: there is no submission queue id. */
-    if (s->fi &&
-        !fault_injector_refuse_keys(s->fi, FE_KEY_SQ, "syncblk-pci", errp)) {
-        return;
-    }
     if (s->timeout_ms == 0 || s->timeout_ms > 60000) {
         error_setg(errp, "syncblk-pci: timeout-ms must be 1..60000");
         return;
     }
+    if (s->fi && !fault_injector_attach(s->fi, &syncblk_fault_user, errp)) {
+        return;
+    }
+    s->mode = s->completion;
+    s->deterministic = s->fi && fault_injector_deterministic(s->fi);
     if (blk_set_perm(s->blk, BLK_PERM_CONSISTENT_READ | BLK_PERM_WRITE,
                      BLK_PERM_CONSISTENT_READ | BLK_PERM_WRITE_UNCHANGED,
                      errp) < 0) {
-        return;
+        goto fail;
     }
     len = blk_getlength(s->blk);
     if (len < 0) {
         error_setg_errno(errp, -len, "syncblk-pci: cannot get drive size");
-        return;
+        goto fail;
     }
     s->capacity = len / SYNCBLK_SECTOR_SIZE;
 
@@ -892,15 +914,15 @@ static void syncblk_realize(PCIDevice *pci, Error **errp)
                           "syncblk-mmio", SYNCBLK_BAR_SIZE);
     pci_register_bar(pci, 0, PCI_BASE_ADDRESS_SPACE_MEMORY, &s->mmio);
     if (msix_init_exclusive_bar(pci, 1, 1, errp)) {
-        return;
-    }
-    if (s->fi && !fault_injector_refuse_actions(s->fi, "syncblk-pci",
-                                                SYNCBLK_REFUSED_ACTIONS,
-                                                errp)) {
-        msix_uninit_exclusive_bar(pci);
-        return;
+        goto fail;
     }
     msix_vector_use(pci, 0);
+    return;
+
+fail:
+    if (s->fi) {
+        fault_injector_detach(s->fi, &syncblk_fault_user);
+    }
 }
 
 static void syncblk_exit(PCIDevice *pci)
@@ -912,7 +934,7 @@ static void syncblk_exit(PCIDevice *pci)
     }
     msix_uninit_exclusive_bar(pci);
     if (s->fi) {
-        fault_injector_release_actions(s->fi, SYNCBLK_REFUSED_ACTIONS);
+        fault_injector_detach(s->fi, &syncblk_fault_user);
     }
 }
 

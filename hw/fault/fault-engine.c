@@ -1,8 +1,8 @@
 /*
  * faultline fault engine: rule set, seeded decisions, fault log.
  *
- * Source files of the engine library: fault-engine.c, fault-parse.c
- * (internal header fault-engine-int.h).
+ * Source files of the engine library: fault-engine.c, fault-parse.c,
+ * fault-cand.c (internal headers fault-engine-int.h, fault-cand.h).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -12,36 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fault-engine-int.h"
+#include "fault-cand.h"
 
 #define FE_LOG_SIZE 4096        /* power of two: the ring index is a mask */
 #define FE_GOLDEN 0x9e3779b97f4a7c15ULL
-
-/*
- * Rules of one op with a range key, sorted by start, with a prefix maximum
- * of their ends, so one branch-free binary search finds the last range
- * starting at or before the I/O's end and a short backward scan stops as
- * soon as no earlier range can reach the I/O's start: an I/O outside every
- * range costs O(log n) and never touches a rule.
- */
-typedef struct FeRanges {
-    uint32_t n;
-    uint64_t *lo;               /* sorted ascending */
-    uint64_t *hi;
-    uint64_t *pmax;             /* max(hi[0..i]) */
-    uint32_t *idx;
-} FeRanges;
-
-/*
- * Candidate rules of one op that must be looked at per I/O: by lba= if
- * they have it, else by sq=, else by cpu= (an I/O without that key skips
- * the list); rules with only len= are in @all.
- */
-typedef struct FeCand {
-    uint32_t nall;
-    uint32_t *all;              /* rule indices, no lba=, sq= or cpu= */
-    FeRanges lba, sq, cpu;
-} FeCand;
+/* Bits of FE_KEY_* and of FE_ACTION_* that attach points refuse. */
+#define FE_REFUSE_BITS 2
+#define FE_WHO_MAX 96           /* a refuser's name, for the messages */
 
 /*
  * Rules with one range key (lba=, sq= or cpu=, nothing else to match)
@@ -56,7 +33,6 @@ typedef struct FeCand {
  */
 #define FE_SPAN_SLACK 64        /* fewer matches to a bound: looked at */
 
-#define FE_RANGE_KEYS 3         /* lba=, sq=, cpu=: FeCand lists 0..2 */
 #define FE_NSPANS (FE_OP__MAX * FE_RANGE_KEYS)
 
 typedef struct FeSpanEnt {
@@ -113,11 +89,6 @@ _Static_assert(!((FE_HAS_STATE | FE_HAS_LEN) & FE_HOT_KEYS),
                          FE_HAS_IRQ | FE_HAS_DNR | FE_HAS_DROP | FE_HAS_LIE | \
                          FE_HAS_CORRUPT)
 
-typedef struct FeSortEnt {
-    uint64_t lo, hi;
-    uint32_t idx;
-} FeSortEnt;
-
 typedef struct FeFired {
     uint64_t key;
     const FeRule *rule;
@@ -132,7 +103,7 @@ struct FeEngine {
     FeRule *rules;
     FeHot *hot;                 /* parallel to @rules */
     size_t nrules;
-    FeCand cand[FE_OP__MAX];
+    FeCandIndex cand;           /* rules an I/O must look at */
     FeGroup group[FE_NGROUPS];
     FeSpans span[FE_NSPANS];   /* per op and key: span_of() */
     uint32_t nspan;             /* FE_SPAN rules, in @span_idx */
@@ -140,20 +111,18 @@ struct FeEngine {
     uint64_t span_io;           /* I/Os since the last fold */
     uint64_t span_budget;       /* fold when span_io reaches it */
     void *span_mem;
-    char *cand_mem;
-    size_t cand_cap;            /* rules the arrays can hold */
-    FeSortEnt *sort_tmp;
+    uint32_t *group_mem;        /* FeGroup.idx, room for @cand's rules */
     FeFired *fired;             /* scratch, one slot per rule */
     uint32_t gen;               /* bumped when rules or counters change */
     uint32_t refused_keys;      /* FE_KEY_* an attach point cannot supply */
-    char refused_by[2][FE_NAME_MAX * 2]; /* who refused sq, cpu */
+    char refused_by[FE_REFUSE_BITS][FE_WHO_MAX]; /* who refuses sq, cpu */
 
     FeLogEntry *log;
     uint64_t log_total;
     uint64_t digest;
 
     uint32_t refused_actions;   /* FE_ACTION_* that add_rules rejects */
-    char refused_actions_by[96]; /* who refuses them, for the error */
+    char refused_actions_by[FE_REFUSE_BITS][FE_WHO_MAX]; /* fatal, reset-fail */
 };
 
 /* splitmix64 finaliser. */
@@ -242,16 +211,6 @@ static uint64_t delay_value(const FeRule *r, const FeDelaySpec *d,
         break;
     }
     return 0;
-}
-
-static int cmp_sort_ent(const void *a, const void *b)
-{
-    const FeSortEnt *x = a, *y = b;
-
-    if (x->lo != y->lo) {
-        return x->lo < y->lo ? -1 : 1;
-    }
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 static inline uint64_t sat_add(uint64_t a, uint64_t b)
@@ -409,38 +368,6 @@ static uint32_t sort_unique(uint64_t *v, uint32_t n)
     return k;
 }
 
-/* Number of a[0..n) that are <= key (a sorted, n >= 1); branch-free. */
-static inline uint32_t upper_bound(const uint64_t *a, uint32_t n, uint64_t key)
-{
-    const uint64_t *base = a;
-
-    while (n > 1) {
-        uint32_t half = n / 2;
-        base = base[half] <= key ? base + half : base;
-        n -= half;
-    }
-    return (uint32_t)(base - a) + (*base <= key);
-}
-
-static bool rule_of_op(const FeRule *r, int op)
-{
-    return r->op == FE_OP_ANY || (int)r->op == op;
-}
-
-/* Which candidate list of its op rule @r is in (FeCand.all: 3). */
-static int cand_list(const FeRule *r)
-{
-    return (r->flags & FE_HAS_LBA) ? 0 : (r->flags & FE_HAS_SQ) ? 1 :
-           (r->flags & FE_HAS_CPU) ? 2 : 3;
-}
-
-/* Rule @r's bounds for key @l (a cand_list() index below 3). */
-static void rule_bounds(const FeRule *r, int l, uint64_t *lo, uint64_t *hi)
-{
-    *lo = l == 0 ? r->lba_lo : l == 1 ? r->sq_lo : r->cpu_lo;
-    *hi = l == 0 ? r->lba_hi : l == 1 ? r->sq_hi : r->cpu_hi;
-}
-
 /*
  * Count rule @i with the spans if it cannot fire for FE_SPAN_SLACK more
  * matches and its one match key is lba=, sq= or cpu=.
@@ -480,8 +407,8 @@ static bool spans_build(FeEngine *fe)
         }
         nspan++;
         for (int op = 0; op < FE_OP__MAX; op++) {
-            nent[op * FE_RANGE_KEYS + cand_list(&fe->rules[i])] +=
-                rule_of_op(&fe->rules[i], op);
+            nent[op * FE_RANGE_KEYS + fe_cand_list(&fe->rules[i])] +=
+                fe_rule_of_op(&fe->rules[i], op);
         }
     }
     if (!nspan) {
@@ -522,8 +449,8 @@ static bool spans_build(FeEngine *fe)
             sp = span_of(fe, op, l);
             for (uint32_t k = 0; k < fe->nspan; k++) {
                 const FeRule *r = &fe->rules[fe->span_idx[k]];
-                if (rule_of_op(r, op) && cand_list(r) == l) {
-                    rule_bounds(r, l, &lo, &hi);
+                if (fe_rule_of_op(r, op) && fe_cand_list(r) == l) {
+                    fe_rule_bounds(r, l, &lo, &hi);
                     sp->lo[sp->nent] = lo;
                     sp->hi[sp->nent] = hi;
                     sp->ent[sp->nent++].idx = fe->span_idx[k];
@@ -535,68 +462,46 @@ static bool spans_build(FeEngine *fe)
             sp->nlo = sort_unique(sp->lo, sp->nent);
             sp->nhi = sort_unique(sp->hi, sp->nent);
             for (uint32_t k = 0; k < sp->nent; k++) {
-                rule_bounds(&fe->rules[sp->ent[k].idx], l, &lo, &hi);
-                sp->ent[k].jlo = upper_bound(sp->lo, sp->nlo, lo) - 1;
-                sp->ent[k].jhi = upper_bound(sp->hi, sp->nhi, hi) - 1;
+                fe_rule_bounds(&fe->rules[sp->ent[k].idx], l, &lo, &hi);
+                sp->ent[k].jlo = fe_upper_bound(sp->lo, sp->nlo, lo) - 1;
+                sp->ent[k].jhi = fe_upper_bound(sp->hi, sp->nhi, hi) - 1;
             }
         }
     }
     return true;
 }
 
-/* Sort the @n entries of @t into @rg. */
-static void ranges_build(FeRanges *rg, FeSortEnt *t, uint32_t n)
+/* Is rule @i counted rather than looked at (a group's or the spans')? */
+static bool rule_lazy(const void *opaque, size_t i)
 {
-    uint64_t m = 0;
+    const FeEngine *fe = opaque;
 
-    qsort(t, n, sizeof(*t), cmp_sort_ent);
-    for (uint32_t i = 0; i < n; i++) {
-        m = t[i].hi > m ? t[i].hi : m;
-        rg->lo[i] = t[i].lo;
-        rg->hi[i] = t[i].hi;
-        rg->pmax[i] = m;
-        rg->idx[i] = t[i].idx;
-    }
-    rg->n = n;
+    return fe->hot[i].group != FE_NOT_LAZY;
 }
 
 /* Never fails when the rule count did not grow (delete, clear). */
 static int rebuild_candidates(FeEngine *fe)
 {
     size_t per = fe->nrules ? fe->nrules : 1;
-    size_t cap;
-    uint64_t *b64;
-    uint32_t *b32;
 
-    if (per > fe->cand_cap) {
-        size_t sz = FE_OP__MAX * per *
-                    (9 * sizeof(uint64_t) + 4 * sizeof(uint32_t)) +
-                    FE_NGROUPS * per * sizeof(uint32_t);
-        char *mem = malloc(sz);
+    if (per > fe->cand.cap) {
+        uint32_t *group_mem = malloc(FE_NGROUPS * per * sizeof(*group_mem));
         FeFired *fired = malloc(per * sizeof(*fired));
-        FeSortEnt *tmp = malloc(per * sizeof(*tmp));
 
-        if (!mem || !fired || !tmp) {
-            free(mem);
+        /* fe_cand_reserve() last: it changes nothing when it fails. */
+        if (!group_mem || !fired || fe_cand_reserve(&fe->cand, per) < 0) {
+            free(group_mem);
             free(fired);
-            free(tmp);
             return -1;
         }
-        free(fe->cand_mem);
+        free(fe->group_mem);
         free(fe->fired);
-        free(fe->sort_tmp);
-        fe->cand_mem = mem;
+        fe->group_mem = group_mem;
         fe->fired = fired;
-        fe->sort_tmp = tmp;
-        fe->cand_cap = per;
     }
-    cap = fe->cand_cap;
     fe->gen++;              /* rule indices move: older hit refs are void */
-    /* All 64-bit arrays first, so every array stays aligned. */
-    b64 = (uint64_t *)(void *)fe->cand_mem;
-    b32 = (uint32_t *)(void *)(b64 + FE_OP__MAX * 9 * cap);
     for (int g = 0; g < FE_NGROUPS; g++) {
-        fe->group[g].idx = b32 + (size_t)(4 * FE_OP__MAX + g) * cap;
+        fe->group[g].idx = fe->group_mem + (size_t)g * fe->cand.cap;
         fe->group[g].n = 0;
     }
     for (size_t i = 0; i < fe->nrules; i++) {
@@ -627,42 +532,7 @@ static int rebuild_candidates(FeEngine *fe)
             }
         }
     }
-    for (int op = 0; op < FE_OP__MAX; op++) {
-        FeCand *c = &fe->cand[op];
-        FeRanges *rg[3] = { &c->lba, &c->sq, &c->cpu };
-
-        for (int l = 0; l < 3; l++) {
-            uint64_t *o = b64 + ((size_t)op * 9 + 3 * l) * cap;
-            uint32_t n = 0;
-
-            rg[l]->lo = o;
-            rg[l]->hi = o + cap;
-            rg[l]->pmax = o + 2 * cap;
-            rg[l]->idx = b32 + ((size_t)op * 4 + l) * cap;
-            for (size_t i = 0; i < fe->nrules; i++) {
-                const FeRule *r = &fe->rules[i];
-                FeSortEnt *t = &fe->sort_tmp[n];
-
-                if (!rule_of_op(r, op) || fe->hot[i].group != FE_NOT_LAZY ||
-                    cand_list(r) != l) {
-                    continue;
-                }
-                rule_bounds(r, l, &t->lo, &t->hi);
-                t->idx = (uint32_t)i;
-                n++;
-            }
-            ranges_build(rg[l], fe->sort_tmp, n);
-        }
-        c->all = b32 + ((size_t)op * 4 + 3) * cap;
-        c->nall = 0;
-        for (size_t i = 0; i < fe->nrules; i++) {
-            if (rule_of_op(&fe->rules[i], op) &&
-                fe->hot[i].group == FE_NOT_LAZY &&
-                cand_list(&fe->rules[i]) == 3) {
-                c->all[c->nall++] = (uint32_t)i;
-            }
-        }
-    }
+    fe_cand_build(&fe->cand, fe->rules, fe->nrules, rule_lazy, fe);
     thaw_all(fe);
     fe->span_io = 0;
     spans_set_budget(fe);
@@ -693,9 +563,9 @@ void fe_engine_free(FeEngine *fe)
     }
     free(fe->rules);
     free(fe->hot);
-    free(fe->cand_mem);
+    fe_cand_free(&fe->cand);
+    free(fe->group_mem);
     free(fe->fired);
-    free(fe->sort_tmp);
     free(fe->span_mem);
     free(fe->log);
     free(fe);
@@ -873,28 +743,45 @@ uint32_t fe_engine_keys_used(const FeEngine *fe)
     return keys;
 }
 
-int fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who,
-                          char *err, size_t errlen)
+/*
+ * Set (@who) or lift (@who NULL) the refusal of each of the @bits in
+ * @mask, whose refusers are named in @by.
+ */
+static void set_refusals(uint32_t *mask, char (*by)[FE_WHO_MAX],
+                         uint32_t bits, const char *who)
+{
+    for (int b = 0; b < FE_REFUSE_BITS; b++) {
+        if (!(bits & (1u << b))) {
+            continue;
+        }
+        if (who) {
+            *mask |= 1u << b;
+            copy_str(by[b], FE_WHO_MAX, who);
+        } else {
+            *mask &= ~(1u << b);
+            by[b][0] = '\0';
+        }
+    }
+}
+
+void fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who)
+{
+    set_refusals(&fe->refused_keys, fe->refused_by, keys, who);
+}
+
+int fe_engine_find_key(const FeEngine *fe, uint32_t keys, const char **key)
 {
     for (size_t i = 0; i < fe->nrules; i++) {
         uint32_t k = rule_keys(&fe->rules[i]) & keys;
 
         if (k) {
-            if (err && errlen) {
-                snprintf(err, errlen, "rule '%s' matches on %s=, which %s "
-                         "does not supply", fe->rules[i].name,
-                         (k & FE_KEY_SQ) ? "sq" : "cpu", who);
+            if (key) {
+                *key = (k & FE_KEY_SQ) ? "sq" : "cpu";
             }
-            return -1;
+            return (int)i;
         }
     }
-    for (int b = 0; b < 2; b++) {
-        if ((keys & (1u << b)) && !(fe->refused_keys & (1u << b))) {
-            copy_str(fe->refused_by[b], sizeof(fe->refused_by[b]), who);
-        }
-    }
-    fe->refused_keys |= keys & (FE_KEY_SQ | FE_KEY_CPU);
-    return 0;
+    return -1;
 }
 
 /* The trigger bound after ordinal @n: no ordinal below it can fire. */
@@ -985,9 +872,12 @@ static int check_refused_actions(const FeEngine *fe, const FeRule *v,
         size_t col = 1;
 
         if (rule_actions(&v[i], fe->refused_actions, &action, &col)) {
+            /* The refuser of the action given first on the line. */
+            int b = strcmp(action, "fatal") ? 1 : 0;
+
             if (err && errlen) {
                 snprintf(err, errlen, "%zu:%zu: '%s' is not supported by %s",
-                         v[i].line, col, action, fe->refused_actions_by);
+                         v[i].line, col, action, fe->refused_actions_by[b]);
             }
             return -1;
         }
@@ -997,9 +887,7 @@ static int check_refused_actions(const FeEngine *fe, const FeRule *v,
 
 void fe_engine_refuse_actions(FeEngine *fe, uint32_t mask, const char *who)
 {
-    fe->refused_actions = mask;
-    snprintf(fe->refused_actions_by, sizeof(fe->refused_actions_by), "%s",
-             mask && who ? who : "");
+    set_refusals(&fe->refused_actions, fe->refused_actions_by, mask, who);
 }
 
 int fe_engine_find_action(const FeEngine *fe, uint32_t mask,
@@ -1272,8 +1160,8 @@ static inline uint32_t consider(FeEngine *fe, uint32_t idx, uint32_t len,
 static inline void spans_count(FeSpans *sp, uint64_t lo, uint64_t hi)
 {
     if (sp->nent) {
-        sp->below[lo ? upper_bound(sp->hi, sp->nhi, lo - 1) : 0]++;
-        sp->upto[upper_bound(sp->lo, sp->nlo, hi)]++;
+        sp->below[lo ? fe_upper_bound(sp->hi, sp->nhi, lo - 1) : 0]++;
+        sp->upto[fe_upper_bound(sp->lo, sp->nlo, hi)]++;
         sp->total++;
     }
 }
@@ -1306,7 +1194,7 @@ static inline uint32_t ranges_scan(FeEngine *fe, const FeRanges *rg,
     if (!rg->n) {
         return nf;
     }
-    i = upper_bound(rg->lo, rg->n, hi);
+    i = fe_upper_bound(rg->lo, rg->n, hi);
     while (i-- > 0 && rg->pmax[i] >= lo) {
         if (rg->hi[i] >= lo) {
             nf += consider(fe, rg->idx[i], len, keys, state, nf);
@@ -1616,7 +1504,7 @@ bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     if (++gany->count >= gany->due) {
         nf = group_due(fe, gany, nf);
     }
-    c = &fe->cand[op];
+    c = &fe->cand.op[op];
     for (uint32_t i = 0; i < c->nall; i++) {
         nf += consider(fe, c->all[i], len, keys, state, nf);
     }

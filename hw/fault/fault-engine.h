@@ -194,9 +194,10 @@ int fe_engine_add_rules_len(FeEngine *fe, const char *text, size_t len,
 int fe_engine_check_rules_len(const char *text, size_t len, char *err,
                               size_t errlen);
 /*
- * Refuse rules with any of the FE_ACTION_* @mask from now on: adding one
- * fails with "LINE:COL: 'fatal' is not supported by @who".  @mask 0 lifts
- * the refusal.  @who is copied.
+ * An attach point that cannot honour the FE_ACTION_* @mask: from now on
+ * adding a rule with one fails with "LINE:COL: 'fatal' is not supported
+ * by @who".  @who NULL lifts the refusal of @mask.  @who is copied; each
+ * action keeps the latest one given.
  */
 void fe_engine_refuse_actions(FeEngine *fe, uint32_t mask, const char *who);
 /*
@@ -251,13 +252,16 @@ void fe_engine_void_hit(FeEngine *fe, FeHitRef ref, uint32_t times);
 /* The FE_KEY_* bits that the engine's rules match on. */
 uint32_t fe_engine_keys_used(const FeEngine *fe);
 /*
- * An attach point that cannot supply @keys (FE_KEY_*, named @who in the
- * messages) refuses them: -1 with @err set if a rule already matches on
- * one; otherwise 0, and from now on adding such a rule fails with
- * "LINE:COL: ..." like any bad rule.  Refusals accumulate.
+ * The same for the FE_KEY_* @keys an attach point cannot supply: adding
+ * a rule that matches on one fails with "LINE:COL: 'sq' is not supplied
+ * by @who"; @who NULL lifts the refusal.
  */
-int fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who,
-                          char *err, size_t errlen);
+void fe_engine_refuse_keys(FeEngine *fe, uint32_t keys, const char *who);
+/*
+ * The index of the first rule that matches on any of the FE_KEY_* @keys,
+ * or -1; with @key (if not NULL) set to that key's name ("sq", "cpu").
+ */
+int fe_engine_find_key(const FeEngine *fe, uint32_t keys, const char **key);
 
 /*
  * Flip the bytes of @d's corrupt set that fall in the piece [@off, @off +

@@ -20,8 +20,8 @@
 #include "hw/fault/fault-injector.h"
 #include "trace.h"
 
-/* FE_ACTION_* bits a device may refuse. */
-#define FAULT_INJECTOR_ACTION_BITS 2
+/* FE_KEY_* and FE_ACTION_* bits a user may refuse. */
+#define FAULT_INJECTOR_REFUSE_BITS 2
 
 struct FaultInjector {
     Object parent_obj;
@@ -40,9 +40,8 @@ struct FaultInjector {
     FILE *log;
     uint64_t log_next;      /* next log seq to write to @log */
     char *log_error;        /* why @log was given up, or NULL */
-    /* Devices refusing each FE_ACTION_* bit, and the latest one's name. */
-    unsigned int refusers[FAULT_INJECTOR_ACTION_BITS];
-    char *refused_by;
+    /* The attached users (const FaultInjectorUser *), in attach order. */
+    GPtrArray *users;
 };
 
 /*
@@ -136,23 +135,6 @@ void fault_injector_void_hit(FaultInjector *fi, FeHitRef ref, uint32_t times)
     qemu_mutex_unlock(&fi->lock);
 }
 
-bool fault_injector_refuse_keys(FaultInjector *fi, uint32_t keys,
-                                const char *dev, Error **errp)
-{
-    char err[FE_ERR_MSG_MAX];
-    int ret;
-
-    qemu_mutex_lock(&fi->lock);
-    ret = fe_engine_refuse_keys(fi->engine, keys, dev, err, sizeof(err));
-    qemu_mutex_unlock(&fi->lock);
-    if (ret < 0) {
-        error_setg(errp, "fault-injector '%s': %s",
-                   object_get_canonical_path_component(OBJECT(fi)), err);
-        return false;
-    }
-    return true;
-}
-
 void fault_injector_set_state(FaultInjector *fi, uint32_t state)
 {
     qemu_mutex_lock(&fi->lock);
@@ -190,73 +172,134 @@ bool fault_injector_deterministic(FaultInjector *fi)
     return fi->deterministic;
 }
 
-bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
+/*
+ * Called with fi->lock held: false with @errp set if @u cannot attach to
+ * @fi as its rules and mode are now.
+ */
+static bool fault_injector_check_locked(FaultInjector *fi,
+                                        const FaultInjectorUser *u,
                                         Error **errp)
 {
-    /* The qtest accelerator's clock moves only on clock_step: also fixed. */
-    if (fi->deterministic && icount_enabled() != ICOUNT_PRECISE &&
-        !qtest_enabled()) {
-        error_setg(errp, "%s: fault-injector '%s' has deterministic=on, "
-                   "which needs -icount shift=N (TCG, fixed shift) or "
-                   "the qtest accelerator", dev,
-                   object_get_canonical_path_component(OBJECT(fi)));
-        return false;
-    }
-    return true;
-}
-
-/* Called with fi->lock held: tell the engine what to refuse. */
-static void fault_injector_update_refused(FaultInjector *fi)
-{
-    uint32_t mask = 0;
-
-    for (int i = 0; i < FAULT_INJECTOR_ACTION_BITS; i++) {
-        if (fi->refusers[i]) {
-            mask |= 1u << i;
-        }
-    }
-    fe_engine_refuse_actions(fi->engine, mask, fi->refused_by);
-}
-
-bool fault_injector_refuse_actions(FaultInjector *fi, const char *dev,
-                                   uint32_t mask, Error **errp)
-{
+    ERRP_GUARD();
     const char *id = object_get_canonical_path_component(OBJECT(fi));
-    const char *action = NULL;
+    const char *what = NULL;
     FeRuleStats st;
     int i;
 
-    qemu_mutex_lock(&fi->lock);
-    i = fe_engine_find_action(fi->engine, mask, &action);
+    /* The qtest accelerator's clock moves only on clock_step: also fixed. */
+    if (u->deterministic && fi->deterministic &&
+        icount_enabled() != ICOUNT_PRECISE && !qtest_enabled()) {
+        error_setg(errp, "%s: fault-injector '%s' has deterministic=on, "
+                   "which needs -icount shift=N (TCG, fixed shift) or "
+                   "the qtest accelerator", u->name, id);
+        goto fail;
+    }
+    i = fe_engine_find_key(fi->engine, u->keys, &what);
     if (i >= 0) {
         fe_engine_rule_stats(fi->engine, i, &st);
-        qemu_mutex_unlock(&fi->lock);
+        error_setg(errp, "%s: rule '%s' of fault-injector '%s' matches on "
+                   "%s=, which %s does not supply", u->name, st.name, id,
+                   what, u->name);
+        goto fail;
+    }
+    i = fe_engine_find_action(fi->engine, u->actions, &what);
+    if (i >= 0) {
+        fe_engine_rule_stats(fi->engine, i, &st);
         error_setg(errp, "%s: rule '%s' of fault-injector '%s' has '%s', "
-                   "which %s does not support (NVMe only)", dev, st.name, id,
-                   action, dev);
-        trace_fault_refused(id, dev, st.name, action);
+                   "which %s does not support (NVMe only)", u->name, st.name,
+                   id, what, u->name);
+        goto fail;
+    }
+    return true;
+
+fail:
+    trace_fault_attach_error(id, u->name, error_get_pretty(*errp));
+    return false;
+}
+
+/*
+ * Called with fi->lock held: each key and action is refused by the first
+ * attached user that refuses it, and by no one once none does.
+ */
+static void fault_injector_update_refusals(FaultInjector *fi)
+{
+    for (int b = 0; b < FAULT_INJECTOR_REFUSE_BITS; b++) {
+        const char *key_by = NULL, *action_by = NULL;
+        g_autofree char *action_who = NULL;
+
+        for (guint i = 0; i < fi->users->len; i++) {
+            const FaultInjectorUser *u = g_ptr_array_index(fi->users, i);
+
+            if (!key_by && (u->keys & (1u << b))) {
+                key_by = u->name;
+            }
+            if (!action_by && (u->actions & (1u << b))) {
+                action_by = u->name;
+            }
+        }
+        fe_engine_refuse_keys(fi->engine, 1u << b, key_by);
+        /* The actions a user may refuse (fatal, reset-fail=) are NVMe's. */
+        if (action_by) {
+            action_who = g_strdup_printf("%s (NVMe only)", action_by);
+        }
+        fe_engine_refuse_actions(fi->engine, 1u << b, action_who);
+    }
+}
+
+bool fault_injector_check_attach(FaultInjector *fi, const FaultInjectorUser *u,
+                                 Error **errp)
+{
+    bool ok;
+
+    qemu_mutex_lock(&fi->lock);
+    ok = fault_injector_check_locked(fi, u, errp);
+    qemu_mutex_unlock(&fi->lock);
+    return ok;
+}
+
+bool fault_injector_attach(FaultInjector *fi, const FaultInjectorUser *u,
+                           Error **errp)
+{
+    qemu_mutex_lock(&fi->lock);
+    if (!fault_injector_check_locked(fi, u, errp)) {
+        qemu_mutex_unlock(&fi->lock);
         return false;
     }
-    for (i = 0; i < FAULT_INJECTOR_ACTION_BITS; i++) {
-        fi->refusers[i] += (mask >> i) & 1;
-    }
-    g_free(fi->refused_by);
-    fi->refused_by = g_strdup_printf("%s (NVMe only)", dev);
-    fault_injector_update_refused(fi);
+    g_ptr_array_add(fi->users, (gpointer)u);
+    fault_injector_update_refusals(fi);
     qemu_mutex_unlock(&fi->lock);
+    object_ref(OBJECT(fi));
+    trace_fault_attach(object_get_canonical_path_component(OBJECT(fi)),
+                       u->name);
     return true;
 }
 
-void fault_injector_release_actions(FaultInjector *fi, uint32_t mask)
+void fault_injector_detach(FaultInjector *fi, const FaultInjectorUser *u)
 {
+    bool attached;
+
     qemu_mutex_lock(&fi->lock);
-    for (int i = 0; i < FAULT_INJECTOR_ACTION_BITS; i++) {
-        if (((mask >> i) & 1) && fi->refusers[i]) {
-            fi->refusers[i]--;
-        }
-    }
-    fault_injector_update_refused(fi);
+    attached = g_ptr_array_remove(fi->users, (gpointer)u);
+    fault_injector_update_refusals(fi);
     qemu_mutex_unlock(&fi->lock);
+    /* A detach without its attach would drop someone else's reference. */
+    assert(attached);
+    trace_fault_detach(object_get_canonical_path_component(OBJECT(fi)),
+                       u->name);
+    object_unref(OBJECT(fi));
+}
+
+bool fault_guard_enter(DeviceState *dev)
+{
+    bool was = dev->mem_reentrancy_guard.engaged_in_io;
+
+    dev->mem_reentrancy_guard.engaged_in_io = true;
+    return was;
+}
+
+void fault_guard_exit(DeviceState *dev, bool was)
+{
+    dev->mem_reentrancy_guard.engaged_in_io = was;
 }
 
 FaultInjector *fault_injector_find(const char *id, Error **errp)
@@ -485,6 +528,7 @@ static void fault_injector_init(Object *obj)
 
     qemu_mutex_init(&fi->lock);
     fi->engine = fe_engine_new(0);
+    fi->users = g_ptr_array_new();
 }
 
 static void fault_injector_finalize(Object *obj)
@@ -498,7 +542,7 @@ static void fault_injector_finalize(Object *obj)
         fclose(fi->log);
     }
     g_free(fi->log_error);
-    g_free(fi->refused_by);
+    g_ptr_array_free(fi->users, true);
     fe_engine_free(fi->engine);
     qemu_mutex_destroy(&fi->lock);
     g_free(fi->rules_path);

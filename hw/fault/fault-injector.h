@@ -5,12 +5,11 @@
  * per I/O, what to do.  All entry points are thread-safe: devices call them
  * from vCPU threads, the main loop and iothreads.
  *
- * Use count: object-del of an injector is refused while anyone besides
- * /objects holds a reference.  A device gets one by holding the injector
- * through a strong link property, DEFINE_PROP_LINK("fault-injector", ...,
- * TYPE_FAULT_INJECTOR, FaultInjector *), dropped when the device goes away;
- * other users (e.g. after fault_injector_find()) take object_ref() for as
- * long as they call the injector and object_unref() when done.
+ * Attaching: a device or block node that asks an injector declares what it
+ * cannot do (FaultInjectorUser) with fault_injector_attach() before its
+ * first decision and gives it back with fault_injector_detach() when done.
+ * An attached user holds a reference: object-del of an injector is refused
+ * while anyone besides /objects holds one.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -18,6 +17,7 @@
 #define HW_FAULT_INJECTOR_H
 
 #include "qom/object.h"
+#include "hw/qdev-core.h"
 #include "hw/fault/fault-engine.h"
 
 #define TYPE_FAULT_INJECTOR "fault-injector"
@@ -35,12 +35,43 @@ bool fault_injector_decide_keys(FaultInjector *fi, FeOp op, uint64_t lba,
                                 FeDecision *d);
 
 /*
- * For a device realizing with @fi (named @dev in messages) that cannot
- * supply @keys (FE_KEY_*): false with @errp set if a rule matches on one;
- * otherwise rules added later that match on one are refused.
+ * What an attach point cannot do.  Usually one static const per device
+ * type, passed to both fault_injector_attach() and _detach().
  */
-bool fault_injector_refuse_keys(FaultInjector *fi, uint32_t keys,
-                                const char *dev, Error **errp);
+typedef struct FaultInjectorUser {
+    const char *name;       /* in messages: "syncblk-pci", "fault-inject" */
+    uint32_t keys;          /* FE_KEY_* it cannot supply */
+    uint32_t actions;       /* FE_ACTION_* it cannot honour */
+    /*
+     * It follows the injector's deterministic=on, which then needs a
+     * deterministic machine (-icount with a fixed shift, or the qtest
+     * accelerator).
+     */
+    bool deterministic;
+} FaultInjectorUser;
+
+/*
+ * Attach @u to @fi: false with @errp set (one line naming @u, the injector
+ * and the rule) if an armed rule needs a key or an action that @u refuses,
+ * or if @u follows deterministic=on on a machine that is not deterministic.
+ * Otherwise @u holds a reference to @fi and, until it detaches, adding a
+ * rule that needs what @u refuses fails.
+ */
+bool fault_injector_attach(FaultInjector *fi, const FaultInjectorUser *u,
+                           Error **errp);
+/*
+ * Give back exactly what fault_injector_attach(@fi, @u) took (once per
+ * successful attach); drops @u's reference to @fi.
+ */
+void fault_injector_detach(FaultInjector *fi, const FaultInjectorUser *u);
+/*
+ * What fault_injector_attach() would refuse, without attaching: for a
+ * device that checks early in realize and attaches last, once nothing
+ * can fail any more (nothing changes the rules in between: the BQL is
+ * held throughout).
+ */
+bool fault_injector_check_attach(FaultInjector *fi, const FaultInjectorUser *u,
+                                 Error **errp);
 
 /* fe_engine_void_hit(), for a device that raised the interrupt anyway. */
 void fault_injector_void_hit(FaultInjector *fi, FeHitRef ref, uint32_t times);
@@ -74,22 +105,14 @@ int fault_injector_rule_stats(FaultInjector *fi, FeRuleStats *out, int max);
 bool fault_injector_deterministic(FaultInjector *fi);
 
 /*
- * For a device realizing with @fi (named @dev in the message): false with
- * @errp set when @fi is deterministic but the machine cannot be (neither
- * -icount with a fixed shift nor the qtest accelerator).
+ * Work of a device that starts outside an MMIO handler (a timer, an AIO
+ * completion, a bottom half run by hand) engages @dev's MemReentrancyGuard
+ * as memory dispatch does for an MMIO access, so DMA or an MSI-X message
+ * aimed at the device's own BAR fails instead of re-entering it.  Returns
+ * the guard's previous state, for fault_guard_exit().
  */
-bool fault_injector_check_deterministic(FaultInjector *fi, const char *dev,
-                                        Error **errp);
-
-/*
- * For a device attaching to @fi (named @dev in messages) that cannot honour
- * the FE_ACTION_* @mask: false with @errp set if a rule already carries one
- * of them; otherwise adding such a rule fails from now on, until the device
- * calls fault_injector_release_actions() with the same @mask.
- */
-bool fault_injector_refuse_actions(FaultInjector *fi, const char *dev,
-                                   uint32_t mask, Error **errp);
-void fault_injector_release_actions(FaultInjector *fi, uint32_t mask);
+bool fault_guard_enter(DeviceState *dev);
+void fault_guard_exit(DeviceState *dev, bool was);
 
 /* Look up a fault-injector by its -object id; sets @errp if there is none. */
 FaultInjector *fault_injector_find(const char *id, Error **errp);

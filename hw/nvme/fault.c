@@ -35,8 +35,10 @@
  * MMIO fails, and the controller reports a fatal status.  The timers of
  * this layer run the same code, so they engage the same guard.
  *
- * With a fault-injector the SQ is processed inside the doorbell MMIO
- * write (nvme_fault_sq_doorbell()), so delay= counts from the doorbell.
+ * An SQ tail doorbell write schedules sq->bh as upstream does; with a
+ * fault-injector nvme_fault_sq_doorbell() also stamps the doorbelled slots
+ * with the virtual time, so delay= counts from the doorbell, not from when
+ * sq->bh got to run.
  *
  * Deterministic mode (fault-injector deterministic=on, needs -icount or
  * the qtest accelerator): nothing the guest sees may depend on host
@@ -96,29 +98,14 @@ typedef struct NvmeFaultAIOCB {
     bool         done;      /* released or cancelled */
 } NvmeFaultAIOCB;
 
-/* As aio_bh_call() does for a guarded BH; returns the previous state. */
-static bool nvme_fault_guard_enter(NvmeCtrl *n)
-{
-    MemReentrancyGuard *guard = &DEVICE(n)->mem_reentrancy_guard;
-    bool engaged = guard->engaged_in_io;
-
-    guard->engaged_in_io = true;
-    return engaged;
-}
-
-static void nvme_fault_guard_exit(NvmeCtrl *n, bool engaged)
-{
-    DEVICE(n)->mem_reentrancy_guard.engaged_in_io = engaged;
-}
-
 /* @fn(@opaque), the work of a guarded BH, under the same guard. */
 static void nvme_fault_run_guarded(NvmeCtrl *n, void (*fn)(void *),
                                    void *opaque)
 {
-    bool engaged = nvme_fault_guard_enter(n);
+    bool engaged = fault_guard_enter(DEVICE(n));
 
     fn(opaque);
-    nvme_fault_guard_exit(n, engaged);
+    fault_guard_exit(DEVICE(n), engaged);
 }
 
 static uint16_t nvme_fault_status(FeError err)
@@ -139,6 +126,16 @@ static uint16_t nvme_fault_status(FeError err)
     }
 }
 
+/*
+ * A command can be fetched outside the vCPU's doorbell write (ioeventfd,
+ * an SQ resumed by CQ room), so no vCPU is known to match cpu= on.
+ */
+static const FaultInjectorUser nvme_fault_user = {
+    .name = "nvme",
+    .keys = FE_KEY_CPU,
+    .deterministic = true,
+};
+
 bool nvme_fault_check(NvmeCtrl *n, Error **errp)
 {
     NvmeFaultCtrl *f = &n->fault;
@@ -147,18 +144,12 @@ bool nvme_fault_check(NvmeCtrl *n, Error **errp)
     if (!f->fi) {
         return true;
     }
-    /*
-     * A command can be fetched outside the vCPU's doorbell write (ioeventfd,
-     * an SQ resumed by CQ room), so no vCPU is known to match cpu= on.
-     */
-    if (!fault_injector_refuse_keys(f->fi, FE_KEY_CPU, "nvme", errp)) {
+    /* nvme_fault_realize() attaches, once nothing in realize can fail. */
+    if (!fault_injector_check_attach(f->fi, &nvme_fault_user, errp)) {
         return false;
     }
     if (!fault_injector_deterministic(f->fi)) {
         return true;
-    }
-    if (!fault_injector_check_deterministic(f->fi, "nvme", errp)) {
-        return false;
     }
     if (n->params.ioeventfd) {
         error_setg(errp, "nvme: fault-injector deterministic=on needs "
@@ -220,9 +211,9 @@ static void nvme_fault_irq_cb(void *opaque)
         return;
     }
     trace_pci_nvme_fault_irq_fire(t->cqid);
-    engaged = nvme_fault_guard_enter(n);
+    engaged = fault_guard_enter(DEVICE(n));
     nvme_irq_assert(n, cq);
-    nvme_fault_guard_exit(n, engaged);
+    fault_guard_exit(DEVICE(n), engaged);
 }
 
 /* Machine reset: no failing enable armed by the old boot stays armed. */
@@ -240,6 +231,8 @@ void nvme_fault_realize(NvmeCtrl *n)
     if (!f->fi) {
         return;
     }
+    /* nvme_fault_check() found nothing to refuse, under the same BQL. */
+    fault_injector_attach(f->fi, &nvme_fault_user, &error_abort);
     qemu_register_reset(nvme_fault_machine_reset, n);
     f->errlog = g_new0(NvmeErrorLog, NVME_FAULT_ERRLOG_ENTRIES);
     f->nr_queues = n->params.max_ioqpairs + 1;
@@ -486,6 +479,7 @@ void nvme_fault_exit(NvmeCtrl *n)
     f->nr_queues = 0;
     g_free(f->errlog);
     f->errlog = NULL;
+    fault_injector_detach(f->fi, &nvme_fault_user);
 }
 
 bool nvme_fault_enable_fails(NvmeCtrl *n)

@@ -105,8 +105,9 @@ void nvme_fault_reset(struct NvmeCtrl *n);
 bool nvme_fault_enable_fails(struct NvmeCtrl *n);
 void nvme_fault_exit(struct NvmeCtrl *n);
 /*
- * An SQ tail doorbell write: with a fault-injector, process the SQ right
- * here (the I/O starts in the MMIO write); without one, schedule sq->bh.
+ * An SQ tail doorbell write: in deterministic mode process the SQ right
+ * here (the I/O starts in the MMIO write); otherwise schedule sq->bh, as
+ * upstream, with the doorbell's time stamped when there is an injector.
  */
 void nvme_fault_sq_doorbell(struct NvmeCtrl *n, struct NvmeSQueue *sq);
 /* Submission: decide; a nonzero status fails the command at once. */

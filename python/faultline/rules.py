@@ -18,7 +18,8 @@ from .errors import SetupError
 from .scenario import ScenarioError
 
 SOURCES = ["tools/fault-rules-check.c", "hw/fault/fault-engine.c", "hw/fault/fault-parse.c",
-           "hw/fault/fault-engine.h", "hw/fault/fault-engine-int.h"]
+           "hw/fault/fault-cand.c", "hw/fault/fault-engine.h", "hw/fault/fault-engine-int.h",
+           "hw/fault/fault-cand.h"]
 MESON_BINARY = os.path.join(TOP, "build", "fault-rules-check")
 
 

@@ -604,15 +604,14 @@ static void test_bad_options(void)
     rsp = qtest_qmp(qts, "{'execute': 'x-fault-add-rules', 'arguments':"
                     " {'id': 'fi0', 'rules': 'write cpu=0 error=eio'}}");
     g_assert_cmpstr(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"), ==,
-                    "1:7: 'cpu' is not supplied by the fault-inject block "
-                    "filter");
+                    "1:7: 'cpu' is not supplied by fault-inject");
     qobject_unref(rsp);
     qtest_quit(qts);
     qts = qtest_init("-machine none -object fault-injector,id=fi0");
     add_rules(qts, "q1: read sq=1 drop");
-    expect_add_error(qts, "fi0", "fault-inject: fault-injector 'fi0': rule "
-                     "'q1' matches on sq=, which the fault-inject block "
-                     "filter does not supply");
+    expect_add_error(qts, "fi0", "fault-inject: rule 'q1' of "
+                     "fault-injector 'fi0' matches on sq=, which "
+                     "fault-inject does not supply");
     qtest_quit(qts);
 
     /* -drive has no schema: the driver's own message */
@@ -659,6 +658,100 @@ static void test_refuses_ctrl_fail(void)
     qtest_quit(qts);
 }
 
+
+/* Does injector @id refuse a fatal rule now (an attached filter does)? */
+static bool refuses_fatal(QTestState *qts, const char *id)
+{
+    return fl_refuses(qts, id, "write fatal", "1:14: 'fatal' is not "
+                      "supported by fault-inject (NVMe only)");
+}
+
+/* blockdev-reopen of node "fi" onto injector @id; NULL, or its error. */
+static char *reopen(QTestState *qts, const char *id)
+{
+    QDict *rsp = qtest_qmp(qts, "{'execute': 'blockdev-reopen', "
+                           "'arguments': {'options': [{"
+                           " 'driver': 'fault-inject', 'node-name': 'fi',"
+                           " 'fault-injector': %s, 'file': 'null0'}]}}", id);
+    char *desc = NULL;
+
+    if (qdict_haskey(rsp, "error")) {
+        desc = g_strdup(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"));
+    }
+    qobject_unref(rsp);
+    return desc;
+}
+
+/*
+ * blockdev-reopen onto another injector moves the attachment: the new
+ * injector refuses what the filter cannot do and cannot be deleted, the
+ * old one is free again.  A reopen the new injector's rules refuse fails
+ * and leaves the node on the old one, attached as before.  Once the node
+ * is gone, each injector can be deleted.
+ */
+static void test_reopen(void)
+{
+    QTestState *qts = qtest_initf("-machine none "
+                                  "-object fault-injector,id=fi0 "
+                                  "-object fault-injector,id=fi1 "
+                                  "-object fault-injector,id=fi2 "
+                                  "-blockdev driver=null-co,node-name=null0,"
+                                  "size=1048576 >>%s/qemu-io.out", tmpdir);
+    g_autofree char *err = NULL;
+
+    qtest_qmp_assert_success(qts, "{'execute': 'blockdev-add', 'arguments':"
+                             " {'driver': 'fault-inject', 'node-name': 'fi',"
+                             "  'fault-injector': 'fi0', 'file': 'null0'}}");
+    g_assert(refuses_fatal(qts, "fi0"));
+    g_assert(!refuses_fatal(qts, "fi1"));
+
+    /* Refused: fi1 has a rule the filter cannot honour. */
+    fl_add_rules(qts, "fi1", "die: write nth=9 fatal\n");
+    err = reopen(qts, "fi1");
+    g_assert_cmpstr(err, ==, "fault-inject: rule 'die' of fault-injector "
+                    "'fi1' has 'fatal', which fault-inject does not support "
+                    "(NVMe only)");
+    g_assert(refuses_fatal(qts, "fi0"));
+    fl_delete_rule(qts, "fi1", "die");
+    g_assert(!refuses_fatal(qts, "fi1"));
+    g_assert(!fl_object_del(qts, "fi0"));
+    fl_add_rules(qts, "fi0", "w0: write error=eio\n");
+    qemu_io(qts, "fi", "write 0 512");
+    g_assert_cmpint(fl_rule_hits(qts, "fi0", "w0"), ==, 1);
+
+    /* Onto fi1: fi1 is attached, fi0 free (and deleted). */
+    g_free(reopen(qts, "fi1"));
+    g_assert(refuses_fatal(qts, "fi1"));
+    g_assert(!refuses_fatal(qts, "fi0"));
+    g_assert(!fl_object_del(qts, "fi1"));
+    fl_add_rules(qts, "fi1", "w1: write error=eio\n");
+    qemu_io(qts, "fi", "write 0 512");
+    g_assert_cmpint(fl_rule_hits(qts, "fi1", "w1"), ==, 1);
+    g_assert_cmpint(fl_rule_hits(qts, "fi0", "w0"), ==, 1);
+    g_assert(fl_object_del(qts, "fi0"));
+
+    /* Onto the same injector, then onto fi2 and back: counts stay right. */
+    err = reopen(qts, "fi1");
+    g_assert_null(err);
+    err = reopen(qts, "fi2");
+    g_assert_null(err);
+    g_assert(!refuses_fatal(qts, "fi1"));
+    g_assert(refuses_fatal(qts, "fi2"));
+    err = reopen(qts, "fi1");
+    g_assert_null(err);
+    g_assert(!refuses_fatal(qts, "fi2"));
+    g_assert(fl_object_del(qts, "fi2"));
+    g_assert(refuses_fatal(qts, "fi1"));
+    g_assert(!fl_object_del(qts, "fi1"));
+
+    /* The node gone, nothing uses fi1. */
+    qtest_qmp_assert_success(qts, "{'execute': 'blockdev-del', "
+                             "'arguments': {'node-name': 'fi'}}");
+    g_assert(!refuses_fatal(qts, "fi1"));
+    g_assert(fl_object_del(qts, "fi1"));
+    qtest_quit(qts);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -675,6 +768,7 @@ int main(int argc, char **argv)
     qtest_add_func("/fault-inject/throttle-chain", test_throttle_chain);
     qtest_add_func("/fault-inject/bad-options", test_bad_options);
     qtest_add_func("/fault-inject/refuses-ctrl-fail", test_refuses_ctrl_fail);
+    qtest_add_func("/fault-inject/reopen", test_reopen);
     ret = g_test_run();
     fl_tmpdir_remove(tmpdir);
     return ret;

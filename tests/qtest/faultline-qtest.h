@@ -351,6 +351,86 @@ static inline void fl_assert_guest_flipped(QTestState *qts, uint64_t addr,
     fl_assert_flipped(got, sizeof(got), byte, off, cnt);
 }
 
+/* libqos' PC hotplug port (tests/qtest/libqos/pci-pc.c): eject a slot. */
+#define FL_PCIHP_EJECT  (0xae00 + 0x0008)
+
+static inline bool fl_device_deleted(QTestState *qts)
+{
+    QDict *ev;
+
+    qtest_qmp_assert_success(qts, "{'execute': 'query-status'}");
+    ev = qtest_qmp_event_ref(qts, "DEVICE_DELETED");
+    qobject_unref(ev);
+    return ev != NULL;
+}
+
+/*
+ * Remove device @id from PCI slot @slot of a pc machine as the guest's
+ * ACPI hotplug does, and wait (2 s at most) until it is finalized: a
+ * reference left behind never gets there.
+ */
+static inline void fl_pci_unplug(QTestState *qts, const char *id, int slot)
+{
+    qtest_qmp_device_del_send(qts, id);
+    qtest_outl(qts, FL_PCIHP_EJECT, 1 << slot);
+    g_assert(FL_POLL(fl_device_deleted(qts), 100, 20000));
+}
+
+/* x-fault-add-rules of @rules to injector @id: NULL, or its error. */
+static inline char *fl_try_add_rules(QTestState *qts, const char *id,
+                                     const char *rules)
+{
+    QDict *rsp = qtest_qmp(qts, "{'execute': 'x-fault-add-rules', "
+                           "'arguments': {'id': %s, 'rules': %s}}", id, rules);
+    char *desc = NULL;
+
+    if (qdict_haskey(rsp, "error")) {
+        desc = g_strdup(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"));
+    }
+    qobject_unref(rsp);
+    return desc;
+}
+
+/*
+ * Does injector @id refuse rule @rule (added as "probe: @rule", so the
+ * error's column counts from that) now, with error
+ * @msg?  An attached user refuses what it cannot do.  An accepted probe
+ * is deleted again.
+ */
+static inline bool fl_refuses(QTestState *qts, const char *id,
+                              const char *rule, const char *msg)
+{
+    g_autofree char *text = g_strdup_printf("probe: %s", rule);
+    g_autofree char *err = fl_try_add_rules(qts, id, text);
+
+    if (err) {
+        g_assert_cmpstr(err, ==, msg);
+        return true;
+    }
+    qtest_qmp_assert_success(qts, "{'execute': 'x-fault-delete-rule',"
+                             " 'arguments': {'id': %s, 'name': 'probe'}}",
+                             id);
+    return false;
+}
+
+/*
+ * object-del of injector @id: true if it went, false if it is in use
+ * (the only error allowed).
+ */
+static inline bool fl_object_del(QTestState *qts, const char *id)
+{
+    QDict *rsp = qtest_qmp(qts, "{'execute': 'object-del', "
+                           "'arguments': {'id': %s}}", id);
+    bool ok = !qdict_haskey(rsp, "error");
+
+    if (!ok) {
+        g_assert(strstr(qdict_get_str(qdict_get_qdict(rsp, "error"), "desc"),
+                        "in use"));
+    }
+    qobject_unref(rsp);
+    return ok;
+}
+
 /*
  * QEMU started with @args (after -display none -nodefaults) must refuse
  * to start: it exits (no crash) with a non-zero code, stored in @code if

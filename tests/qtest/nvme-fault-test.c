@@ -1173,16 +1173,26 @@ static void test_realize_fails(void)
         "{'execute': 'blockdev-add', 'arguments': {'driver': 'raw', "
         "'node-name': 'd2', 'file': {'driver': 'file', 'filename': %s}}}",
         disk2);
+    qtest_qmp_assert_success(n->qts, "{'execute': 'object-add', "
+                             "'arguments': {'qom-type': 'fault-injector', "
+                             "'id': 'fi1'}}");
     for (int i = 0; i < 3; i++) {
         g_autofree char *err = fl_qmp_error(n->qts,
             "{'execute': 'device_add', 'arguments': {"
             "'driver': 'nvme', 'id': 'bad', 'serial': 'bad', "
-            "'drive': 'd2', 'fault-injector': 'fi0', "
-            "'logical_block_size': 4096, 'physical_block_size': 512}}");
+            "'drive': 'd2', 'fault-injector': %s, "
+            "'logical_block_size': 4096, 'physical_block_size': 512}}",
+            i ? "fi1" : "fi0");
 
         g_assert(strstr(err, "physical_block_size"));
     }
     g_assert_cmphex(io(n, NVME_CMD_WRITE, 0).status, ==, NVME_SUCCESS);
+    /*
+     * The failed controllers left no attachment behind.  (object-del of
+     * fi1 stays refused: upstream's failed realize keeps the controller,
+     * and so its link to fi1, alive.)
+     */
+    g_assert(!fl_refuses(n->qts, "fi1", "write cpu=0 error=eio", NULL));
     nvme_stop(n);
     unlink(disk2);
 }
@@ -1249,8 +1259,8 @@ static void test_cpu_key_refused(void)
                            "-drive file=%s,if=none,id=d0,format=raw "
                            "-device nvme,serial=fl,drive=d0,"
                            "fault-injector=fi0", rules, disk);
-    fl_expect_startup_error(args, "fault-injector 'fi0': rule 'c0' matches "
-                            "on cpu=, which nvme does not supply");
+    fl_expect_startup_error(args, "nvme: rule 'c0' of fault-injector 'fi0' "
+                            "matches on cpu=, which nvme does not supply\n");
     unlink(disk);
     unlink(rules);
 }
@@ -1513,28 +1523,10 @@ static void test_ctrl_fail_bad_rules(void)
     nvme_stop(n);
 }
 
-/* libqos' PC hotplug port (tests/qtest/libqos/pci-pc.c): eject a slot. */
-#define PCIHP_EJECT     (0xae00 + 0x0008)
-
-static bool device_deleted(Nvme *n)
-{
-    QDict *ev;
-
-    qtest_qmp_assert_success(n->qts, "{'execute': 'query-status'}");
-    ev = qtest_qmp_event_ref(n->qts, "DEVICE_DELETED");
-    qobject_unref(ev);
-    return ev != NULL;
-}
-
-/*
- * Remove nv0 (slot 4) as the guest's ACPI hotplug does, and wait (2 s at
- * most) until it is finalized: a reference left behind never gets there.
- */
+/* Remove nv0 (slot 4) as the guest's ACPI hotplug does. */
 static void remove_device(Nvme *n)
 {
-    qtest_qmp_device_del_send(n->qts, "nv0");
-    qtest_outl(n->qts, PCIHP_EJECT, 1 << 4);
-    g_assert(FL_POLL(device_deleted(n), 100, 20000));
+    fl_pci_unplug(n->qts, "nv0", 4);
 }
 
 /*
@@ -1615,6 +1607,43 @@ static void test_fatal_held_cqe_removal(void)
     nvme_stop(n);
 }
 
+
+/*
+ * A controller attaches to its injector at realize and detaches when it
+ * goes: while attached the injector refuses cpu= rules and object-del;
+ * after an unplug it takes both.  A controller whose injector has a cpu=
+ * rule is refused and takes nothing.
+ */
+static void test_attach_detach(void)
+{
+    NvmeOpts o = { .rules = "", .dev_opts = ",id=nv0" };
+    Nvme *n = nvme_start_opts(&o);
+    static const char cpu_rule[] = "write cpu=0 error=eio";
+    g_autofree char *err = NULL;
+
+    g_assert(fl_refuses(n->qts, "fi0", cpu_rule,
+                        "1:14: 'cpu' is not supplied by nvme"));
+    g_assert(!fl_refuses(n->qts, "fi0", "write sq=1 fatal reset-fail=1",
+                         NULL));
+    g_assert(!fl_object_del(n->qts, "fi0"));
+    remove_device(n);
+    g_assert(!fl_refuses(n->qts, "fi0", cpu_rule, NULL));
+
+    /* -drive's d0 went with nv0. */
+    qtest_qmp_assert_success(n->qts, "{'execute': 'blockdev-add', "
+                             "'arguments': {'driver': 'null-co', "
+                             "'node-name': 'd1', 'size': 1048576}}");
+    fl_add_rules(n->qts, "fi0", "c0: write cpu=0 error=eio\n");
+    err = fl_qmp_error(n->qts, "{'execute': 'device_add', 'arguments': {"
+                       "'driver': 'nvme', 'id': 'nv1', 'serial': 'fl1', "
+                       "'drive': 'd1', 'fault-injector': 'fi0'}}");
+    g_assert_cmpstr(err, ==, "nvme: rule 'c0' of fault-injector 'fi0' "
+                    "matches on cpu=, which nvme does not supply");
+    fl_delete_rule(n->qts, "fi0", "c0");
+    g_assert(fl_object_del(n->qts, "fi0"));
+    nvme_stop(n);
+}
+
 int main(int argc, char **argv)
 {
     int ret;
@@ -1634,6 +1663,7 @@ int main(int argc, char **argv)
     qtest_add_func("/nvme-fault/deterministic-qtest/irq-suppress-hits",
                    test_irq_suppress_hits);
     qtest_add_func("/nvme-fault/cpu-key-refused", test_cpu_key_refused);
+    qtest_add_func("/nvme-fault/attach-detach", test_attach_detach);
     qtest_add_func("/nvme-fault/vendor", test_vendor);
     qtest_add_func("/nvme-fault/no-injector", test_no_injector);
     qtest_add_func("/nvme-fault/deterministic/basic", test_deterministic);

@@ -1112,8 +1112,9 @@ static void test_sq_key_refused(void)
         "-blockdev driver=null-co,node-name=d0 "
         "-device syncblk-pci,drive=d0,fault-injector=fi0", rules);
 
-    fl_expect_startup_error(args, "fault-injector 'fi0': rule 'q2' matches "
-                            "on sq=, which syncblk-pci does not supply");
+    fl_expect_startup_error(args, "syncblk-pci: rule 'q2' of fault-injector "
+                            "'fi0' matches on sq=, which syncblk-pci does "
+                            "not supply\n");
 }
 
 /*
@@ -1151,6 +1152,61 @@ static void test_refuses_ctrl_fail(void)
     qtest_memset(sb.qts, gbuf, 0, 4096);
     sb_io_ok(&sb, SB_OP_WRITE, 8, gbuf);
     sb_stop(&sb);
+}
+
+
+/* Does fi0 refuse sq= and fatal now (an attached syncblk-pci does)? */
+static bool refuses_sq_fatal(QTestState *qts)
+{
+    bool sq = fl_refuses(qts, "fi0", "write sq=1 error=eio",
+                         "1:14: 'sq' is not supplied by syncblk-pci");
+    bool fatal = fl_refuses(qts, "fi0", "write fatal", "1:14: 'fatal' is not "
+                            "supported by syncblk-pci (NVMe only)");
+
+    g_assert(sq == fatal);
+    return sq;
+}
+
+/*
+ * syncblk-pci attaches at realize and detaches at unplug: while attached
+ * the injector refuses sq= and fatal rules and object-del; after an
+ * unplug it takes them.  A realize that fails after the attach (a
+ * read-only drive) detaches again; one refused by the rules takes nothing.
+ */
+static void test_attach_detach(void)
+{
+    QTestState *qts = qtest_init("-machine pc -nodefaults "
+                                 "-object fault-injector,id=fi0 "
+                                 "-blockdev driver=null-co,node-name=d0 "
+                                 "-blockdev driver=null-co,node-name=ro,"
+                                 "read-only=on "
+                                 "-device syncblk-pci,id=sb0,drive=d0,"
+                                 "fault-injector=fi0,addr=04.0");
+    g_autofree char *e1 = NULL, *e2 = NULL;
+
+    g_assert(refuses_sq_fatal(qts));
+    g_assert(!fl_refuses(qts, "fi0", "write cpu=0 error=eio", NULL));
+    g_assert(!fl_object_del(qts, "fi0"));
+    fl_pci_unplug(qts, "sb0", 4);
+    g_assert(!refuses_sq_fatal(qts));
+
+    e1 = fl_qmp_error(qts, "{'execute': 'device_add', 'arguments': {"
+                      "'driver': 'syncblk-pci', 'id': 'sb1', 'drive': 'ro', "
+                      "'fault-injector': 'fi0'}}");
+    g_assert(strstr(e1, "read-only"));
+    g_assert(!refuses_sq_fatal(qts));
+
+    fl_add_rules(qts, "fi0", "die: write nth=3 fatal\n");
+    e2 = fl_qmp_error(qts, "{'execute': 'device_add', 'arguments': {"
+                      "'driver': 'syncblk-pci', 'id': 'sb2', 'drive': 'd0', "
+                      "'fault-injector': 'fi0'}}");
+    g_assert_cmpstr(e2, ==, "syncblk-pci: rule 'die' of fault-injector 'fi0' "
+                    "has 'fatal', which syncblk-pci does not support (NVMe "
+                    "only)");
+    fl_delete_rule(qts, "fi0", "die");
+    g_assert(!refuses_sq_fatal(qts));
+    g_assert(fl_object_del(qts, "fi0"));
+    qtest_quit(qts);
 }
 
 int main(int argc, char **argv)
@@ -1214,6 +1270,7 @@ int main(int argc, char **argv)
     qtest_add_data_func("/syncblk/task/cpu-key", "task", test_cpu_key);
     qtest_add_data_func("/syncblk/irq/cpu-key", "irq", test_cpu_key);
     qtest_add_func("/syncblk/sq-key-refused", test_sq_key_refused);
+    qtest_add_func("/syncblk/attach-detach", test_attach_detach);
     ret = g_test_run();
     fl_tmpdir_remove(tmpdir);
     return ret;

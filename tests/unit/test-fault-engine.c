@@ -868,8 +868,22 @@ static void test_controller_actions(void)
        fe_engine_rule_count(fe) == 3, "refused action: nothing added");
     EQ_STR(err, "2:19: 'reset-fail' is not supported by syncblk-pci "
            "(NVMe only)", "refusal names the line, column and device");
-    fe_engine_refuse_actions(fe, 0, NULL);
-    OK(fe_engine_add_rules(fe, "x: read fatal", err, sizeof(err)) == 1,
+    fe_engine_refuse_actions(fe, FE_ACTION_RESET_FAIL, "fault-inject");
+    OK(fe_engine_add_rules(fe, "x: read reset-fail=1 fatal", err,
+                           sizeof(err)) == -1, "refused by two");
+    EQ_STR(err, "1:9: 'reset-fail' is not supported by fault-inject",
+           "each action names its own refuser");
+    OK(fe_engine_add_rules(fe, "x: read fatal reset-fail=1", err,
+                           sizeof(err)) == -1, "refused by two, fatal first");
+    EQ_STR(err, "1:9: 'fatal' is not supported by syncblk-pci (NVMe only)",
+           "the action given first is named with its refuser");
+    fe_engine_refuse_actions(fe, FE_ACTION_RESET_FAIL, NULL);
+    OK(fe_engine_add_rules(fe, "x: read reset-fail=1", err, sizeof(err)) == 1,
+       "reset-fail's refusal lifted alone");
+    OK(fe_engine_add_rules(fe, "y: read fatal", err, sizeof(err)) == -1,
+       "fatal's refusal stays");
+    fe_engine_refuse_actions(fe, FE_ACTION_FATAL, NULL);
+    OK(fe_engine_add_rules(fe, "y: read fatal", err, sizeof(err)) == 1,
        "refusal lifted: fatal is accepted again");
     fe_engine_free(fe);
     fe = engine("write drop");
@@ -1739,6 +1753,7 @@ static void test_sq_cpu(void)
           "sq= with lba= and every=" },
     };
     char err[FE_ERR_MSG_MAX] = "", json[512];
+    const char *key = NULL;
     FeEngine *fe;
     FeLogEntry e;
     FeDecision d;
@@ -1807,12 +1822,11 @@ static void test_sq_cpu(void)
     /* An attach point refuses what it cannot supply. */
     fe = engine("a: write error=eio\nb: read cpu=0 drop");
     EQ_U64(fe_engine_keys_used(fe), FE_KEY_CPU, "keys_used sees cpu=");
-    OK(fe_engine_refuse_keys(fe, FE_KEY_SQ, "x", err, sizeof(err)) == 0,
-       "refusing sq with no sq= rule succeeds");
-    OK(fe_engine_refuse_keys(fe, FE_KEY_CPU, "nvme 'n0'", err,
-                             sizeof(err)) == -1, "refusing cpu fails");
-    EQ_STR(err, "rule 'b' matches on cpu=, which nvme 'n0' does not supply",
-           "refusal names the rule");
+    OK(fe_engine_find_key(fe, FE_KEY_SQ, &key) == -1,
+       "find_key: no sq= rule");
+    OK(fe_engine_find_key(fe, FE_KEY_SQ | FE_KEY_CPU, &key) == 1 &&
+       !strcmp(key, "cpu"), "find_key finds the cpu= rule");
+    fe_engine_refuse_keys(fe, FE_KEY_SQ, "x");
     err[0] = '\0';
     OK(fe_engine_add_rules(fe, "c: write delay=1us\nd: write sq=1 drop", err,
                            sizeof(err)) == -1 && fe_engine_rule_count(fe) == 2,
@@ -1820,6 +1834,11 @@ static void test_sq_cpu(void)
     EQ_STR(err, "2:10: 'sq' is not supplied by x", "refused key: LINE:COL");
     OK(fe_engine_add_rules(fe, "write cpu=1 drop", err, sizeof(err)) == 1,
        "keys not refused still add");
+    fe_engine_refuse_keys(fe, FE_KEY_SQ, NULL);
+    OK(fe_engine_add_rules(fe, "d: write sq=1 drop", err, sizeof(err)) == 1,
+       "refusal lifted: sq= adds");
+    OK(fe_engine_find_key(fe, FE_KEY_SQ, &key) == 3 && !strcmp(key, "sq"),
+       "find_key finds the sq= rule");
     fe_engine_free(fe);
 }
 
