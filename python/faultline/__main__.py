@@ -20,6 +20,7 @@
                  [--out DIR] [--base-url URL]   LAVA jobs and their artefacts
   faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
   faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
+  faultline kernel config|build|list  guest kernels from source (docs/kernels.md)
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
@@ -35,7 +36,7 @@ import shutil
 import subprocess
 import sys
 
-from . import guest, mutate, report, runner, scenario
+from . import guest, kernel, mutate, report, runner, scenario
 from .build import build_all, run_script, say
 from .errors import EXIT_SETUP, SetupError
 from .machine import BACKENDS, make_spec
@@ -314,6 +315,7 @@ def parser():
     bn.add_argument("--compare", metavar="OLD.json", help="also print changes against a "
                     "previous --json")
     bn.add_argument("--out", default=DEFAULT_OUT, help="its run directories go here")
+    kernel.add_parser(sub)
     b = sub.add_parser("build", help="build QEMU and the guest image")
     kernel_opts(b)
     sub.add_parser("setup", help="install dependencies (root)")
@@ -326,6 +328,7 @@ COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
+            "kernel": kernel.main,
             "setup": lambda a: run_script("setup") or 0}
 
 
@@ -335,6 +338,7 @@ def main(argv=None):
     if args.cmd in ("run", "check", "build", "cmdline", "libvirt-xml") and args.modules and not args.kernel:
         p.error("--modules needs --kernel")
     try:
+        kernel.resolve_args(args)     # --kernel NAME: a kernel built by `faultline kernel`
         return COMMANDS[args.cmd](args)
     except (SetupError, scenario.ScenarioError) as e:
         say(f"error: {e}")
