@@ -103,6 +103,12 @@ def parse_fragment(path):
     return opts
 
 
+def fragment_options(kasan=False, kcov=False):
+    """The options faultline's fragments ask for, in file order (for checks
+    of a kernel's config elsewhere, e.g. before booting it)."""
+    return [o for fp in fragment_paths(kasan, kcov) for o in parse_fragment(fp)]
+
+
 def fragment_paths(kasan=False, kcov=False):
     names = ["faultline"] + (["kasan"] if kasan else []) + (["kcov"] if kcov else [])
     return [os.path.join(CONFIG_DIR, FRAGMENTS[n]) for n in names]
@@ -597,9 +603,7 @@ def make_config(tree, base=DEFAULT_BASE, kasan=False, kcov=False, scratch=None):
     scratch = scratch or tempfile.mkdtemp(prefix="faultline-kconfig-")
     try:
         frags = fragment_paths(kasan, kcov)
-        options = []
-        for fp in frags:
-            options += parse_fragment(fp)
+        options = fragment_options(kasan, kcov)
         base_config_text(tree, base, scratch)
         merge = os.path.join(tree, "scripts", "kconfig", "merge_config.sh")
         if not os.path.isfile(merge):
