@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -370,6 +371,45 @@ class Names(unittest.TestCase):
         self.assertIsNone(none.kernel)
 
 
+class CacheSafety(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.saved = kernel.KCACHE
+        kernel.KCACHE = self.tmp.name
+
+    def tearDown(self):
+        kernel.KCACHE = self.saved
+        self.tmp.cleanup()
+
+    def test_a_failed_publish_leaves_no_entry(self):
+        """A build dir without its bzImage (as after a failure or a full
+        disk mid-copy): the entry does not appear, nor its temporary."""
+        objdir = os.path.join(self.tmp.name, "build", "x")
+        os.makedirs(objdir)
+        entry = os.path.join(self.tmp.name, "entries", "0123456789abcdef")
+        src = kernel.Source("linux-source-6.1=1", "/nonexistent", "debian-6.1", True)
+        args = argparse.Namespace(base="tinyconfig", kasan=False, kcov=False)
+        with self.assertRaises(OSError):
+            kernel._publish(src, objdir, entry, "0123456789abcdef", [], "CONFIG_A=y\n", "gcc",
+                            os.path.join(objdir, "build.log"), 1, [], args)
+        self.assertEqual(os.listdir(os.path.join(self.tmp.name, "entries")), [])
+
+    def test_the_second_build_of_a_source_waits_for_the_first(self):
+        lock = os.path.join(self.tmp.name, "locks", "debian-6.1.lock")
+        os.makedirs(os.path.dirname(lock))
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import fcntl, os, sys, time\n"
+             f"fd = os.open({lock!r}, os.O_RDWR | os.O_CREAT)\n"
+             "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(1.5)"],
+            stdout=subprocess.PIPE, text=True)
+        self.assertEqual(holder.stdout.readline().strip(), "held")
+        t0 = time.monotonic()
+        with kernel._holding(lock):
+            waited = time.monotonic() - t0
+        holder.wait()
+        self.assertGreater(waited, 0.8)
+
+
 class BuildErrors(unittest.TestCase):
     def test_first_compiler_error(self):
         log = ("  CC      mm/swap.o\n"
@@ -401,6 +441,8 @@ class BuildErrors(unittest.TestCase):
                                 r"--patch .*notes\.txt: not a patch"),
                                (["kernel", "build", tmp], r"not a kernel tree"),
                                (["kernel", "build", "/nonexistent"], r"no such kernel tree"),
+                               (["kernel", "config"], r"kernel config needs a kernel source "
+                                                      r"tree: give --src TREE"),
                                (["run", "smoke", "--kernel", "nosuchname"],
                                 r"--kernel nosuchname: no such file and no kernel of that name "
                                 r"\(built: none;")):
