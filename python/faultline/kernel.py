@@ -578,9 +578,14 @@ def _make(tree, objdir, *targets, log=None, jobs=None, extra=()):
     return _run(cmd + list(targets), log=log)
 
 
+def check_base(base):
+    if base not in BASES and not os.path.isfile(base):
+        raise SetupError(f"--base {base}: not defconfig, tinyconfig or a config file")
+
+
 def base_config_text(tree, base, scratch):
-    """The base .config in @scratch (an O= directory): tinyconfig (made
-    64-bit), defconfig, or a FILE given by the user."""
+    """The base .config in @scratch (an O= directory): tinyconfig,
+    defconfig, or a FILE given by the user."""
     os.makedirs(scratch, exist_ok=True)
     cfg = os.path.join(scratch, ".config")
     if base in BASES:
@@ -588,8 +593,7 @@ def base_config_text(tree, base, scratch):
         if r.returncode:
             raise SetupError(f"make {base} failed in {tree}: {_last_error(r.stdout)}")
     else:
-        if not os.path.isfile(base):
-            raise SetupError(f"--base {base}: not defconfig, tinyconfig or a config file")
+        check_base(base)
         shutil.copyfile(base, cfg)
     with open(cfg) as f:
         return f.read()
@@ -640,6 +644,7 @@ def _last_error(out):
 
 def cmd_config(args):
     """faultline kernel config: print or write the merged .config."""
+    check_base(args.base)
     tree = args.src or _default_config_tree()
     src = get_source(tree)
     with _holding(os.path.join(KCACHE, "locks", src.family + ".lock")):
@@ -761,6 +766,7 @@ def build(args):
     t_start = time.monotonic()
     phases = {}
     jobs = args.jobs or os.cpu_count() or 1
+    check_base(args.base)
     patches = read_patches(args.patch or [])
     src = get_source(args.src)
     phases.update(src.phases)

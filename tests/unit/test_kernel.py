@@ -441,6 +441,8 @@ class BuildErrors(unittest.TestCase):
                                 r"--patch .*notes\.txt: not a patch"),
                                (["kernel", "build", tmp], r"not a kernel tree"),
                                (["kernel", "build", "/nonexistent"], r"no such kernel tree"),
+                               (["kernel", "build", "debian:6.1", "--base", "/nonexistent"],
+                                r"--base /nonexistent: not defconfig, tinyconfig or a config"),
                                (["kernel", "config"], r"kernel config needs a kernel source "
                                                       r"tree: give --src TREE"),
                                (["run", "smoke", "--kernel", "nosuchname"],
