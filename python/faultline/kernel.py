@@ -431,8 +431,10 @@ def _apt_opts(suite):
     if not os.path.exists(src) or open(src).read() != line:
         with open(src, "w") as f:
             f.write(line)
+    # no binary caches: the system's /var/cache/apt stays the system's own
     return ["-o", f"Dir::Etc::sourcelist={src}", "-o", "Dir::Etc::sourceparts=/nonexistent",
-            "-o", f"Dir::State::Lists={d}/lists"], d
+            "-o", f"Dir::State::Lists={d}/lists", "-o", "Dir::Cache::pkgcache=",
+            "-o", "Dir::Cache::srcpkgcache="], d
 
 
 def _apt_candidate(pkg, suite):
