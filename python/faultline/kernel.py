@@ -383,6 +383,20 @@ def resolve(kernel, modules=None):
     return os.path.realpath(image), modules or os.path.realpath(os.path.join(entry, "modules"))
 
 
+def label(image):
+    """The name of a built kernel's image (for table columns), else None:
+    the first name, sorted, that links to the image's entry."""
+    if not image:
+        return None
+    entry = os.path.dirname(os.path.realpath(image))
+    if os.path.dirname(entry) != os.path.realpath(os.path.join(KCACHE, "entries")):
+        return None
+    for n in built_names():
+        if os.path.realpath(os.path.join(_names_dir(), n)) == entry:
+            return n
+    return os.path.basename(entry)
+
+
 def resolve_args(args):
     """Resolve every kernel name in parsed CLI arguments in place: --kernel
     (one or a list), with its --modules, and compare's --baseline/--series."""

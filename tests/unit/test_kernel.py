@@ -354,6 +354,18 @@ class Names(unittest.TestCase):
         self.assertEqual(kernel.resolve("bzImage"), ("bzImage", None))
         self.assertEqual(kernel.resolve(None), (None, None))
 
+    def test_a_built_image_is_labelled_with_its_name(self):
+        from faultline import matrix
+        e = self.entry("k1", "stock-7.2")
+        self.entry("k2", "dropbehind-7.2")
+        image = kernel.resolve("stock-7.2")[0]
+        self.assertEqual(kernel.label(image), "stock-7.2")
+        self.assertEqual(matrix.kernel_label(image), "stock-7.2")
+        self.assertEqual(matrix.kernel_label(kernel.resolve("dropbehind-7.2")[0]),
+                         "dropbehind-7.2")
+        self.assertIsNone(kernel.label(os.path.join(self.tmp.name, "bzImage")))
+        self.assertEqual(kernel.label(os.path.join(e, "bzImage")), "stock-7.2")
+
     def test_resolve_args_for_every_command_shape(self):
         e1 = self.entry("k1", "a")
         e2 = self.entry("k2", "b")
