@@ -20,6 +20,7 @@
                  [--out DIR] [--base-url URL]   LAVA jobs and their artefacts
   faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
   faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
+  faultline kernel config|build|list  guest kernels from source (docs/kernels.md)
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
@@ -36,7 +37,7 @@ import shutil
 import subprocess
 import sys
 
-from . import abort, guest, inputs, mutate, report, runner, scenario
+from . import abort, guest, inputs, kernel, mutate, report, runner, scenario
 from .build import build_all, run_script, say
 from .errors import EXIT_SETUP, SetupError
 from .machine import BACKENDS, make_spec
@@ -380,6 +381,7 @@ def parser():
                     "previous --json")
     bn.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
                     help="its run directories go here")
+    kernel.add_parser(sub)
     b = sub.add_parser("build", help="build QEMU and the guest image")
     kernel_opts(b)
     sub.add_parser("setup", help="install dependencies (root)")
@@ -392,6 +394,7 @@ COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
+            "kernel": kernel.main,
             "setup": lambda a: run_script("setup") or 0}
 
 
@@ -412,6 +415,7 @@ def main(argv=None):
         # (docs/launcher.md); and what a killed launcher left is removed.
         abort.install()
         abort.sweep()
+        kernel.resolve_args(args)     # --kernel NAME: a kernel built by `faultline kernel`
         status = COMMANDS[args.cmd](args)
         abort.check()
         return status

@@ -197,7 +197,9 @@ def _labels(runs, kernels):
            ("baseline", "series")]
     if all(rel) and rel[0] != rel[1]:
         return rel
-    names = [os.path.basename(kernels[s][0]) for s in ("baseline", "series")]
+    from .kernel import label
+    names = [label(kernels[s][0]) or os.path.basename(kernels[s][0])
+             for s in ("baseline", "series")]
     return names if names[0] != names[1] else ["baseline", "series"]
 
 

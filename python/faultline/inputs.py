@@ -106,7 +106,11 @@ def check_bzimage(path, what="--kernel"):
 
 
 def kernel_image(text):
-    """--kernel, --baseline, --series: an x86 bzImage."""
+    """--kernel, --baseline, --series: an x86 bzImage, or the name of a
+    kernel built by `faultline kernel build` (resolved after parsing)."""
+    from .kernel import looks_like_name
+    if looks_like_name(text):
+        return text
     try:
         return check_bzimage(text, "")
     except SetupError as e:

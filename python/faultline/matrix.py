@@ -74,6 +74,9 @@ def kernel_label(kernel):
     """A kernel's column name: its tree's directory, or the image's name."""
     if not kernel:
         return "debian"
+    from .kernel import label
+    if label(kernel):
+        return label(kernel)        # built by `faultline kernel build`: its name
     tree = kcidb.kernel_tree(kernel)
     return os.path.basename(tree) if tree else os.path.basename(kernel)
 

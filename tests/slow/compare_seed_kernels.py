@@ -3,9 +3,10 @@
 compare` tells the stock 7.2 kernel from the zswap dropbehind v3 series,
 and finds no significant change between a kernel and itself.
 
-Needs the kernels of shared/kernels/build-seed-kernels.sh OUTDIR:
-FAULTLINE_SEED_KERNELS=OUTDIR (bzImage-7.2-stock, bzImage-7.2-dropbehind-v3).
-Exit 77 (skip) without them.
+The kernels come from `faultline kernel build debian:7.2`, stock and with
+the series' mailbox applied: FAULTLINE_SEED_MBOX=FILE (the thread of
+"[PATCH v3 0/3] mm: zswap: free cold writeback folios promptly" as saved
+from the list).  Exit 77 (skip) without it.
 """
 
 import json
@@ -32,16 +33,16 @@ def compare(baseline, series, out, *extra):
 
 
 def main():
-    kdir = os.environ.get("FAULTLINE_SEED_KERNELS")
-    if not kdir:
-        print("SKIP: set FAULTLINE_SEED_KERNELS to build-seed-kernels.sh's OUTDIR")
+    mbox = os.environ.get("FAULTLINE_SEED_MBOX")
+    if not mbox:
+        print("SKIP: set FAULTLINE_SEED_MBOX to the dropbehind v3 series' mailbox")
         return 77
-    stock = os.path.join(kdir, "bzImage-7.2-stock")
-    v3 = os.path.join(kdir, "bzImage-7.2-dropbehind-v3")
-    for k in (stock, v3):
-        if not os.path.exists(k):
-            print(f"SKIP: no {k}")
-            return 77
+    stock, v3 = "stock-7.2", "dropbehind-v3-7.2"
+    for name, extra in ((stock, []), (v3, ["--patch", mbox])):
+        cmd = [FAULTLINE, "kernel", "build", "debian:7.2", "--name", name, *extra]
+        print("+", " ".join(cmd), flush=True)
+        if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode != 0:
+            return verdict("compare seed kernels", [f"kernel build {name} failed"])
     out = os.path.join(TOP, "build", "compare-runs")
     os.makedirs(out, exist_ok=True)
     problems = []

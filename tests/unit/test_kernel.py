@@ -1,0 +1,472 @@
+"""Unit tests of `faultline kernel` (python/faultline/kernel.py): the config
+fragments, the config check, the cache key, patch splitting and application
+(on real git trees made here) and --kernel NAME resolution.  No kernel
+source needed; the real builds are in the slow suite (tests/slow/kernel.py)."""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline import kernel  # noqa: E402
+from faultline.errors import SetupError  # noqa: E402
+
+FRAGS = [os.path.join(TOP, "configs", "kernel", f) for f in kernel.FRAGMENTS.values()]
+
+
+def git(tree, *args):
+    subprocess.run(["git", "-C", tree, "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                   check=True, capture_output=True)
+
+
+def make_tree(tmp):
+    """A tiny git tree: mm/swapfile.c with 30 numbered lines, include/x.h."""
+    tree = os.path.join(tmp, "tree")
+    os.makedirs(os.path.join(tree, "mm"))
+    os.makedirs(os.path.join(tree, "include"))
+    with open(os.path.join(tree, "mm", "swapfile.c"), "w") as f:
+        f.write("".join(f"line {i}\n" for i in range(1, 31)))
+    with open(os.path.join(tree, "include", "x.h"), "w") as f:
+        f.write("#define X 1\n")
+    git(tree, "init", "-q")
+    git(tree, "add", "-A")
+    git(tree, "commit", "-qm", "pristine")
+    return tree
+
+
+def diff_of(tree, path, new_text):
+    """The git diff that turns @path into @new_text (the tree is left as is)."""
+    full = os.path.join(tree, path)
+    old = open(full).read()
+    with open(full, "w") as f:
+        f.write(new_text)
+    d = subprocess.run(["git", "-C", tree, "diff"], capture_output=True, text=True).stdout
+    with open(full, "w") as f:
+        f.write(old)
+    return d
+
+
+def read(tree, path):
+    with open(os.path.join(tree, path)) as f:
+        return f.read()
+
+
+class Fragments(unittest.TestCase):
+    def test_fragments_parse_and_every_option_has_a_reason(self):
+        for fp in FRAGS:
+            opts = kernel.parse_fragment(fp)
+            self.assertTrue(opts, fp)
+            for o in opts:
+                self.assertTrue(o.why.strip(), f"{o.where}: {o.name} without a reason")
+                self.assertRegex(o.name, r"^CONFIG_[A-Z0-9_]+$")
+
+    def test_what_the_guest_needs_is_in_the_fragment(self):
+        names = {o.name: o.value for o in kernel.parse_fragment(FRAGS[0])}
+        for need in ("SWAP", "ZSWAP", "ZSMALLOC", "MEMCG", "BLK_DEV_NVME", "VIRTIO_BLK",
+                     "SCSI_VIRTIO", "VIRTIO_PCI", "PCI_MSI", "KPROBES", "KRETPROBES",
+                     "KPROBE_EVENTS", "DEBUG_FS", "IKCONFIG_PROC", "DEVTMPFS",
+                     "BLK_DEV_INITRD", "RD_GZIP", "SERIAL_8250_CONSOLE", "MODULES",
+                     "TRANSPARENT_HUGEPAGE", "MAGIC_SYSRQ"):
+            self.assertEqual(names.get("CONFIG_" + need), "y", need)
+        kasan = {o.name for o in kernel.parse_fragment(FRAGS[1])}
+        kcov = {o.name for o in kernel.parse_fragment(FRAGS[2])}
+        self.assertIn("CONFIG_KASAN", kasan)
+        self.assertIn("CONFIG_KCOV", kcov)
+
+    def test_every_option_is_documented(self):
+        with open(os.path.join(TOP, "docs", "kernels.md")) as f:
+            doc = f.read()
+        for fp in FRAGS:
+            for o in kernel.parse_fragment(fp):
+                self.assertRegex(doc, r"\b" + o.name + r"\b",
+                                 f"{o.name} ({o.where}) is not in docs/kernels.md")
+
+    def test_bad_fragments(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fp = os.path.join(tmp, "f.config")
+            for text, msg in (("CONFIG_A=y\n", "no comment"),
+                              ("# header\n\nCONFIG_A=y\n", "no comment"),
+                              ("# why\nCONFIG_A=y\nCONFIG A=y\n", "not a Kconfig line"),
+                              ("# why\nCONFIG_A=y\n# why\nCONFIG_A=n\n", "given twice")):
+                with open(fp, "w") as f:
+                    f.write(text)
+                with self.assertRaisesRegex(SetupError, msg):
+                    kernel.parse_fragment(fp)
+            with open(fp, "w") as f:
+                f.write("# header\n\n# why a\nCONFIG_A=y\n# CONFIG_B is not set\n"
+                        "# why c\n# and more\nCONFIG_C=\"x\"\n")
+            got = [(o.name, o.value, o.why) for o in kernel.parse_fragment(fp)]
+            self.assertEqual(got, [("CONFIG_A", "y", "why a"), ("CONFIG_B", "n", "why a"),
+                                   ("CONFIG_C", '"x"', "why c and more")])
+
+
+class ConfigCheck(unittest.TestCase):
+    def setUp(self):
+        self.opts = kernel.parse_fragment(FRAGS[0])
+        self.known = {o.name[7:] for o in self.opts}
+
+    def config_from(self, opts, drop=None):
+        lines = ["#", "# Automatically generated file; DO NOT EDIT.", "#"]
+        for o in opts:
+            if o.name == drop or o.value == "n":
+                lines.append(f"# {o.name} is not set")
+            else:
+                lines.append(f"{o.name}={o.value}")
+        return "\n".join(lines) + "\n"
+
+    def test_a_complete_config_passes(self):
+        self.assertEqual(kernel.check_config(self.opts, self.config_from(self.opts), self.known),
+                         ([], []))
+
+    def test_each_dropped_option_is_named(self):
+        for o in self.opts:
+            if o.value == "n":
+                continue
+            wrong, absent = kernel.check_config(self.opts, self.config_from(self.opts, o.name),
+                                                self.known)
+            self.assertEqual([(w.name, got) for w, got in wrong], [(o.name, "n")])
+            self.assertEqual(absent, [])
+            line = kernel.config_error(wrong)
+            self.assertIn(o.name + "=n", line)
+            self.assertNotIn("\n", line)
+
+    def test_an_option_set_that_should_be_off_is_named(self):
+        off = [o for o in self.opts if o.value == "n"][0]
+        text = self.config_from(self.opts).replace(f"# {off.name} is not set", f"{off.name}=y")
+        wrong, _ = kernel.check_config(self.opts, text, self.known)
+        self.assertEqual([(w.name, got) for w, got in wrong], [(off.name, "y")])
+
+    def test_module_instead_of_builtin_is_wrong(self):
+        text = self.config_from(self.opts).replace("CONFIG_BLK_DEV_NVME=y", "CONFIG_BLK_DEV_NVME=m")
+        wrong, _ = kernel.check_config(self.opts, text, self.known)
+        self.assertEqual([(w.name, got) for w, got in wrong], [("CONFIG_BLK_DEV_NVME", "m")])
+
+    def test_an_option_this_kernel_lacks_is_reported_not_refused(self):
+        known = self.known - {"ZSWAP_ZPOOL_DEFAULT_ZSMALLOC"}
+        text = self.config_from(self.opts, "CONFIG_ZSWAP_ZPOOL_DEFAULT_ZSMALLOC")
+        wrong, absent = kernel.check_config(self.opts, text, known)
+        self.assertEqual(wrong, [])
+        self.assertEqual([o.name for o in absent], ["CONFIG_ZSWAP_ZPOOL_DEFAULT_ZSMALLOC"])
+
+    def test_kconfig_symbols(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "mm"))
+            with open(os.path.join(tmp, "mm", "Kconfig"), "w") as f:
+                f.write("menuconfig SWAP\n\tbool \"x\"\nconfig ZSWAP\n\tbool\n"
+                        "\thelp\n\t  config NOT_A_SYMBOL in help text\n")
+            self.assertEqual(kernel.kconfig_symbols(tmp), {"SWAP", "ZSWAP"})
+
+
+class CacheKey(unittest.TestCase):
+    CFG = "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=\"lzo\"\n"
+
+    def key(self, src="linux-source-6.1=6.1.192-3", patches=(), cfg=CFG, cc="gcc 12.2.0 | ld 2.40"):
+        return kernel.cache_key(src, list(patches), cfg, cc)
+
+    def p(self, diff, path="a.patch", subject=""):
+        return kernel.Patch(path, 1, 1, subject, diff)
+
+    def test_each_input_changes_the_key(self):
+        base = self.key()
+        self.assertNotEqual(self.key(src="linux-source-6.12=6.12.118-1~deb12u1"), base)
+        self.assertNotEqual(self.key(patches=[self.p("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")]),
+                            base)
+        self.assertNotEqual(self.key(cfg=self.CFG.replace("CONFIG_A=y", "CONFIG_A=m")), base)
+        self.assertNotEqual(self.key(cfg=self.CFG + "CONFIG_KASAN=y\n"), base)
+        self.assertNotEqual(self.key(cc="gcc 13.1.0 | ld 2.40"), base)
+        p1, p2 = self.p("diff one\n"), self.p("diff two\n")
+        self.assertNotEqual(self.key(patches=[p1]), self.key(patches=[p2]))
+        # order matters: patches are applied in order
+        self.assertNotEqual(self.key(patches=[p1, p2]), self.key(patches=[p2, p1]))
+
+    def test_nothing_else_changes_it(self):
+        base = self.key(patches=[self.p("d\n")])
+        # the patch's file name, subject and place do not count, only its text
+        self.assertEqual(self.key(patches=[self.p("d\n", "/elsewhere/b.mbox", "subj")]), base)
+        # comments, blank lines and the order of lines in the .config do not
+        reordered = "# generated\n\nCONFIG_C=\"lzo\"\nCONFIG_A=y\n# CONFIG_B is not set\n"
+        self.assertEqual(self.key(patches=[self.p("d\n")], cfg=reordered), base)
+        self.assertEqual(len(base), 16)
+
+
+class Patches(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.tree = make_tree(self.tmp.name)
+        self.orig = read(self.tree, "mm/swapfile.c")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def edit(self, line, new):
+        return self.orig.replace(f"line {line}\n", f"{new}\n")
+
+    def test_plain_diff_applies(self):
+        d = diff_of(self.tree, "mm/swapfile.c", self.edit(5, "five"))
+        ps = kernel.read_patches([self.write("one.diff", d)])
+        self.assertEqual(len(ps), 1)
+        self.assertEqual(ps[0].label(), os.path.join(self.tmp.name, "one.diff"))
+        kernel.apply_patches(self.tree, ps)
+        self.assertIn("five\n", read(self.tree, "mm/swapfile.c"))
+
+    def mbox(self):
+        """A series as saved from a list: cover letter, patch 1, a reply
+        quoting it, patch 2 (which needs patch 1), each with a signature."""
+        d1 = diff_of(self.tree, "mm/swapfile.c", self.edit(5, "five"))
+        after1 = self.edit(5, "five")
+        # patch 2 edits the line patch 1 wrote: it applies only after patch 1
+        with open(os.path.join(self.tree, "mm/swapfile.c"), "w") as f:
+            f.write(after1)
+        git(self.tree, "add", "-A")     # git diff compares against the index
+        d2 = diff_of(self.tree, "mm/swapfile.c", after1.replace("five\n", "FIVE\n"))
+        git(self.tree, "reset", "-q", "--hard")
+        quoted = "".join("> " + ln + "\n" for ln in d1.splitlines())
+        return (
+            "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+            "From: A Developer <a@example.org>\nDate: Wed, 19 Aug 2026 00:34:00 +0000\n"
+            "Subject: [PATCH v3 0/2] mm: swap: two changes\n\nThe cover letter.\n\n"
+            "From 0000000000000000000000000000000000000001 Mon Sep 17 00:00:00 2001\n"
+            "From: A Developer <a@example.org>\n"
+            "Subject: [PATCH v3 1/2] mm: swap: first\n\nWhy.\n\n"
+            "Signed-off-by: A Developer <a@example.org>\n---\n" + d1 + "-- \n2.43.0\n\n"
+            "From 0000000000000000000000000000000000000003 Mon Sep 17 00:00:00 2001\n"
+            "From: A Reviewer <r@example.org>\n"
+            "Subject: Re: [PATCH v3 1/2] mm: swap: first\n\nOn Wed, A wrote:\n" + quoted +
+            "\nLooks fine.\n\n"
+            "From 0000000000000000000000000000000000000002 Mon Sep 17 00:00:00 2001\n"
+            "From: A Developer <a@example.org>\n"
+            "Subject: [PATCH v3 2/2] mm: swap: second\n\nWhy too.\n---\n" + d2 + "-- \n2.43.0\n")
+
+    def test_mbox_series_applies_in_order(self):
+        path = self.write("series.mbox", self.mbox())
+        ps = kernel.read_patches([path])
+        self.assertEqual([p.subject for p in ps], ["mm: swap: first", "mm: swap: second"])
+        self.assertEqual([p.label() for p in ps],
+                         [f"{path} [1/2 'mm: swap: first']", f"{path} [2/2 'mm: swap: second']"])
+        kernel.apply_patches(self.tree, ps)
+        self.assertIn("FIVE\n", read(self.tree, "mm/swapfile.c"))
+        self.assertNotIn("five\n", read(self.tree, "mm/swapfile.c"))
+
+    def test_saved_thread_text_without_mbox_headers(self):
+        """The form a thread takes when copied from a list archive: each
+        message starts at its "[PATCH ...]" subject line."""
+        text = self.mbox()
+        text = re.sub(r"^(From .*|From: .*|Date: .*)\n", "", text, flags=re.M)
+        text = text.replace("Subject: ", "")
+        ps = kernel.read_patches([self.write("thread.txt", text)])
+        self.assertEqual([p.subject for p in ps], ["mm: swap: first", "mm: swap: second"])
+        kernel.apply_patches(self.tree, ps)
+        self.assertIn("FIVE\n", read(self.tree, "mm/swapfile.c"))
+
+    def test_series_out_of_order_names_the_patch_file_and_hunk(self):
+        ps = kernel.read_patches([self.write("series.mbox", self.mbox())])
+        with self.assertRaises(SetupError) as cm:
+            kernel.apply_patches(self.tree, [ps[1], ps[0]])
+        msg = str(cm.exception)
+        self.assertIn("[2/2 'mm: swap: second'] does not apply: mm/swapfile.c, hunk #1 (@@ -2,7 +2,7 @@)",
+                      msg)
+        self.assertNotIn("\n", msg)
+
+    def test_failing_second_hunk_is_named(self):
+        new = self.edit(3, "three").replace("line 25\n", "twenty-five\n")
+        d = diff_of(self.tree, "mm/swapfile.c", new)
+        self.assertEqual(d.count("\n@@ "), 2)
+        # the tree moves under hunk 2 only
+        with open(os.path.join(self.tree, "mm/swapfile.c"), "w") as f:
+            f.write(self.orig.replace("line 24\n", "changed 24\n"))
+        git(self.tree, "commit", "-qam", "moved")
+        with self.assertRaisesRegex(SetupError, r"does not apply: mm/swapfile.c, hunk #2 "
+                                                r"\(@@ -22,7 \+22,7 @@\)"):
+            kernel.apply_patches(self.tree, kernel.read_patches([self.write("p.diff", d)]))
+
+    def test_patch_for_a_missing_file(self):
+        d = diff_of(self.tree, "include/x.h", "#define X 2\n").replace("include/x.h", "include/y.h")
+        with self.assertRaisesRegex(SetupError, r"p.diff does not apply: include/y.h: "):
+            kernel.apply_patches(self.tree, kernel.read_patches([self.write("p.diff", d)]))
+
+    def test_not_a_patch(self):
+        for text in ("just some notes\n", "", "[PATCH v2 0/3] cover letter only\n\ntext\n",
+                     "Re: [PATCH 1/1] x\n> diff --git a/x b/x\n> --- a/x\n> +++ b/x\n> @@ -1 +1 @@\n"):
+            path = self.write("notes.txt", text)
+            with self.assertRaisesRegex(SetupError, r"^--patch .*notes.txt: not a patch"):
+                kernel.read_patches([path])
+        with self.assertRaisesRegex(SetupError, "--patch /nonexistent.diff: No such file"):
+            kernel.read_patches(["/nonexistent.diff"])
+
+
+class Names(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.saved = kernel.KCACHE
+        kernel.KCACHE = self.tmp.name
+        self.cwd = os.getcwd()
+        os.chdir(self.tmp.name)
+
+    def tearDown(self):
+        os.chdir(self.cwd)
+        kernel.KCACHE = self.saved
+        self.tmp.cleanup()
+
+    def entry(self, key, name):
+        e = os.path.join(self.tmp.name, "entries", key)
+        os.makedirs(os.path.join(e, "modules"))
+        open(os.path.join(e, "bzImage"), "w").close()
+        kernel._name(name, key)
+        return e
+
+    def test_unknown_name_lists_the_built_ones(self):
+        with self.assertRaisesRegex(SetupError, r"--kernel debian-6\.1: no such file and no "
+                                                r"kernel of that name \(built: none;"):
+            kernel.resolve("debian-6.1")
+        self.entry("k1", "debian-6.12")
+        self.entry("k2", "debian-7.2")
+        with self.assertRaisesRegex(SetupError, r"\(built: debian-6\.12, debian-7\.2;"):
+            kernel.resolve("debian-6.1")
+
+    def test_a_name_resolves_to_its_entry(self):
+        e = self.entry("k1", "debian-6.1")
+        self.assertEqual(kernel.resolve("debian-6.1"),
+                         (os.path.join(e, "bzImage"), os.path.join(e, "modules")))
+        # an explicit --modules wins
+        self.assertEqual(kernel.resolve("debian-6.1", "/m"), (os.path.join(e, "bzImage"), "/m"))
+        # renaming to another key moves the name
+        e2 = self.entry("k2", "debian-6.1")
+        self.assertEqual(kernel.resolve("debian-6.1")[0], os.path.join(e2, "bzImage"))
+
+    def test_paths_and_existing_files_pass_through(self):
+        self.entry("k1", "bzImage")
+        self.assertEqual(kernel.resolve("arch/x86/boot/bzImage", "."),
+                         ("arch/x86/boot/bzImage", "."))
+        open("bzImage", "w").close()    # a file in the current directory wins
+        self.assertEqual(kernel.resolve("bzImage"), ("bzImage", None))
+        self.assertEqual(kernel.resolve(None), (None, None))
+
+    def test_a_built_image_is_labelled_with_its_name(self):
+        from faultline import matrix
+        e = self.entry("k1", "stock-7.2")
+        self.entry("k2", "dropbehind-7.2")
+        image = kernel.resolve("stock-7.2")[0]
+        self.assertEqual(kernel.label(image), "stock-7.2")
+        self.assertEqual(matrix.kernel_label(image), "stock-7.2")
+        self.assertEqual(matrix.kernel_label(kernel.resolve("dropbehind-7.2")[0]),
+                         "dropbehind-7.2")
+        self.assertIsNone(kernel.label(os.path.join(self.tmp.name, "bzImage")))
+        self.assertEqual(kernel.label(os.path.join(e, "bzImage")), "stock-7.2")
+
+    def test_resolve_args_for_every_command_shape(self):
+        e1 = self.entry("k1", "a")
+        e2 = self.entry("k2", "b")
+        run = kernel.resolve_args(argparse.Namespace(kernel="a", modules=None))
+        self.assertEqual((run.kernel, run.modules),
+                         (os.path.join(e1, "bzImage"), os.path.join(e1, "modules")))
+        mx = kernel.resolve_args(argparse.Namespace(kernel=["a", "/x/bzImage"], modules=None))
+        self.assertEqual(mx.kernel, [os.path.join(e1, "bzImage"), "/x/bzImage"])
+        self.assertEqual(mx.modules, [os.path.join(e1, "modules"), None])
+        cp = kernel.resolve_args(argparse.Namespace(baseline="a", baseline_modules=None,
+                                                    series="b", series_modules=None))
+        self.assertEqual((cp.baseline, cp.series_modules),
+                         (os.path.join(e1, "bzImage"), os.path.join(e2, "modules")))
+        none = kernel.resolve_args(argparse.Namespace(kernel=None, modules=None))
+        self.assertIsNone(none.kernel)
+
+
+class CacheSafety(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.saved = kernel.KCACHE
+        kernel.KCACHE = self.tmp.name
+
+    def tearDown(self):
+        kernel.KCACHE = self.saved
+        self.tmp.cleanup()
+
+    def test_a_failed_publish_leaves_no_entry(self):
+        """A build dir without its bzImage (as after a failure or a full
+        disk mid-copy): the entry does not appear, nor its temporary."""
+        objdir = os.path.join(self.tmp.name, "build", "x")
+        os.makedirs(objdir)
+        entry = os.path.join(self.tmp.name, "entries", "0123456789abcdef")
+        src = kernel.Source("linux-source-6.1=1", "/nonexistent", "debian-6.1", True)
+        args = argparse.Namespace(base="tinyconfig", kasan=False, kcov=False)
+        with self.assertRaises(OSError):
+            kernel._publish(src, objdir, entry, "0123456789abcdef", [], "CONFIG_A=y\n", "gcc",
+                            os.path.join(objdir, "build.log"), 1, [], args)
+        self.assertEqual(os.listdir(os.path.join(self.tmp.name, "entries")), [])
+
+    def test_the_second_build_of_a_source_waits_for_the_first(self):
+        lock = os.path.join(self.tmp.name, "locks", "debian-6.1.lock")
+        os.makedirs(os.path.dirname(lock))
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import fcntl, os, sys, time\n"
+             f"fd = os.open({lock!r}, os.O_RDWR | os.O_CREAT)\n"
+             "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(1.5)"],
+            stdout=subprocess.PIPE, text=True)
+        self.assertEqual(holder.stdout.readline().strip(), "held")
+        t0 = time.monotonic()
+        with kernel._holding(lock):
+            waited = time.monotonic() - t0
+        holder.wait()
+        self.assertGreater(waited, 0.8)
+
+
+class BuildErrors(unittest.TestCase):
+    def test_first_compiler_error(self):
+        log = ("  CC      mm/swap.o\n"
+               "mm/swapfile.c: In function 'swap_writepage':\n"
+               "mm/swapfile.c:123:5: warning: unused variable 'x'\n"
+               "mm/swapfile.c:130:9: error: 'foo' undeclared (first use in this function)\n"
+               "mm/zswap.c:7:1: error: later\n"
+               "make[3]: *** [scripts/Makefile.build:250: mm/swapfile.o] Error 1\n")
+        self.assertEqual(kernel.first_error(log),
+                         "mm/swapfile.c:130: 'foo' undeclared (first use in this function)")
+        self.assertEqual(kernel.first_error("ld: x\nmake: *** [Makefile:1250: vmlinux] Error 1\n"),
+                         "make: *** [Makefile:1250: vmlinux] Error 1")
+
+    def cli(self, *args, cache):
+        env = dict(os.environ, FAULTLINE_CACHE=cache)
+        return subprocess.run([sys.executable, "-m", "faultline", *args], cwd=TOP,
+                              env=dict(env, PYTHONPATH=os.path.join(TOP, "python")),
+                              capture_output=True, text=True, timeout=120)
+
+    def test_bad_input_is_one_line_before_any_work(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            notes = os.path.join(tmp, "notes.txt")
+            with open(notes, "w") as f:
+                f.write("not a diff\n")
+            for args, want in ((["kernel", "build", "debian:5.10"],
+                                r"debian:5\.10: faultline builds debian:6\.1 \(bookworm\), "
+                                r"debian:6\.12 \(bookworm-backports\), debian:7\.2 \(unstable\)"),
+                               (["kernel", "build", "debian:6.1", "--patch", notes],
+                                r"--patch .*notes\.txt: not a patch"),
+                               (["kernel", "build", tmp], r"not a kernel tree"),
+                               (["kernel", "build", "/nonexistent"], r"no such kernel tree"),
+                               (["kernel", "build", "debian:6.1", "--base", "/nonexistent"],
+                                r"--base /nonexistent: not defconfig, tinyconfig or a config"),
+                               (["kernel", "config"], r"kernel config needs a kernel source "
+                                                      r"tree: give --src TREE"),
+                               (["run", "smoke", "--kernel", "nosuchname"],
+                                r"--kernel nosuchname: no such file and no kernel of that name "
+                                r"\(built: none;")):
+                r = self.cli(*args, cache=tmp)
+                self.assertEqual(r.returncode, 2, (args, r.stderr))
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, (args, r.stderr))
+                self.assertRegex(r.stderr, want)
+            # nothing was downloaded or created for the refused builds
+            self.assertFalse(os.path.exists(os.path.join(tmp, "kernel", "debs")))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
