@@ -32,7 +32,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
