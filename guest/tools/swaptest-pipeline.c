@@ -307,30 +307,48 @@ static void refault_written_back(struct run *R, uint8_t *mem, size_t pages,
  * heal, once disarmed: the folios whose write failed are the swapped-out
  * pages still in swap cache whose slot does not hold their pattern (before
  * arming, only direct pageouts reached the device, and those slots match).
- * One reclaim must write each of them (to zswap or the device): a redirtied
- * folio that reclaim cannot write stays in swap cache.
+ * Reclaim must write each of them (to zswap or the device): a redirtied
+ * folio that reclaim cannot write stays in swap cache. One pass need not
+ * free them all (beside another VM one left 8 of 52: one still under
+ * writeback to the device, or not reached before the pass met its target),
+ * so reclaim is driven until every one has left swap cache, at most
+ * HEAL_PASSES passes and no new pass after HEAL_SECONDS.
  */
+#define HEAL_PASSES 8
+#define HEAL_SECONDS 60
+
 static void heal_redirtied(struct run *R, uint8_t *mem, size_t pages)
 {
     struct slot_map a, b;
+    struct heal_track t;
+    double t0 = gl_now_s();
 
     slots_scan(mem, pages, &a);
-    gl_memcg_reclaim_all(o.cgroup);
-    gl_sleep_ms(o.settle_ms);
+    heal_track_start(&t, &a);
+    do {
+        gl_memcg_reclaim_all(o.cgroup);
+        gl_sleep_ms(o.settle_ms);
+        R->heal_passes++;
+        slots_scan_cache(mem, pages, &b);
+        heal_track_scan(&t, &b);
+        ktap_diag("heal pass %d redirtied_written %lld", R->heal_passes, t.n_written);
+        slots_free(&b);
+    } while (t.n_written < t.n_redirtied && R->heal_passes < HEAL_PASSES &&
+             gl_now_s() - t0 < HEAL_SECONDS);
     slots_scan(mem, pages, &b);
-    for (size_t p = 0; a.ok && b.ok && p < pages; p++) {
-        if (!a.swapped[p] || !a.cached[p] || a.on_disk[p]) {
-            continue;
-        }
-        R->redirtied++;
-        R->redirtied_written += b.swapped[p] && !b.cached[p];
-        R->redirtied_on_disk += b.swapped[p] && b.on_disk[p];
+    heal_track_scan(&t, &b);
+    R->redirtied = t.n_redirtied;
+    R->redirtied_written = t.n_written;
+    for (size_t p = 0; b.ok && t.redirtied && p < pages; p++) {
+        R->redirtied_on_disk += t.redirtied[p] && b.swapped[p] && b.on_disk[p];
     }
     ktap_diag("heal slots after disarm swapped %zu cached %zu on_disk %zu", a.n_swapped,
               a.n_cached, a.n_on_disk);
     ktap_diag("heal redirtied %lld", R->redirtied);
     ktap_diag("heal redirtied_written %lld", R->redirtied_written);
     ktap_diag("heal redirtied_on_disk %lld", R->redirtied_on_disk);
+    ktap_diag("heal reclaim_passes %d (%.1f s)", R->heal_passes, gl_now_s() - t0);
+    heal_track_free(&t);
     slots_free(&a);
     slots_free(&b);
 }
