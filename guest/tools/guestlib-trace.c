@@ -157,6 +157,109 @@ long long gl_ret_hist_count(const struct gl_ret_hist *h, long long ret)
     return 0;
 }
 
+/*
+ * The stack key's name: "common_stacktrace" since 6.5, which still takes
+ * "stacktrace" (the only name before it).
+ */
+static const char *const stack_triggers[] = {
+    "hist:keys=common_stacktrace", "hist:keys=stacktrace",
+};
+
+int gl_kprobe_stack_add(const char *group, const char *event, const char *sym)
+{
+    char cmd[256], path[256];
+    int err;
+
+    snprintf(cmd, sizeof(cmd), "p:%s/%s %s", group, event, sym);
+    err = gl_write_file(GL_TRACEFS "/kprobe_events", cmd);
+    if (err) {
+        return err;
+    }
+    gl_trace_event_path(path, sizeof(path), group, event, "trigger");
+    for (size_t i = 0; i < sizeof(stack_triggers) / sizeof(stack_triggers[0]); i++) {
+        err = gl_write_file(path, stack_triggers[i]);
+        if (!err) {
+            break;
+        }
+    }
+    return err;
+}
+
+void gl_kprobe_stack_remove(const char *group, const char *event)
+{
+    char cmd[256], path[256], trig[64];
+
+    gl_trace_event_path(path, sizeof(path), group, event, "trigger");
+    for (size_t i = 0; i < sizeof(stack_triggers) / sizeof(stack_triggers[0]); i++) {
+        snprintf(trig, sizeof(trig), "!%s", stack_triggers[i]);
+        gl_write_file(path, trig);
+    }
+    snprintf(cmd, sizeof(cmd), "-:%s/%s", group, event);
+    gl_write_file(GL_TRACEFS "/kprobe_events", cmd);
+}
+
+/* A frame line "  zswap_store+0x1c5/0x7e0" (or "NAME.isra.0+0x...") is of @fn. */
+static bool frame_is(const char *line, const char *fn)
+{
+    size_t len = strlen(fn);
+
+    line += strspn(line, " \t");
+    return !strncmp(line, fn, len) && (line[len] == '+' || line[len] == '.');
+}
+
+/*
+ * Entries read
+ *   { common_stacktrace:
+ *            __swap_writepage+0x5/0x80
+ *            ...
+ *   } hitcount:          3
+ * innermost frame first, one a line (at most 16).
+ */
+int gl_hist_read_frames(const char *path, const char *const *frames, size_t n,
+                        long long *hits, long long *total)
+{
+    FILE *f = fopen(path, "r");
+    char line[512];
+    bool in_entry = false;
+    long first = -1;        /* the entry's innermost frame among @frames */
+
+    for (size_t i = 0; i < n; i++) {
+        hits[i] = 0;
+    }
+    if (total) {
+        *total = 0;
+    }
+    if (!f) {
+        return -errno;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        char *hc = strstr(line, "hitcount:");
+
+        if (line[0] == '{') {
+            in_entry = true;
+            first = -1;
+        } else if (in_entry && line[0] == '}' && hc) {
+            long long c = strtoll(hc + strlen("hitcount:"), NULL, 10);
+
+            if (first >= 0) {
+                hits[first] += c;
+            }
+            if (total) {
+                *total += c;
+            }
+            in_entry = false;
+        } else if (in_entry && first < 0) {
+            for (size_t i = 0; i < n && first < 0; i++) {
+                if (frame_is(line, frames[i])) {
+                    first = i;
+                }
+            }
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
 void gl_kallsyms_resolve(const char *const *want, char (*got)[96], size_t n)
 {
     FILE *f = fopen("/proc/kallsyms", "r");

@@ -143,6 +143,20 @@ int gl_hist_read_ret(const char *path, struct gl_ret_hist *h);
 long long gl_ret_hist_count(const struct gl_ret_hist *h, long long ret);
 
 /*
+ * A kprobe whose hist is keyed on the call stack ("hist:keys=common_stacktrace",
+ * "stacktrace" before 6.5): which callers reached the probed function.
+ */
+int gl_kprobe_stack_add(const char *group, const char *event, const char *sym);
+void gl_kprobe_stack_remove(const char *group, const char *event);
+/*
+ * Read such a hist: @hits[i] = events whose innermost frame among the
+ * functions @frames is one of @frames[i] (or of its .isra/.constprop copy);
+ * @total (optional) = all events. -errno if it cannot be read.
+ */
+int gl_hist_read_frames(const char *path, const char *const *frames, size_t n,
+                        long long *hits, long long *total);
+
+/*
  * One pass over /proc/kallsyms resolving every symbol in @want: the exact
  * name, or else a compiler clone ("name.isra.0", "name.constprop.0"), into
  * @got ("" when absent).

@@ -13,6 +13,16 @@
  * outcomes; kprobes count the LRU walk (shrink_memcg_cb: entries scanned)
  * and the shrinker's scan calls (zswap_shrinker_scan). Afterwards every
  * chunk verifies: the pattern, or zeroes where it was discarded.
+ *
+ * Not every writeback is the shrinker's: a store over memory.zswap.max
+ * writes back one LRU entry itself (6.12 zswap_store -> shrink_memcg), and a
+ * full pool queues shrink_worker, whatever shrinker_enabled says. How many
+ * refaulted chunks are stored again during the phase, and so how many such
+ * writebacks happen, depends on how the worker and the reclaim calls
+ * interleave (beside another VM: 627 with the shrinker off). A kprobe keyed
+ * on the call stack of __swap_writepage, which a writeback reaches once it
+ * has succeeded, tells them apart: the shrinker checks judge the
+ * shrinker's own writebacks.
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
@@ -43,6 +53,22 @@ static struct {
 
 #define RET_EVENT "fl_lru_wb_ret"
 
+/*
+ * Successful writebacks by caller: a stack-keyed kprobe on __swap_writepage.
+ * A zswap writeback has the LRU walk's callback on its stack (ordinary
+ * pageouts do not); the innermost of the walk's three callers says whose it
+ * was (a store may enter reclaim and so the shrinker).
+ */
+#define STACK_SYM "__swap_writepage"
+#define STACK_EVENT "fl_lru_wb_stack"
+enum { WB_SHRINKER, WB_STORE, WB_POOL, WB__N };
+static const char *const wb_walk_frame[] = { "shrink_memcg_cb" };
+static const char *const wb_frames[WB__N] = {
+    [WB_SHRINKER] = "zswap_shrinker_scan",
+    [WB_STORE] = "zswap_store",
+    [WB_POOL] = "shrink_worker",
+};
+
 /* What the writeback phase measured. */
 static struct {
     int ret_ok;                 /* kretprobe installed and read */
@@ -57,6 +83,9 @@ static struct {
     long long nmissed;          /* kretprobe misses (kprobe_profile) */
     long long refaulted, discarded;     /* chunks the worker touched */
     size_t zero_bad;            /* discarded pages that did not read as zeroes */
+    int stack_ok;               /* stack-keyed kprobe installed and read */
+    long long wb_zswap;         /* successful zswap writebacks seen on it */
+    long long wb_by[WB__N];     /* ... of them by caller (wb_frames) */
 } lw;
 
 /* debugfs zswap/reject_reclaim_fail: writebacks that failed (-1: unreadable). */
@@ -76,6 +105,7 @@ static void lru_tracing_stop(void)
         gl_kprobe_hist_remove(LRU_GROUP, lp[i].event);
     }
     gl_kretprobe_hist_remove(LRU_GROUP, RET_EVENT);
+    gl_kprobe_stack_remove(LRU_GROUP, STACK_EVENT);
 }
 
 static void lru_tracing_start(void)
@@ -102,6 +132,11 @@ static void lru_tracing_start(void)
     lw.ret_ok = !err;
     if (err) {
         ktap_diag("lru kretprobe %s not installed: %s", lp[LP_WB_ENTRY].sym, strerror(-err));
+    }
+    err = gl_kprobe_stack_add(LRU_GROUP, STACK_EVENT, STACK_SYM);
+    lw.stack_ok = !err;
+    if (err) {
+        ktap_diag("lru stack kprobe %s not installed: %s", STACK_SYM, strerror(-err));
     }
     lw.inlined = !got[LP_WB_ENTRY][0];
     if (lw.inlined) {
@@ -142,6 +177,11 @@ static void lru_tracing_collect(void)
         }
     }
     lw.reclaim_fail1 = reclaim_fail_count();
+    if (lw.stack_ok) {
+        gl_trace_event_path(path, sizeof(path), LRU_GROUP, STACK_EVENT, "hist");
+        lw.stack_ok = gl_hist_read_frames(path, wb_walk_frame, 1, &lw.wb_zswap, NULL) == 0 &&
+                      gl_hist_read_frames(path, wb_frames, WB__N, lw.wb_by, NULL) == 0;
+    }
     if (lw.ret_ok) {
         gl_trace_event_path(path, sizeof(path), LRU_GROUP, RET_EVENT, "hist");
         lw.ret_ok = gl_hist_read_ret(path, &lw.ret) == 0;
@@ -328,6 +368,12 @@ static long long wb_calls(const struct run *R)
     return inlined_failed() < 0 ? -1 : zswpwb + inlined_failed();
 }
 
+/* Successful writebacks of one caller (-1: no stack-keyed kprobe). */
+static long long by_caller(int who)
+{
+    return lw.stack_ok ? lw.wb_by[who] : -1;
+}
+
 static void lru_metrics(const struct run *R)
 {
     long long ok = gl_ret_hist_count(&lw.ret, 0);
@@ -350,42 +396,60 @@ static void lru_metrics(const struct run *R)
     ktap_diag("zswap_wb_eexist %lld", lw.ret_ok ? eexist : -1);
     ktap_diag("zswap_wb_other %lld", lw.ret_ok ? lw.ret.total - ok - enomem - eexist : -1);
     ktap_diag("zswap_wb_kretprobe_missed %lld", lw.nmissed);
+    ktap_diag("zswap_wb_by_shrinker %lld", by_caller(WB_SHRINKER));
+    ktap_diag("zswap_wb_by_store %lld", by_caller(WB_STORE));
+    ktap_diag("zswap_wb_by_pool_limit %lld", by_caller(WB_POOL));
+    ktap_diag("zswap_wb_by_unknown %lld", lw.stack_ok ? lw.wb_zswap - lw.wb_by[WB_SHRINKER] -
+              lw.wb_by[WB_STORE] - lw.wb_by[WB_POOL] : -1);
     ktap_diag("zswap_lru_walked %lld", lp_hits(LP_WALK));
     ktap_diag("zswap_shrinker_scans %lld", lp_hits(LP_SCAN));
     ktap_diag("lru chunks_refaulted %lld", lw.refaulted);
     ktap_diag("lru chunks_discarded %lld", lw.discarded);
 }
 
-/* The outcome histogram saw every call, once: returns = entries, no misses. */
+/*
+ * The outcome histogram saw every call, once: returns = entries, no misses;
+ * and the shrinker's calls are among them (it wrote back at least once): a
+ * phase whose writebacks were all a store's or the pool limit's measured
+ * nothing of the shrinker's walk.
+ */
 static enum check_result lru_counted(const struct run *R, struct check_out *out)
 {
     long long entries = lp_hits(LP_WB_ENTRY);
 
     check_describe(out, "zswap_writeback_entry returns counted", "%lld returns for %lld calls, "
-                   "%lld missed", lw.ret_ok ? lw.ret.total : -1, entries, lw.nmissed);
+                   "%lld missed; by the shrinker %lld written back", lw.ret_ok ? lw.ret.total : -1,
+                   entries, lw.nmissed, by_caller(WB_SHRINKER));
     if (lw.inlined) {
         /* Nothing to probe; "shrinker wrote back" still judges from zswpwb. */
         snprintf(out->reason, sizeof(out->reason), "inlined in this kernel: no kretprobe");
         return CHECK_SKIP;
     }
     return lw.ret_ok && entries > 0 && lw.ret.total == entries && lw.nmissed == 0 &&
-           !lw.ret.dropped ? CHECK_PASS : CHECK_FAIL;
+           !lw.ret.dropped && by_caller(WB_SHRINKER) > 0 ? CHECK_PASS : CHECK_FAIL;
 }
 
-/* Each return 0 is one written-back entry: their number is zswpwb. */
+/*
+ * Each return 0 is one written-back entry: their number is zswpwb; and the
+ * shrinker's own writebacks (not a store's over memory.zswap.max, nor the
+ * pool limit's) are more than none.
+ */
 static enum check_result lru_ok_is_zswpwb(const struct run *R, struct check_out *out)
 {
     long long zswpwb = gl_vmstat_delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB);
-    long long ok = gl_ret_hist_count(&lw.ret, 0);
+    long long ok = gl_ret_hist_count(&lw.ret, 0), shrinker = by_caller(WB_SHRINKER);
+    char by[128];
 
+    snprintf(by, sizeof(by), "by the shrinker %lld > 0 (by stores %lld, by the pool limit %lld)",
+             shrinker, by_caller(WB_STORE), by_caller(WB_POOL));
     if (lw.inlined) {
         check_describe(out, "shrinker wrote back", "zswpwb %lld > 0, reject_reclaim_fail +%lld "
-                       "(zswap_writeback_entry inlined)", zswpwb, inlined_failed());
-        return zswpwb > 0 && inlined_failed() >= 0 ? CHECK_PASS : CHECK_FAIL;
+                       "(zswap_writeback_entry inlined); %s", zswpwb, inlined_failed(), by);
+        return zswpwb > 0 && inlined_failed() >= 0 && shrinker > 0 ? CHECK_PASS : CHECK_FAIL;
     }
-    check_describe(out, "shrinker wrote back", "returns 0: %lld == zswpwb %lld > 0", ok,
-                   zswpwb);
-    return lw.ret_ok && zswpwb > 0 && ok == zswpwb ? CHECK_PASS : CHECK_FAIL;
+    check_describe(out, "shrinker wrote back", "returns 0: %lld == zswpwb %lld; %s", ok, zswpwb,
+                   by);
+    return lw.ret_ok && zswpwb > 0 && ok == zswpwb && shrinker > 0 ? CHECK_PASS : CHECK_FAIL;
 }
 
 /* Every writeback attempt comes from the LRU walk, which scans at least as many. */

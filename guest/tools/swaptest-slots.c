@@ -44,7 +44,7 @@ static int swap_device_open(void)
     return fd < 0 ? -errno : fd;
 }
 
-int slots_scan(uint8_t *mem, size_t pages, struct slot_map *m)
+static int scan(uint8_t *mem, size_t pages, struct slot_map *m, int read_slots)
 {
     uint64_t want[GL_PAGE_SIZE / sizeof(uint64_t)];
     unsigned char *vec;
@@ -58,11 +58,11 @@ int slots_scan(uint8_t *mem, size_t pages, struct slot_map *m)
     m->on_disk = calloc(pages, 1);
     vec = calloc(pages, 1);
     pm = open("/proc/self/pagemap", O_RDONLY);
-    dev = swap_device_open();
-    if (!m->swapped || !m->cached || !m->on_disk || !vec || pm < 0 || dev < 0 ||
+    dev = read_slots ? swap_device_open() : -1;
+    if (!m->swapped || !m->cached || !m->on_disk || !vec || pm < 0 || (read_slots && dev < 0) ||
         posix_memalign(&buf, GL_PAGE_SIZE, GL_PAGE_SIZE) ||
         mincore(mem, pages * GL_PAGE_SIZE, vec)) {
-        err = dev < 0 ? dev : (errno ? -errno : -ENOMEM);
+        err = read_slots && dev < 0 ? dev : (errno ? -errno : -ENOMEM);
         ktap_diag("slot scan failed: %s", strerror(-err));
         goto out;
     }
@@ -81,7 +81,7 @@ int slots_scan(uint8_t *mem, size_t pages, struct slot_map *m)
         m->n_swapped++;
         m->cached[p] = vec[p] & 1;
         m->n_cached += m->cached[p];
-        if (pread(dev, buf, GL_PAGE_SIZE, (off_t)(PM_SWAP_OFFSET(e) * GL_PAGE_SIZE)) !=
+        if (!read_slots || pread(dev, buf, GL_PAGE_SIZE, (off_t)(PM_SWAP_OFFSET(e) * GL_PAGE_SIZE)) !=
             (ssize_t)GL_PAGE_SIZE) {
             continue;
         }
@@ -100,6 +100,16 @@ out:
     free(vec);
     m->ok = !err;
     return err;
+}
+
+int slots_scan(uint8_t *mem, size_t pages, struct slot_map *m)
+{
+    return scan(mem, pages, m, 1);
+}
+
+int slots_scan_cache(uint8_t *mem, size_t pages, struct slot_map *m)
+{
+    return scan(mem, pages, m, 0);
 }
 
 void slots_free(struct slot_map *m)

@@ -72,7 +72,27 @@ struct slot_map {
     int ok;
 };
 int slots_scan(uint8_t *mem, size_t pages, struct slot_map *m);
+/* As slots_scan, without reading the device (on_disk stays 0): a cheap rescan. */
+int slots_scan_cache(uint8_t *mem, size_t pages, struct slot_map *m);
 void slots_free(struct slot_map *m);
+
+/*
+ * heal: the folios whose write failed, named by the slot scan after the
+ * disarm (swapped out, in swap cache, slot not holding the page), and those
+ * of them seen out of swap cache by any later scan: written (nothing else
+ * touches the pattern, so only reclaim, having written a folio, frees it;
+ * zswap writeback may bring one back into swap cache later, still written).
+ */
+struct heal_track {
+    size_t pages;
+    uint8_t *redirtied, *written;   /* one byte per page */
+    long long n_redirtied, n_written;
+};
+/* Name the redirtied folios of scan @a; -ENOMEM, or -EINVAL for a failed scan. */
+int heal_track_start(struct heal_track *t, const struct slot_map *a);
+/* Fold in a later scan (a failed one is ignored); returns n_written. */
+long long heal_track_scan(struct heal_track *t, const struct slot_map *now);
+void heal_track_free(struct heal_track *t);
 
 /* What a mode's run measured, for the checks and the metrics. */
 struct run {
@@ -86,6 +106,7 @@ struct run {
      * device), and how many of them left swap cache or reached the device
      * once disarmed */
     long long redirtied, redirtied_written, redirtied_on_disk;
+    int heal_passes;            /* reclaim passes until all were written (bounded) */
     /* refault: pages written back in the last writeback round (on the device
      * now, not before it), refaults counted while touching only those */
     long long wb_marked, wb_marked_cached, wb_refaults;

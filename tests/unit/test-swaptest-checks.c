@@ -6,6 +6,7 @@
  */
 #include "../../guest/tools/swaptest-checks.c"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -84,12 +85,166 @@ static void set_ctx(struct probe *p, long long hard, long long soft, long long t
     p->hist.sum = hard + soft + task;
 }
 
+/* A slot map of @n pages: "S" swapped out, "C" swapped and in swap cache, "D"
+ * swapped with the slot holding the page, "-" present. */
+static void slots_from(struct slot_map *m, const char *map)
+{
+    size_t n = strlen(map);
+
+    memset(m, 0, sizeof(*m));
+    m->pages = n;
+    m->swapped = calloc(n, 1);
+    m->cached = calloc(n, 1);
+    m->on_disk = calloc(n, 1);
+    m->ok = 1;
+    for (size_t p = 0; p < n; p++) {
+        m->swapped[p] = map[p] != '-';
+        m->cached[p] = map[p] == 'C';
+        m->on_disk[p] = map[p] == 'D';
+    }
+}
+
+static void slots_release(struct slot_map *m)
+{
+    free(m->swapped);
+    free(m->cached);
+    free(m->on_disk);
+}
+
+static long long track_scan(struct heal_track *t, const char *map)
+{
+    struct slot_map m;
+    long long n;
+
+    slots_from(&m, map);
+    n = heal_track_scan(t, &m);
+    slots_release(&m);
+    return n;
+}
+
+/*
+ * heal under load: one reclaim pass may leave some redirtied folios in swap
+ * cache (8 of 52 beside another VM); each counts as written once any later
+ * scan sees it out of swap cache, also when zswap writeback brings it back;
+ * one that never leaves is not written.
+ */
+static void heal_passes(void)
+{
+    struct heal_track t;
+    struct slot_map a;
+
+    /* pages 0-3 redirtied; 4 in swap cache but its slot holds it (written
+     * before arming); 5 swapped out and not cached; 6 present */
+    slots_from(&a, "CCCCCS-");
+    a.on_disk[4] = 1;
+    expect_count(heal_track_start(&t, &a), 0, "heal: tracking starts");
+    expect_count(t.n_redirtied, 4, "heal: 4 redirtied (cached, slot not holding the page)");
+    expect_count(track_scan(&t, "SSCCCS-"), 2, "heal: pass 1 leaves 2 of 4 in swap cache");
+    expect_count(track_scan(&t, "CSSCSS-"), 3,
+                 "heal: pass 2: page 2 left; page 0 back in swap cache stays written");
+    a.ok = 0;
+    expect_count(heal_track_scan(&t, &a), 3, "heal: a failed scan changes nothing");
+    expect_count(track_scan(&t, "CSSC-S-"), 3, "heal: page 3 never left: not written");
+    heal_track_free(&t);
+    a.ok = 1;
+    slots_release(&a);
+    slots_from(&a, "CC");
+    a.ok = 0;
+    expect_count(heal_track_start(&t, &a) == -EINVAL, 1, "heal: a failed first scan names none");
+    expect_count(track_scan(&t, "SS"), 0, "heal: ... and nothing is written");
+    slots_release(&a);
+}
+
+/* A stack-keyed hist as 6.12 prints it (trace_events_hist.c). */
+static const char stack_hist[] =
+    "# event histogram\n"
+    "#\n"
+    "# trigger info: hist:keys=common_stacktrace:vals=hitcount:sort=hitcount:size=2048 "
+    "[active]\n"
+    "#\n"
+    "\n"
+    "{ common_stacktrace:\n"
+    "         __swap_writepage+0x5/0x80\n"
+    "         swap_writepage+0x3c/0xd0\n"
+    "         shrink_folio_list+0x8a1/0xc70\n"
+    "} hitcount:        900\n"
+    "{ common_stacktrace:\n"
+    "         __swap_writepage+0x5/0x80\n"
+    "         zswap_writeback_entry+0x1f2/0x2d0\n"
+    "         shrink_memcg_cb+0x9c/0x130\n"
+    "         __list_lru_walk_one+0x6b/0x160\n"
+    "         list_lru_walk_one+0x48/0x60\n"
+    "         zswap_shrinker_scan.isra.0+0x61/0xb0\n"
+    "         do_shrink_slab+0x13b/0x370\n"
+    "} hitcount:        120\n"
+    "{ common_stacktrace:\n"
+    "         __swap_writepage+0x5/0x80\n"
+    "         shrink_memcg_cb+0x9c/0x130\n"
+    "         list_lru_walk_one+0x48/0x60\n"
+    "         zswap_store+0x1c5/0x7e0\n"
+    "         swap_writepage+0x2f/0xd0\n"
+    "} hitcount:         30\n"
+    "{ common_stacktrace:\n"
+    "         __swap_writepage+0x5/0x80\n"
+    "         shrink_memcg_cb+0x9c/0x130\n"
+    "         zswap_shrinker_scan+0x61/0xb0\n"
+    "         do_shrink_slab+0x13b/0x370\n"
+    "         zswap_store+0x1c5/0x7e0\n"
+    "} hitcount:          7\n"
+    "{ common_stacktrace:\n"
+    "         __swap_writepage+0x5/0x80\n"
+    "         shrink_memcg_cb+0x9c/0x130\n"
+    "         shrink_worker+0x80/0x120\n"
+    "} hitcount:          2\n"
+    "{ common_stacktrace:\n"
+    "         __swap_writepage+0x5/0x80\n"
+    "         shrink_memcg_cbx+0x9c/0x130\n"
+    "         zswap_storefoo+0x9c/0x130\n"
+    "} hitcount:          1\n"
+    "\n"
+    "Totals:\n"
+    "    Hits: 1060\n"
+    "    Entries: 6\n"
+    "    Dropped: 0\n";
+
+/*
+ * Whose writebacks: the innermost of the walk's callers on each stack (a
+ * store that entered reclaim and so the shrinker counts as the shrinker's);
+ * a function whose name only starts like one does not count.
+ */
+static void stack_frames(void)
+{
+    static const char *const walk[] = { "shrink_memcg_cb" };
+    static const char *const by[] = { "zswap_shrinker_scan", "zswap_store", "shrink_worker" };
+    char path[] = "/tmp/test-swaptest-stack-XXXXXX";
+    long long hits[3], total = 0;
+    int fd = mkstemp(path);
+
+    if (fd < 0 || write(fd, stack_hist, sizeof(stack_hist) - 1) != sizeof(stack_hist) - 1) {
+        perror("stack hist file");
+        exit(1);
+    }
+    close(fd);
+    expect_count(gl_hist_read_frames(path, walk, 1, hits, &total), 0, "stack hist read");
+    expect_count(hits[0], 159, "zswap writebacks: stacks through shrink_memcg_cb");
+    expect_count(total, 1060, "every event counted in the total");
+    gl_hist_read_frames(path, by, 3, hits, NULL);
+    expect_count(hits[0], 127, "by the shrinker (its .isra copy, and inside a store)");
+    expect_count(hits[1], 30, "by stores over memory.zswap.max");
+    expect_count(hits[2], 2, "by the pool limit's worker");
+    unlink(path);
+    expect_count(gl_hist_read_frames(path, by, 3, hits, NULL) == -ENOENT, 1,
+                 "a missing hist is -ENOENT");
+}
+
 int main(void)
 {
     struct run R;
     struct check_out out;
 
-    printf("TAP version 13\n1..33\n");
+    printf("TAP version 13
+1..48
+");
     memset(&R, 0, sizeof(R));
 
     /* completion context: the scenario claims one context, all of it */
@@ -154,6 +309,9 @@ int main(void)
     R.redirtied_written = 800;
     expect(rewritten_after_disarm(&R, &out), CHECK_PASS, "every redirtied folio written");
     expect_name(&out, "after disarm the redirtied folios were written", "a pass");
+    heal_passes();
+
+    stack_frames();
 
     /* The KTAP lines: the same result line for any count, the count on '# NAME:' */
     memset(&R, 0, sizeof(R));
