@@ -242,9 +242,7 @@ int main(void)
     struct run R;
     struct check_out out;
 
-    printf("TAP version 13
-1..48
-");
+    printf("TAP version 13\n1..48\n");
     memset(&R, 0, sizeof(R));
 
     /* completion context: the scenario claims one context, all of it */
