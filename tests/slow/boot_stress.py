@@ -101,7 +101,9 @@ def boot(i, a, builds, sc, run_sh, workdir):
         f.truncate(sc.device.size_bytes)
     spec = machine.make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc),
                              d, d, seed=1, deterministic=False)
-    argv = spec.qemu_argv(os.path.join(d, "qmp.sock"))
+    # Without -no-shutdown: the guest's poweroff ends QEMU (the launcher's
+    # watch loop is not here to stop it).
+    argv = [x for x in spec.qemu_argv(os.path.join(d, "qmp.sock")) if x != "-no-shutdown"]
     t0 = time.monotonic()
     try:
         p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
