@@ -48,9 +48,12 @@ NVME_CONFIG = "/sys/bus/pci/devices/0000:00:01.0/config"
 BOOT_SH = "#!/bin/sh\nexit 0\n"
 # vCPU 0 writes PCI_COMMAND (config bytes 4-5; the ID dword before it is
 # read-only) with memory decoding off, then on: each write is a memory
-# transaction in QEMU.  Shell builtins only (printf, read, redirections), so
-# the loop is fast under TCG.  vCPU 1 spins in guest code and takes its LAPIC
-# timer interrupts there (MMIO) while vCPU 0 changes the map.
+# transaction that removes or adds the NVMe BAR's 5 dispatch sections (of
+# 17; `info mtree -f -d`), so a stale TLB entry of a region mapped above it
+# (AHCI, IOAPIC, LPC RCRB, LAPIC) indexes past the smaller map.  Shell
+# builtins only (printf, read, redirections), so the loop is fast under
+# TCG.  vCPU 1 spins in guest code and takes its LAPIC timer interrupts
+# there (MMIO) while vCPU 0 changes the map.
 REMAP_SH = r"""#!/bin/sh
 cfg={cfg}
 [ -w $cfg ] || {{ echo "Bail out! $cfg not writable"; exit 1; }}
