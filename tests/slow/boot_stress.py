@@ -69,7 +69,9 @@ while [ ${{up%.*}} -lt $end ]; do
     n=$((n + 2))
     read up rest </proc/uptime
 done
-kill $spin
+# Gone before run.sh ends: init then reopens ttyS1 for its exit line (a
+# closing tty gave EAGAIN once).
+kill $spin; wait $spin
 echo "# remap: $n memory decoding changes"
 exit 0
 """
