@@ -227,13 +227,23 @@ LAUNCHER = textwrap.dedent("""
 """)
 
 
+def default_dispositions():
+    """The launcher under test starts with default signal dispositions: under
+    nohup (or a harness that ignores SIGINT) it would rightly keep them
+    ignored, and this test is about the signals it handles."""
+    for sig in abort.SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class Signals(unittest.TestCase):
     def stop(self, sig):
         d = tempfile.mkdtemp(prefix="abort-test-")
         self.addCleanup(subprocess.run, ["rm", "-rf", d])
         log = os.path.join(d, "log")
         p = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(
-            python=os.path.join(TOP, "python"), log=log)], stderr=subprocess.PIPE, text=True)
+            python=os.path.join(TOP, "python"), log=log)], stderr=subprocess.PIPE, text=True,
+            preexec_fn=default_dispositions)
+        self.addCleanup(p.kill)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if "start a" in read(log):
