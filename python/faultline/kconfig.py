@@ -50,7 +50,9 @@ def uses_probes(sc):
 NEEDS = [
     ("the guest init: initramfs, devtmpfs, tmpfs, console, swap, cgroup2 memory",
      lambda sc: True,
-     ("BLK_DEV_INITRD", "DEVTMPFS", "TMPFS", "SERIAL_8250_CONSOLE=y", "SWAP", "MEMCG")),
+     # VM_EVENT_COUNTERS: pswpout and the other /proc/vmstat events every test reads.
+     ("BLK_DEV_INITRD", "DEVTMPFS", "TMPFS", "SERIAL_8250_CONSOLE=y", "SWAP", "MEMCG",
+      "VM_EVENT_COUNTERS")),
     ("NVMe swap device", lambda sc: sc.device.kind == "nvme", ("BLK_DEV_NVME",)),
     ("syncblk guest module (built against the kernel's tree, MSI-X)",
      lambda sc: sc.device.kind == "syncblk", ("MODULES", "PCI_MSI")),
