@@ -17,17 +17,7 @@ char wb_shrinker[8] = "Y";
 int blk_err_ok;
 long long blk_errors;
 
-static int n_tests, n_failed;
-
-static void expect(enum check_result got, enum check_result want, const char *what)
-{
-    static const char *const names[] = { "PASS", "FAIL", "SKIP", "XFAIL" };
-
-    n_tests++;
-    n_failed += got != want;
-    printf("%s %d %s (%s, expected %s)\n", got == want ? "ok" : "not ok", n_tests, what,
-           names[got], names[want]);
-}
+#include "check-expect.h"
 
 /*
  * What run_check prints for @c on @R is exactly @want: stdout goes to a

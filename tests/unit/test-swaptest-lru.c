@@ -10,17 +10,7 @@
 
 #include <unistd.h>
 
-static int n_tests, n_failed;
-
-static void expect(enum check_result got, enum check_result want, const char *what)
-{
-    static const char *const names[] = { "PASS", "FAIL", "SKIP", "XFAIL" };
-
-    n_tests++;
-    n_failed += got != want;
-    printf("%s %d %s (%s, expected %s)\n", got == want ? "ok" : "not ok", n_tests, what,
-           names[got], names[want]);
-}
+#include "check-expect.h"
 
 static void set_hits(int i, long long n)
 {
