@@ -418,7 +418,7 @@ def main(argv=None):
         kernel.resolve_args(args)     # --kernel NAME: a kernel built by `faultline kernel`
         status = COMMANDS[args.cmd](args)
         abort.check()
-        return status
+        return abort.settle(status)
     except abort.Aborted as e:
         return abort.finish(e)
     except (SetupError, scenario.ScenarioError) as e:

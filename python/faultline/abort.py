@@ -103,6 +103,23 @@ def check():
         raise Aborted(_signum)
 
 
+def settle(status):
+    """The command is done and its report written: block the stop signals
+    for the rest of the exit (the interpreter's teardown restores their
+    default action, which would kill the launcher mid-exit).  A signal that
+    came in the meantime still makes the exit status 128+N; the report
+    stands, since nothing was left to stop."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    check()
+    pending = [s for s in SIGNALS if s in signal.sigpending()]
+    if pending:
+        from .build import say
+        sig = signal.Signals(pending[0])
+        say(f"{sig.name} after the run ended: its report stands")
+        return 128 + sig
+    return status
+
+
 class Executor(ThreadPoolExecutor):
     """The thread pool of runs (matrix, minimize): left by an exception
     (Aborted), it cancels the runs not yet started instead of starting
