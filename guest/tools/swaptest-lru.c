@@ -204,6 +204,7 @@ struct worker {
 /* Random chunks: 3 of 4 refaulted and verified, 1 of 4 discarded (once). */
 static void *worker_main(void *arg)
 {
+    const struct pattern pat = { o.seed, o.compressible };
     struct worker *w = arg;
     uint64_t x = o.seed * 2654435761u + 1;
 
@@ -221,7 +222,7 @@ static void *worker_main(void *arg)
             w->zeroed[c] = 1;
             w->discarded++;
         } else {
-            verify_pages(w->mem, c * LRU_CHUNK, LRU_CHUNK, c * LRU_CHUNK, o.seed, NULL, NULL,
+            verify_pages(&pat, w->mem, c * LRU_CHUNK, LRU_CHUNK, c * LRU_CHUNK, NULL, NULL,
                          0, &w->vr);
             w->refaulted++;
         }
@@ -246,6 +247,7 @@ static size_t zero_mismatches(const uint8_t *p, size_t len)
 
 void lru_run(struct run *R)
 {
+    const struct pattern pat = { o.seed, o.compressible };
     size_t chunks = o.mem / GL_PAGE_SIZE / LRU_CHUNK, pages = chunks * LRU_CHUNK;
     struct worker w = { .chunks = chunks };
     struct verify_result vr = { 0 };
@@ -261,9 +263,7 @@ void lru_run(struct run *R)
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
     R->t0 = gl_now_s();
     gl_vmstat_read(&R->v0);
-    for (size_t p = 0; p < pages; p++) {
-        pattern_page((uint64_t *)(w.mem + p * GL_PAGE_SIZE), p, o.seed);
-    }
+    pattern_fill(&pat, w.mem, pages);
     gl_memcg_reclaim_all(o.cgroup);
     gl_vmstat_read(&R->v_fill);
     ktap_check(1, ktap_name("filled %zu pages and reclaimed into zswap", pages),
@@ -318,7 +318,7 @@ void lru_run(struct run *R)
         if (w.zeroed[c]) {
             lw.zero_bad += zero_mismatches(p, LRU_CHUNK * GL_PAGE_SIZE);
         } else {
-            verify_pages(w.mem, c * LRU_CHUNK, LRU_CHUNK, c * LRU_CHUNK, o.seed, NULL, NULL,
+            verify_pages(&pat, w.mem, c * LRU_CHUNK, LRU_CHUNK, c * LRU_CHUNK, NULL, NULL,
                          0, &vr);
         }
     }

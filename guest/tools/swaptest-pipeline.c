@@ -9,120 +9,12 @@
 #include "ktap.h"
 
 #include <errno.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* ------------------------------------------------------------ pattern */
-
-/*
- * guestlib's pattern: even pages compress well, odd pages do not. With
- * --pattern compressible page i gets the (compressible) even page 2i, so
- * every page is stored in zswap and every swap write is a zswap writeback.
- */
-void pattern_page(uint64_t *w, size_t idx, uint64_t seed)
-{
-    gl_pattern_page(w, o.compressible ? 2 * idx : idx, seed);
-}
-
-static void pattern_fill(uint8_t *base, size_t pages, uint64_t seed)
-{
-    for (size_t p = 0; p < pages; p++) {
-        pattern_page((uint64_t *)(base + p * GL_PAGE_SIZE), p, seed);
-    }
-}
-
-/* ------------------------------------------------------------ SIGBUS-safe access */
-
-static __thread sigjmp_buf bus_env;
-static __thread volatile int bus_armed;
-
-static void sigbus_handler(int sig, siginfo_t *si, void *uc)
-{
-    (void)si;
-    (void)uc;
-    if (bus_armed) {
-        bus_armed = 0;
-        siglongjmp(bus_env, 1);
-    }
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-void sigbus_install(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = sigbus_handler;
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-    sigaction(SIGBUS, &sa, NULL);
-}
-
-/* Compare one page; returns 0 same, 1 different, 2 zero (and allowed), -1 SIGBUS. */
-static __attribute__((noinline)) int check_page(const uint8_t *page, const uint64_t *want,
-                                                int allow_zero)
-{
-    static const uint64_t zero[GL_PAGE_SIZE / sizeof(uint64_t)];
-    volatile int ret = 0;
-
-    if (sigsetjmp(bus_env, 0)) {
-        return -1;
-    }
-    bus_armed = 1;
-    if (memcmp(want, page, GL_PAGE_SIZE)) {
-        ret = allow_zero && !memcmp(zero, page, GL_PAGE_SIZE) ? 2 : 1;
-    }
-    bus_armed = 0;
-    return ret;
-}
-
-/*
- * Compare pages [first, first+n) of @base with the pattern (page index idx0+i,
- * @seed); a SIGBUS while reading a page is counted and the page skipped.
- * @busmap (optional, one byte per page) marks pages that raised SIGBUS;
- * @skip (optional) pages not to touch at all. @allow_zero: a zero page is ok.
- */
-void verify_pages(uint8_t *base, size_t first, size_t n, size_t idx0, uint64_t seed,
-                  uint8_t *busmap, const uint8_t *skip, int allow_zero,
-                  struct verify_result *r)
-{
-    uint64_t want[GL_PAGE_SIZE / sizeof(uint64_t)];
-
-    for (size_t i = 0; i < n; i++) {
-        size_t p = first + i;
-
-        if (skip && skip[p]) {
-            continue;
-        }
-        pattern_page(want, idx0 + i, seed);
-        switch (check_page(base + p * GL_PAGE_SIZE, want, allow_zero)) {
-        case 0:
-            r->ok++;
-            break;
-        case -1:
-            r->sigbus++;
-            if (busmap) {
-                busmap[p] = 1;
-            }
-            break;
-        case 1:
-            if (!r->bad) {
-                r->first_bad = p;
-            }
-            r->bad++;
-            break;
-        case 2:
-            r->zero++;
-            break;
-        }
-    }
-}
 
 /* ------------------------------------------------------------ forced zswap writeback */
 
@@ -167,12 +59,13 @@ static void zswap_drain_start(void)
 static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct verify_result *vr,
                             struct slot_map *before_last)
 {
+    const struct pattern pat = { o.seed, o.compressible };
     char val[32];
 
     gl_vmstat_read(&R->v_last0);
     for (int r = 0; r < o.wb_rounds; r++) {
         if (r + 1 == o.wb_rounds && o.wb_refaults) {
-            slots_scan(mem, pages, before_last);    /* what is on the device already */
+            slots_scan(&pat, mem, pages, before_last);    /* what is on the device already */
         }
         if (o.wb_limit) {
             long long zc = gl_memcg_read(o.cgroup, "memory.zswap.current");
@@ -204,7 +97,7 @@ static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct ve
             }
         }
         if (r + 1 < o.wb_rounds || o.wb_limit) {
-            verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, vr);
+            verify_pages(&pat, mem, 0, pages, 0, NULL, NULL, 0, vr);
             if (!o.fill_writeback) {
                 zswap_quiet();
             }
@@ -212,39 +105,6 @@ static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct ve
         }
     }
     zswap_max_restore();
-}
-
-/*
- * swaptest's own memory is locked (main: mlockall on fault): only the pattern
- * is swappable, so a device that loses or damages data (--mutate) hits pages
- * a check verifies, never swaptest's own heap or stack (a lie there made
- * malloc abort before any metric was reported; read-error's armed read
- * errors there killed swaptest with SIGBUS outside any verify).
- */
-void lock_own_memory(void)
-{
-    if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT)) {
-        ktap_bail("mlockall: %s (swaptest's own memory must not be swapped)",
-                  strerror(errno));
-    }
-}
-
-void pattern_unlock(uint8_t *mem, size_t len)
-{
-    munlock(mem, len);
-    madvise(mem, len, MADV_NOHUGEPAGE);
-}
-
-uint8_t *map_pattern(size_t len)
-{
-    uint8_t *mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-    if (mem == MAP_FAILED) {
-        ktap_bail("mmap %zu bytes failed", len);
-    }
-    pattern_unlock(mem, len);
-    return mem;
 }
 
 /* ------------------------------------------------------------ the swap pipeline */
@@ -266,6 +126,7 @@ long long swapcached_pages(const struct gl_vmstat *now)
 static void refault_written_back(struct run *R, uint8_t *mem, size_t pages,
                                  struct slot_map *before)
 {
+    const struct pattern pat = { o.seed, o.compressible };
     struct slot_map now;
     struct verify_result vr = { 0 };
     uint8_t *skip = malloc(pages);
@@ -274,7 +135,7 @@ static void refault_written_back(struct run *R, uint8_t *mem, size_t pages,
 
     zswap_quiet();
     gl_memcg_reclaim_all(o.cgroup);
-    slots_scan(mem, pages, &now);
+    slots_scan(&pat, mem, pages, &now);
     for (size_t p = 0; p < pages; p++) {
         int marked = before->ok && now.ok && now.swapped[p] && now.on_disk[p] &&
                      !before->on_disk[p];
@@ -287,7 +148,7 @@ static void refault_written_back(struct run *R, uint8_t *mem, size_t pages,
     gl_read_file("/proc/sys/vm/page-cluster", old_cluster, sizeof(old_cluster));
     gl_write_file("/proc/sys/vm/page-cluster", "0");
     r0 = gl_memcg_stat(o.cgroup, "workingset_refault_anon");
-    verify_pages(mem, 0, pages, 0, o.seed, NULL, skip, 0, &vr);
+    verify_pages(&pat, mem, 0, pages, 0, NULL, skip, 0, &vr);
     r1 = gl_memcg_stat(o.cgroup, "workingset_refault_anon");
     gl_write_file("/proc/sys/vm/page-cluster", old_cluster);
     zswap_max_restore();
@@ -355,11 +216,12 @@ static void heal_reclaim_pass(void)
 
 static void heal_redirtied(struct run *R, uint8_t *mem, size_t pages)
 {
+    const struct pattern pat = { o.seed, o.compressible };
     struct slot_map a, b;
     struct heal_track t;
     double t0;
 
-    slots_scan(mem, pages, &a);
+    slots_scan(&pat, mem, pages, &a);
     heal_track_start(&t, &a);
     t0 = gl_now_s();
     do {
@@ -375,7 +237,7 @@ static void heal_redirtied(struct run *R, uint8_t *mem, size_t pages)
     } while (t.n_written < t.n_redirtied && R->heal_passes < HEAL_PASSES &&
              gl_now_s() - t0 < HEAL_SECONDS);
     ktap_diag("heal reclaim_passes %d (%.1f s)", R->heal_passes, gl_now_s() - t0);
-    slots_scan(mem, pages, &b);
+    slots_scan(&pat, mem, pages, &b);
     heal_track_scan(&t, &b);
     R->redirtied = t.n_redirtied;
     R->redirtied_written = t.n_written;
@@ -403,6 +265,7 @@ struct child_verify {
 
 static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
 {
+    const struct pattern pat = { o.seed, o.compressible };
     size_t shared_len = sizeof(struct child_verify) + pages;
     struct child_verify *cv = mmap(NULL, shared_len, PROT_READ | PROT_WRITE,
                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -425,7 +288,7 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
          * must not swap while reads fail either. */
         lock_own_memory();
         pattern_unlock(mem, pages * GL_PAGE_SIZE);
-        verify_pages(mem, 0, pages, 0, o.seed, busmap, NULL, 0, &cv->vr);
+        verify_pages(&pat, mem, 0, pages, 0, busmap, NULL, 0, &cv->vr);
         /* exit code: 0 all fine, 1 data mismatch (never acceptable) */
         _exit(cv->vr.bad ? 1 : 0);
     }
@@ -446,7 +309,7 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
      * page unreadable fails here); unless the device is lost (--device-lost). */
     uint8_t *pbus = calloc(pages, 1);
 
-    verify_pages(mem, 0, pages, 0, o.seed, pbus, NULL, 0, &vp);
+    verify_pages(&pat, mem, 0, pages, 0, pbus, NULL, 0, &vp);
     size_t unexpected = 0;
 
     for (size_t p = 0; p < pages; p++) {
@@ -482,6 +345,7 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
 
 void pipeline(struct run *R)
 {
+    const struct pattern pat = { o.seed, o.compressible };
     size_t pages = o.mem / GL_PAGE_SIZE;
     uint8_t *mem;
     struct verify_result vr;
@@ -502,7 +366,7 @@ void pipeline(struct run *R)
     }
     R->t0 = gl_now_s();
     gl_vmstat_read(&R->v0);
-    pattern_fill(mem, pages, o.seed);
+    pattern_fill(&pat, mem, pages);
     ktap_diag("phase fill memory.current %lld", gl_memcg_read(o.cgroup, "memory.current"));
     gl_memcg_reclaim_all(o.cgroup);
     gl_vmstat_read(&R->v_fill);
@@ -523,7 +387,7 @@ void pipeline(struct run *R)
     } else {
         /* No zswap: fault everything in and reclaim again: a second swap-out. */
         for (int r = 0; r < (o.wb_rounds > 0 ? o.wb_rounds : 1); r++) {
-            verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, &R->vr_wb);
+            verify_pages(&pat, mem, 0, pages, 0, NULL, NULL, 0, &R->vr_wb);
             gl_memcg_reclaim_all(o.cgroup);
         }
     }
@@ -562,7 +426,7 @@ void pipeline(struct run *R)
         }
         gl_vmstat_read(&a);
         memset(&vr, 0, sizeof(vr));
-        verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, &vr);
+        verify_pages(&pat, mem, 0, pages, 0, NULL, NULL, 0, &vr);
         run_count_verify(R, &vr, 0);
         R->verified += vr.ok;
         ktap_check(!vr.bad && !vr.sigbus, ktap_name("round %d: %zu pages verified", r, pages),

@@ -43,20 +43,24 @@ struct race {
     pthread_mutex_t stat_lock;
 };
 
-static uint64_t chunk_seed(size_t c, uint32_t gen)
+/* Chunk @c's pattern in its generation @gen. */
+static struct pattern chunk_pattern(size_t c, uint32_t gen)
 {
-    return o.seed ^ ((uint64_t)c << 32) ^ ((uint64_t)gen * 0x9e3779b97f4a7c15ULL);
+    return (struct pattern){
+        .seed = o.seed ^ ((uint64_t)c << 32) ^ ((uint64_t)gen * 0x9e3779b97f4a7c15ULL),
+        .compressible = o.compressible,
+    };
 }
 
 static void chunk_fill(struct race *R, size_t c)
 {
     size_t cp = o.chunk_pages;
     uint8_t *base = R->mem + c * cp * GL_PAGE_SIZE;
+    struct pattern pat;
 
     R->c[c].gen++;
-    for (size_t i = 0; i < cp; i++) {
-        pattern_page((uint64_t *)(base + i * GL_PAGE_SIZE), i, chunk_seed(c, R->c[c].gen));
-    }
+    pat = chunk_pattern(c, R->c[c].gen);
+    pattern_fill(&pat, base, cp);
     R->c[c].zero = 0;
 }
 
@@ -64,6 +68,7 @@ static void chunk_verify(struct race *R, size_t c, struct verify_result *vr)
 {
     size_t cp = o.chunk_pages;
     uint8_t *base = R->mem + c * cp * GL_PAGE_SIZE;
+    struct pattern pat;
 
     if (R->c[c].zero) {
         static const uint8_t zero[GL_PAGE_SIZE];
@@ -77,7 +82,8 @@ static void chunk_verify(struct race *R, size_t c, struct verify_result *vr)
         }
         return;
     }
-    verify_pages(base, 0, cp, 0, chunk_seed(c, R->c[c].gen), NULL, NULL, 0, vr);
+    pat = chunk_pattern(c, R->c[c].gen);
+    verify_pages(&pat, base, 0, cp, 0, NULL, NULL, 0, vr);
 }
 
 static void *race_worker(void *arg)

@@ -42,6 +42,7 @@ static long long majflt_now(void)
 
 void readahead_run(struct run *R)
 {
+    const struct pattern pat = { o.seed, o.compressible };
     size_t pages = o.mem / GL_PAGE_SIZE;
     char old_pc[16] = "", buf[16], num[16];
     uint8_t *mem;
@@ -64,9 +65,7 @@ void readahead_run(struct run *R)
     mem = map_pattern(o.mem);
     R->t0 = gl_now_s();
     gl_vmstat_read(&R->v0);
-    for (size_t p = 0; p < pages; p++) {
-        pattern_page((uint64_t *)(mem + p * GL_PAGE_SIZE), p, o.seed);
-    }
+    pattern_fill(&pat, mem, pages);
     for (int r = 1; r <= o.rounds; r++) {
         struct gl_vmstat a, b;
         struct verify_result vr = { 0 };
@@ -80,7 +79,7 @@ void readahead_run(struct run *R)
         gl_vmstat_read(&a);
         m0 = majflt_now();
         t = gl_now_s();
-        verify_pages(mem, 0, pages, 0, o.seed, NULL, NULL, 0, &vr);
+        verify_pages(&pat, mem, 0, pages, 0, NULL, NULL, 0, &vr);
         ra.refault_s += gl_now_s() - t;
         ra.majflt += majflt_now() - m0;
         gl_vmstat_read(&b);

@@ -44,12 +44,13 @@ static int swap_device_open(void)
     return fd < 0 ? -errno : fd;
 }
 
-static int scan(uint8_t *mem, size_t pages, struct slot_map *m, int read_slots)
+/* @pat: the pattern the slots are compared with; NULL: the device is not read. */
+static int scan(const struct pattern *pat, uint8_t *mem, size_t pages, struct slot_map *m)
 {
     uint64_t want[GL_PAGE_SIZE / sizeof(uint64_t)];
     unsigned char *vec;
     void *buf = NULL;
-    int pm, dev, err = 0;
+    int read_slots = pat != NULL, pm, dev, err = 0;
 
     memset(m, 0, sizeof(*m));
     m->pages = pages;
@@ -85,7 +86,7 @@ static int scan(uint8_t *mem, size_t pages, struct slot_map *m, int read_slots)
             (ssize_t)GL_PAGE_SIZE) {
             continue;
         }
-        pattern_page(want, p, o.seed);
+        pattern_page(pat, want, p);
         m->on_disk[p] = !memcmp(buf, want, GL_PAGE_SIZE);
         m->n_on_disk += m->on_disk[p];
     }
@@ -102,14 +103,14 @@ out:
     return err;
 }
 
-int slots_scan(uint8_t *mem, size_t pages, struct slot_map *m)
+int slots_scan(const struct pattern *pat, uint8_t *mem, size_t pages, struct slot_map *m)
 {
-    return scan(mem, pages, m, 1);
+    return scan(pat, mem, pages, m);
 }
 
 int slots_scan_cache(uint8_t *mem, size_t pages, struct slot_map *m)
 {
-    return scan(mem, pages, m, 0);
+    return scan(NULL, mem, pages, m);
 }
 
 void slots_free(struct slot_map *m)

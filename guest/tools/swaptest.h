@@ -11,6 +11,7 @@
 #define FAULTLINE_SWAPTEST_H
 
 #include "guestlib.h"
+#include "pagecheck.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -59,10 +60,6 @@ extern struct options o;
 
 /* ------------------------------------------------------------ one run */
 
-struct verify_result {
-    size_t ok, bad, sigbus, first_bad, zero;    /* ok: pages that matched */
-};
-
 /* Where the pages are (swaptest-slots.c), one byte per page. */
 struct slot_map {
     size_t pages, n_swapped, n_cached, n_on_disk;
@@ -71,7 +68,7 @@ struct slot_map {
     uint8_t *on_disk;       /* ... whose device slot holds the page's pattern */
     int ok;
 };
-int slots_scan(uint8_t *mem, size_t pages, struct slot_map *m);
+int slots_scan(const struct pattern *pat, uint8_t *mem, size_t pages, struct slot_map *m);
 /* As slots_scan, without reading the device (on_disk stays 0): a cheap rescan. */
 int slots_scan_cache(uint8_t *mem, size_t pages, struct slot_map *m);
 void slots_free(struct slot_map *m);
@@ -199,16 +196,6 @@ int lru_planned(void);
 void arm(const char *where);
 void disarm(const char *where);
 
-/* The seeded pattern (--pattern half|compressible) and its SIGBUS-safe check. */
-void pattern_page(uint64_t *w, size_t idx, uint64_t seed);
-void sigbus_install(void);
-void verify_pages(uint8_t *base, size_t first, size_t n, size_t idx0, uint64_t seed,
-                  uint8_t *busmap, const uint8_t *skip, int allow_zero,
-                  struct verify_result *r);
-/* The pattern's memory is swappable; the rest of swaptest's is locked. */
-void lock_own_memory(void);
-uint8_t *map_pattern(size_t len);
-void pattern_unlock(uint8_t *mem, size_t len);
 void zswap_max_restore(void);
 /* "# PREFIX KEY VALUE" for the memcg counters swaptest reports. */
 void report_memstat(const char *prefix);
