@@ -267,46 +267,6 @@ static enum check_result zswap_wrote_back(const struct run *R, struct check_out 
     return pass_if(zswpwb > 0);
 }
 
-/* ------------------------------------------------------------ heal's folios */
-
-int heal_track_start(struct heal_track *t, const struct slot_map *a)
-{
-    memset(t, 0, sizeof(*t));
-    if (!a->ok) {
-        return -EINVAL;
-    }
-    t->pages = a->pages;
-    t->redirtied = calloc(a->pages, 1);
-    t->written = calloc(a->pages, 1);
-    if (!t->redirtied || !t->written) {
-        heal_track_free(t);
-        return -ENOMEM;
-    }
-    for (size_t p = 0; p < a->pages; p++) {
-        t->redirtied[p] = a->swapped[p] && a->cached[p] && !a->on_disk[p];
-        t->n_redirtied += t->redirtied[p];
-    }
-    return 0;
-}
-
-long long heal_track_scan(struct heal_track *t, const struct slot_map *now)
-{
-    for (size_t p = 0; now->ok && t->redirtied && p < t->pages && p < now->pages; p++) {
-        if (t->redirtied[p] && !t->written[p] && now->swapped[p] && !now->cached[p]) {
-            t->written[p] = 1;
-            t->n_written++;
-        }
-    }
-    return t->n_written;
-}
-
-void heal_track_free(struct heal_track *t)
-{
-    free(t->redirtied);
-    free(t->written);
-    memset(t, 0, sizeof(*t));
-}
-
 /*
  * heal: once disarmed, the folios whose write failed (redirtied: swapped
  * out, in swap cache, their slot not holding them) are written by reclaim:

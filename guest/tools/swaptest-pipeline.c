@@ -18,11 +18,6 @@
 
 /* ------------------------------------------------------------ forced zswap writeback */
 
-void zswap_max_restore(void)
-{
-    gl_memcg_set(o.cgroup, "memory.zswap.max", o.zswap_max);
-}
-
 /*
  * Force zswap writeback. shrinker (default): with the pattern stored in zswap,
  * repeated memory.reclaim finds no LRU pages left and runs the memcg-aware
@@ -108,13 +103,6 @@ static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct ve
 }
 
 /* ------------------------------------------------------------ the swap pipeline */
-
-long long swapcached_pages(const struct gl_vmstat *now)
-{
-    long long sc = gl_memcg_stat(o.cgroup, "swapcached");
-
-    return sc >= 0 ? sc / (long long)GL_PAGE_SIZE : now->v[VM_NR_SWAPCACHED];
-}
 
 /*
  * refault: the pages the last writeback round wrote back (on the device now,

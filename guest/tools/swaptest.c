@@ -21,25 +21,19 @@
  * splat in /dev/kmsg since the test started.
  */
 #define _GNU_SOURCE
-#include "guestlib-nvme.h"
 #include "swaptest.h"
 #include "ktap.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#define KPROBE_GROUP "faultline"
-#define THP_ENABLED "/sys/kernel/mm/transparent_hugepage/enabled"
 #define ZSWAP_DEBUGFS "/sys/kernel/debug/zswap"
-#define NVME_CTRL "/dev/nvme0"
 
 /* ------------------------------------------------------------ modes */
 
@@ -271,200 +265,7 @@ static void parse_args(int argc, char **argv)
     }
 }
 
-/* ------------------------------------------------------------ feature probes */
-
-struct feature {
-    const char *name;   /* diagnostic name */
-    const char *sym;    /* /proc/kallsyms symbol that marks it */
-    int dropbehind;     /* evidence of the swap dropbehind patch */
-    int present;
-};
-
-/*
- * Several probes of the dropbehind patch, any one enough: v3's helper and
- * its static workqueue callbacks (each may be inlined or become a
- * .isra/.constprop copy; the resolver accepts "NAME.suffix" copies of NAME
- * only), and v4's remove_mapping_reclaim (v4 has no helper symbol: it drops
- * from folio_end_writeback). A rebase that renames all of them is judged
- * stock under auto: scenarios that know better declare kernel_mode.
- */
-static struct feature features[] = {
-    { "dropbehind_v3", "swap_writeback_dropbehind_folio", 1, 0 },
-    { "dropbehind_v3_work", "swap_dropbehind_workfn", 1, 0 },
-    { "dropbehind_v3_drop", "swap_dropbehind_drop_folio", 1, 0 },
-    { "dropbehind_v4", "remove_mapping_reclaim", 1, 0 },
-    { "bio_complete_in_task", "__bio_complete_in_task", 0, 0 },
-    { "folio_end_dropbehind", "folio_end_dropbehind", 0, 0 },
-};
-#define N_FEATURES (sizeof(features) / sizeof(features[0]))
-
-int patched;
-
-static void probe_features(void)
-{
-    const char *want[N_FEATURES];
-    char got[N_FEATURES][96];
-    int found = 0;
-
-    for (size_t i = 0; i < N_FEATURES; i++) {
-        want[i] = features[i].sym;
-    }
-    gl_kallsyms_resolve(want, got, N_FEATURES);
-    for (size_t i = 0; i < N_FEATURES; i++) {
-        features[i].present = got[i][0] != '\0';
-        found += features[i].present && features[i].dropbehind;
-        ktap_diag("feature %s %d (%s)", features[i].name, features[i].present,
-                  features[i].present ? got[i] : features[i].sym);
-    }
-    ktap_diag("patch_probes_found %d", found);
-    if (!strcmp(o.kernel_mode, "patched")) {
-        patched = 1;
-    } else if (!strcmp(o.kernel_mode, "stock")) {
-        patched = 0;
-    } else {
-        patched = found > 0;
-    }
-    ktap_diag("kernel_mode %s%s (patch-specific checks %s)", patched ? "patched" : "stock",
-              strcmp(o.kernel_mode, "auto") ? " (declared)" : " (detected)",
-              patched ? "asserted" : "reported as baseline");
-}
-
-/* ------------------------------------------------------------ tracing */
-
-struct probe probes[P__N] = {
-    [P_EBW] = { .sym = "end_swap_bio_write" },
-    [P_FEW] = { .sym = "folio_end_writeback" },
-    [P_SYNC] = { .sym = "swap_writepage_bdev_sync" },
-    [P_ASYNC] = { .sym = "swap_writepage_bdev_async" },
-    [P_SWP_WRITEPAGE] = { .sym = "__swap_writepage" },
-    [P_ZSWAP_WB] = { .sym = "zswap_writeback_entry" },
-    [P_EBR] = { .sym = "end_swap_bio_read" },
-    [P_RSYNC] = { .sym = "swap_read_folio_bdev_sync" },
-    [P_DROPBEHIND] = { .sym = "swap_writeback_dropbehind_folio" },
-    [P_RMR] = { .sym = "remove_mapping_reclaim" },
-    [P_FEDB] = { .sym = "folio_end_dropbehind" },
-};
-
-int blk_err_ok;
-long long blk_errors;
-
-/* Event name of a probe: "fl_" + its symbol without leading underscores. */
-static void probe_event(const struct probe *p, char *buf, size_t len)
-{
-    const char *s = p->sym;
-
-    while (*s == '_') {
-        s++;
-    }
-    snprintf(buf, len, "fl_%s", s);
-}
-
-static void tracing_cleanup(void)
-{
-    char ev[96];
-
-    for (size_t i = 0; i < P__N; i++) {
-        probe_event(&probes[i], ev, sizeof(ev));
-        gl_kprobe_hist_remove(KPROBE_GROUP, ev);
-    }
-    gl_hist_trigger("block", "block_rq_error", false);
-}
-
-static void tracing_start(void)
-{
-    const char *want[P__N];
-    char got[P__N][96], ev[96];
-    int err;
-
-    tracing_cleanup();      /* leftovers of an earlier test in this VM */
-    for (size_t i = 0; i < P__N; i++) {
-        want[i] = probes[i].sym;
-    }
-    gl_kallsyms_resolve(want, got, P__N);
-    for (size_t i = 0; i < P__N; i++) {
-        struct probe *p = &probes[i];
-
-        if (!got[i][0]) {
-            continue;
-        }
-        snprintf(p->resolved, sizeof(p->resolved), "%.95s", got[i]);
-        if (strcmp(got[i], p->sym)) {
-            ktap_diag("kprobe %s resolved to %s", p->sym, got[i]);
-        }
-        probe_event(p, ev, sizeof(ev));
-        err = gl_kprobe_hist_add(KPROBE_GROUP, ev, p->resolved);
-        p->ok = !err;
-        if (err) {
-            ktap_diag("kprobe %s not installed: %s", p->sym, strerror(-err));
-        }
-    }
-    err = gl_hist_trigger("block", "block_rq_error", true);
-    blk_err_ok = !err;
-    if (err) {
-        ktap_diag("block_rq_error hist trigger not installed: %s", strerror(-err));
-    }
-}
-
-static void tracing_collect(void)
-{
-    char ev[96], path[256];
-    struct gl_hist h;
-
-    for (size_t i = 0; i < P__N; i++) {
-        struct probe *p = &probes[i];
-
-        if (!p->ok) {
-            continue;
-        }
-        probe_event(p, ev, sizeof(ev));
-        gl_trace_event_path(path, sizeof(path), KPROBE_GROUP, ev, "hist");
-        if (gl_hist_read(path, &p->hist) < 0) {
-            p->ok = 0;
-        }
-    }
-    if (blk_err_ok) {
-        gl_trace_event_path(path, sizeof(path), "block", "block_rq_error", "hist");
-        if (gl_hist_read(path, &h) == 0) {
-            blk_errors = h.sum;
-        }
-    }
-    tracing_cleanup();
-}
-
-static void tracing_report(void)
-{
-    for (size_t i = 0; i < P__N; i++) {
-        struct probe *p = &probes[i];
-
-        if (!p->ok) {
-            ktap_diag("kprobe %s n/a", p->sym);
-            continue;
-        }
-        ktap_diag("kprobe %s %lld", p->sym, p->hist.sum);
-        for (int c = 0; c < GL_CTX__N; c++) {
-            ktap_diag("ctx %s %s %lld", p->sym, gl_ctx_names[c], p->hist.ctx[c]);
-        }
-    }
-    if (blk_err_ok) {
-        ktap_diag("block_rq_error %lld", blk_errors);
-    } else {
-        ktap_diag("block_rq_error n/a");
-    }
-}
-
 /* ------------------------------------------------------------ counters */
-
-static const char *const memstat_keys[] = {
-    "anon", "swapcached", "zswap", "zswapped", "zswpin", "zswpout", "zswpwb",
-    "pswpin", "pswpout", "pgscan", "pgsteal", "workingset_refault_anon",
-    "workingset_activate_anon", "workingset_restore_anon",
-};
-#define N_MEMSTAT (sizeof(memstat_keys) / sizeof(memstat_keys[0]))
-
-void report_memstat(const char *prefix)
-{
-    gl_memcg_report(o.cgroup, prefix, memstat_keys, N_MEMSTAT);
-}
 
 #define MAX_DEBUGFS 32
 struct zdebug {
@@ -512,165 +313,7 @@ static void zswap_debugfs_report(const struct zdebug *a, const struct zdebug *b)
     }
 }
 
-/* ------------------------------------------------------------ fault arming */
-
-static int fault_dev_is_syncblk(void)
-{
-    struct stat st;
-
-    if (!strcmp(o.fault_dev, "syncblk")) {
-        return 1;
-    }
-    if (!strcmp(o.fault_dev, "nvme")) {
-        return 0;
-    }
-    return stat("/sys/block/syncblk0", &st) == 0;
-}
-
-static int syncblk_state_path(char *buf, size_t len)
-{
-    static const char *const cands[] = {
-        "/sys/block/syncblk0/fault_state",
-        "/sys/block/syncblk0/device/fault_state",
-        "/sys/block/syncblk0/queue/fault_state",
-    };
-    struct stat st;
-
-    for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
-        if (stat(cands[i], &st) == 0) {
-            snprintf(buf, len, "%s", cands[i]);
-            return 0;
-        }
-    }
-    return -ENOENT;
-}
-
-/*
- * Set the device's fault-engine state: NVMe through faultctl's library call
- * (vendor feature 0xC0, prints "# nvme state N (was M)"), syncblk through its
- * sysfs file.
- */
-static int fault_set_state(long state)
-{
-    char num[24], path[256];
-    int ret, fd;
-
-    if (fault_dev_is_syncblk()) {
-        snprintf(num, sizeof(num), "%ld", state);
-        ret = syncblk_state_path(path, sizeof(path));
-        if (!ret) {
-            ret = gl_write_file(path, num);
-        }
-        if (ret) {
-            ktap_diag("syncblk fault_state: %s", strerror(-ret));
-            return ret;
-        }
-        ktap_diag("fault state %ld set via %s", state, path);
-        return 0;
-    }
-    fd = open(NVME_CTRL, O_RDONLY);
-    if (fd < 0) {
-        ret = -errno;
-        ktap_diag("open " NVME_CTRL ": %s", strerror(-ret));
-        return ret;
-    }
-    ret = gl_faultctl_set_state(fd, (uint32_t)state);
-    close(fd);
-    if (ret) {
-        ktap_diag("NVMe Set Features 0xC0 failed: %s", ret < 0 ? strerror(-ret) :
-                  "device returned an NVMe status (no fault layer?)");
-        return ret < 0 ? ret : -EIO;
-    }
-    ktap_diag("fault state %ld set by faultctl", state);
-    return 0;
-}
-
-/* The rule hits after a disarm ("# rule NAME hits N"), as `faultctl hits`. */
-static void fault_hits_report(void)
-{
-    int fd;
-
-    if (fault_dev_is_syncblk()) {
-        return;
-    }
-    fd = open(NVME_CTRL, O_RDONLY);
-    if (fd >= 0) {
-        gl_faultctl_print_hits(fd);
-        close(fd);
-    }
-}
-
-static int armed;
-
-void arm(const char *where)
-{
-    int err;
-
-    if (o.arm_state < 0) {
-        return;
-    }
-    err = fault_set_state(o.arm_state);
-    ktap_check(!err, ktap_name("fault state %ld armed %s", o.arm_state, where),
-               err ? "error %d" : NULL, err);
-    armed = !err;
-}
-
-void disarm(const char *where)
-{
-    int err;
-
-    if (o.arm_state < 0 || !o.disarm) {
-        return;
-    }
-    err = fault_set_state(0);
-    ktap_check(!err, ktap_name("fault state 0 (disarmed) %s", where), err ? "error %d" : NULL,
-               err);
-    armed = 0;
-    fault_hits_report();
-}
-
-/* ------------------------------------------------------------ setup/teardown */
-
-static char old_thp[64], old_zswap[8], old_shrinker[8];
-char wb_shrinker[8] = "Y";
-
-static void global_setup(void)
-{
-    char buf[256], *s, *e;
-
-    /* THP: "always [madvise] never" -> remember the bracketed one. */
-    if (gl_read_file(THP_ENABLED, buf, sizeof(buf)) == 0 && (s = strchr(buf, '[')) &&
-        (e = strchr(s, ']'))) {
-        *e = '\0';
-        snprintf(old_thp, sizeof(old_thp), "%s", s + 1);
-    }
-    gl_write_file(THP_ENABLED, "never");
-    gl_read_file(ZSWAP_PARAM "enabled", old_zswap, sizeof(old_zswap));
-    gl_read_file(ZSWAP_PARAM "shrinker_enabled", old_shrinker, sizeof(old_shrinker));
-    if (o.zswap >= 0) {
-        gl_write_file(ZSWAP_PARAM "enabled", o.zswap ? "Y" : "N");
-    }
-    if (o.shrinker >= 0) {
-        gl_write_file(ZSWAP_PARAM "shrinker_enabled", o.shrinker ? "Y" : "N");
-    }
-    gl_read_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker, sizeof(wb_shrinker));
-    gl_read_file(ZSWAP_PARAM "enabled", buf, sizeof(buf));
-    ktap_diag("zswap enabled %s shrinker %s", buf,
-              gl_read_file(ZSWAP_PARAM "shrinker_enabled", buf + 8, 8) == 0 ? buf + 8 : "?");
-}
-
-static void global_teardown(void)
-{
-    if (old_thp[0]) {
-        gl_write_file(THP_ENABLED, old_thp);
-    }
-    if (old_zswap[0]) {
-        gl_write_file(ZSWAP_PARAM "enabled", old_zswap);
-    }
-    if (old_shrinker[0]) {
-        gl_write_file(ZSWAP_PARAM "shrinker_enabled", old_shrinker);
-    }
-}
+/* ------------------------------------------------------------ setup */
 
 static int memcg_setup(void)
 {
@@ -704,7 +347,7 @@ int main(int argc, char **argv)
               o.compressible ? "compressible" : "half");
     kmsg_fd = gl_kmsg_open();
     sigbus_install();
-    probe_features();
+    probe_features(o.kernel_mode);
     global_setup();
     tracing_start();
     zswap_debugfs_read(&z0);
@@ -720,7 +363,7 @@ int main(int argc, char **argv)
         run_checks(mode->checks, &R);
         report_metrics(&R);
         run_check(&check_no_splat, &R);
-        if (armed && o.arm_state >= 0) {
+        if (fault_left_armed() && o.arm_state >= 0) {
             ktap_diag("note: fault state left armed (no --disarm)");
         }
         gl_memcg_leave(o.cgroup);

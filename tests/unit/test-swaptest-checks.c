@@ -2,7 +2,9 @@
 /*
  * swaptest's checks (guest/tools/swaptest-checks.c) on planted runs: each
  * check must FAIL on the case issue 18 names for it.  The checks file is
- * compiled in here with the globals swaptest.c would define.
+ * compiled in here (its checks are static) with the options swaptest.c
+ * would define; the tracing evidence they read (swaptest-trace.c) and the
+ * slot maps (swaptest-slots.c) are linked.
  */
 #include "../../guest/tools/swaptest-checks.c"
 
@@ -11,11 +13,6 @@
 #include <unistd.h>
 
 struct options o;
-struct probe probes[P__N];
-int patched;
-char wb_shrinker[8] = "Y";
-int blk_err_ok;
-long long blk_errors;
 
 #include "check-expect.h"
 

@@ -1,0 +1,109 @@
+"""The guest tools' files call each other in layers, never in a circle
+(issue 33, item 9): swaptest's files are compiled one by one and `nm` says
+which file defines each symbol another one uses; that graph must have no
+cycle, and pagecheck.c (the pattern, verify, SIGBUS and mlock helpers) is a
+leaf that uses no other swaptest file."""
+
+import collections
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOLS = os.path.join(TOP, "guest", "tools")
+# The libraries every tool links: their symbols are below swaptest's layers.
+LIBS = {"guestlib.c", "guestlib-trace.c", "guestlib-nvme.c", "ktap.c"}
+
+
+def swaptest_sources():
+    """swaptest's sources, as guest/tools/Makefile lists them."""
+    make = open(os.path.join(TOOLS, "Makefile")).read().replace("\\\n", " ")
+    files = []
+    for m in re.finditer(r"^SWAPTEST\s*[:+]?=\s*(.*)$", make, re.M):
+        files += m.group(1).split()
+    return files
+
+
+def call_graph(files, workdir):
+    """{file: files whose symbols it uses}, from nm of each object."""
+    defined, used = {}, collections.defaultdict(set)
+    for f in files:
+        obj = os.path.join(workdir, f + ".o")
+        subprocess.run(["gcc", "-std=gnu11", "-c", "-w", "-I", os.path.join(TOP, "hw", "nvme"),
+                        "-o", obj, os.path.join(TOOLS, f)], check=True)
+        nm = subprocess.run(["nm", obj], check=True, capture_output=True, text=True).stdout
+        for line in nm.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "TDBRC":
+                defined[parts[2]] = f
+            elif len(parts) == 2 and parts[0] == "U":
+                used[f].add(parts[1])
+    return {f: {defined[s] for s in used[f] if s in defined and defined[s] != f}
+            for f in files}
+
+
+def cycle(graph):
+    """One cycle of @graph as a list of files, or None."""
+    state, stack = {}, []
+
+    def visit(n):
+        state[n] = "open"
+        stack.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == "open":
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = "done"
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+@unittest.skipUnless(shutil.which("gcc") and shutil.which("nm"), "needs gcc and nm")
+class Layers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.files = swaptest_sources()
+        with tempfile.TemporaryDirectory() as d:
+            cls.graph = call_graph(cls.files + sorted(LIBS), d)
+
+    def test_sources_found(self):
+        self.assertIn("swaptest.c", self.files)
+        self.assertIn("pagecheck.c", self.files)
+
+    def test_no_circle(self):
+        self.assertIsNone(cycle(self.graph), "files calling each other in a circle")
+
+    def test_pagecheck_is_a_leaf(self):
+        self.assertLessEqual(self.graph["pagecheck.c"], LIBS)
+
+    def test_main_is_called_by_none(self):
+        callers = [f for f, deps in self.graph.items() if "swaptest.c" in deps]
+        self.assertEqual(callers, [])
+
+    def test_no_c_file_included(self):
+        for f in os.listdir(TOOLS):
+            if f.endswith((".c", ".h")):
+                text = open(os.path.join(TOOLS, f)).read()
+                self.assertIsNone(re.search(r'#include\s+"[^"]+\.c"', text), f)
+
+    def test_cycle_finder(self):
+        # The finder itself: the old shape (main <-> pipeline) is a circle.
+        self.assertEqual(cycle({"a": {"b"}, "b": {"a"}}), ["a", "b", "a"])
+        self.assertIsNone(cycle({"a": {"b"}, "b": set()}))
+
+
+if __name__ == "__main__":
+    unittest.main()
