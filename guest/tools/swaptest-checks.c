@@ -60,22 +60,22 @@ static enum check_result patch_expect(int cond, struct check_out *out, const cha
     return CHECK_XFAIL;
 }
 
-void run_check(const struct check *c, const struct run *R)
+void run_check(const struct check *c, const struct options *o, const struct run *R)
 {
     struct check_out out = { "", "", "" };
     char directive[sizeof(out.reason) + 8];
     enum check_result res;
 
-    if (c->wanted && !c->wanted()) {
+    if (c->wanted && !c->wanted(o)) {
         return;
     }
     if (c->report) {
-        c->report(R);
+        c->report(o, R);
     }
     if (!c->fn) {
         return;
     }
-    res = c->fn(R, &out);
+    res = c->fn(o, R, &out);
     if (c->zswpwb && R->v0.v[VM_ZSWPWB] < 0) {
         snprintf(out.reason, sizeof(out.reason),
                  "no zswpwb in /proc/vmstat: zswap writeback is not counted before Linux 6.8");
@@ -95,20 +95,20 @@ void run_check(const struct check *c, const struct run *R)
     }
 }
 
-int checks_planned(const struct check *const *checks)
+int checks_planned(const struct check *const *checks, const struct options *o)
 {
     int n = 0;
 
     for (; *checks; checks++) {
-        n += (*checks)->fn && (!(*checks)->wanted || (*checks)->wanted());
+        n += (*checks)->fn && (!(*checks)->wanted || (*checks)->wanted(o));
     }
     return n;
 }
 
-void run_checks(const struct check *const *checks, const struct run *R)
+void run_checks(const struct check *const *checks, const struct options *o, const struct run *R)
 {
     for (; *checks; checks++) {
-        run_check(*checks, R);
+        run_check(*checks, o, R);
     }
 }
 
@@ -135,7 +135,8 @@ size_t run_data_errors(const struct run *R)
 
 /* ------------------------------------------------------------ every mode */
 
-static enum check_result swapped_out(const struct run *R, struct check_out *out)
+static enum check_result swapped_out(const struct options *o, const struct run *R,
+                                     struct check_out *out)
 {
     long long pswpout = delta(&R->v0, &R->v_end, VM_PSWPOUT);
 
@@ -144,13 +145,14 @@ static enum check_result swapped_out(const struct run *R, struct check_out *out)
 }
 
 /* pages_verified: page reads that matched the pattern (over every round). */
-static void pages_report(const struct run *R)
+static void pages_report(const struct options *o, const struct run *R)
 {
     ktap_diag("pages_verified %zu", R->verified);
     ktap_diag("pages_bad %zu", R->bad);
 }
 
-static enum check_result no_splat(const struct run *R, struct check_out *out)
+static enum check_result no_splat(const struct options *o, const struct run *R,
+                                  struct check_out *out)
 {
     check_describe(out, "no BUG/WARNING/Oops/lockdep splat in the kernel log", "%d splat lines",
                    R->kmsg.splats);
@@ -183,17 +185,18 @@ static int ctx_matches(const struct probe *p, const char *want)
     return ctx[GL_CTX_TASK] == total;
 }
 
-static int ctx_wanted(void)
+static int ctx_wanted(const struct options *o)
 {
-    return o.expect_ctx != NULL;
+    return o->expect_ctx != NULL;
 }
 
 /* --expect-ctx: the context the swap write completions ran in. */
-static enum check_result completion_ctx(const struct run *R, struct check_out *out)
+static enum check_result completion_ctx(const struct options *o, const struct run *R,
+                                        struct check_out *out)
 {
     const struct probe *p = probes[P_EBW].hist.sum ? &probes[P_EBW] : &probes[P_FEW];
 
-    const char *name = ktap_name("swap write completions all in %s context", o.expect_ctx);
+    const char *name = ktap_name("swap write completions all in %s context", o->expect_ctx);
 
     check_describe(out, name, "%s hardirq %lld softirq %lld task %lld", p->sym,
                    p->hist.ctx[GL_CTX_HARDIRQ], p->hist.ctx[GL_CTX_SOFTIRQ],
@@ -202,12 +205,12 @@ static enum check_result completion_ctx(const struct run *R, struct check_out *o
         check_describe(out, name, "%s not probeable", p->sym);
         return CHECK_FAIL;
     }
-    return pass_if(ctx_matches(p, o.expect_ctx));
+    return pass_if(ctx_matches(p, o->expect_ctx));
 }
 
-static int path_wanted(void)
+static int path_wanted(const struct options *o)
 {
-    return o.expect_sync >= 0;
+    return o->expect_sync >= 0;
 }
 
 /*
@@ -216,13 +219,14 @@ static int path_wanted(void)
  * async path calls.  The option claims a path: a probe that cannot attach
  * leaves the claim unjudged, which fails.
  */
-static enum check_result write_path(const struct run *R, struct check_out *out)
+static enum check_result write_path(const struct options *o, const struct run *R,
+                                    struct check_out *out)
 {
     const struct probe *s = &probes[P_SYNC];
     const struct probe *a = probes[P_ASYNC].ok ? &probes[P_ASYNC] : &probes[P_EBW];
 
     const char *name = ktap_name("swap write path is %s",
-                                 o.expect_sync ? "synchronous" : "asynchronous");
+                                 o->expect_sync ? "synchronous" : "asynchronous");
 
     if (!s->ok || !a->ok) {
         check_describe(out, name, "%s not probeable", !s->ok ? s->sym : a->sym);
@@ -230,17 +234,18 @@ static enum check_result write_path(const struct run *R, struct check_out *out)
     }
     check_describe(out, name, "swap_writepage_bdev_sync %lld, %s %lld", s->hist.sum, a->sym,
                    a->hist.sum);
-    return pass_if(o.expect_sync ? s->hist.sum > 0 && a->hist.sum == 0 :
+    return pass_if(o->expect_sync ? s->hist.sum > 0 && a->hist.sum == 0 :
                    a->hist.sum > 0 && s->hist.sum == 0);
 }
 
-static int errors_wanted(void)
+static int errors_wanted(const struct options *o)
 {
-    return o.expect_errors;
+    return o->expect_errors;
 }
 
 /* --expect-errors: the injected errors reached the kernel. */
-static enum check_result injected_errors(const struct run *R, struct check_out *out)
+static enum check_result injected_errors(const struct options *o, const struct run *R,
+                                         struct check_out *out)
 {
     const struct gl_kmsg_counts *k = &R->kmsg;
 
@@ -259,7 +264,8 @@ static const struct check check_injected_errors = {
 
 /* ------------------------------------------------------------ mode-specific */
 
-static enum check_result zswap_wrote_back(const struct run *R, struct check_out *out)
+static enum check_result zswap_wrote_back(const struct options *o, const struct run *R,
+                                          struct check_out *out)
 {
     long long zswpwb = delta(&R->v0, &R->v_end, VM_ZSWPWB);
 
@@ -275,7 +281,8 @@ static enum check_result zswap_wrote_back(const struct run *R, struct check_out 
  * evidence: zswap's rejected pages are written whether or not the
  * redirtied ones are.
  */
-static enum check_result rewritten_after_disarm(const struct run *R, struct check_out *out)
+static enum check_result rewritten_after_disarm(const struct options *o, const struct run *R,
+                                                struct check_out *out)
 {
     check_describe(out, "after disarm the redirtied folios were written", "%lld of %lld left swap "
                    "cache in %d reclaim passes, %lld of them on the device; pswpout +%lld",
@@ -298,7 +305,7 @@ static struct wb_phase wb_phase(const struct run *R)
     };
 }
 
-static void dropbehind_report(const struct run *R)
+static void dropbehind_report(const struct options *o, const struct run *R)
 {
     struct wb_phase w = wb_phase(R);
 
@@ -310,7 +317,8 @@ static void dropbehind_report(const struct run *R)
 }
 
 /* Rotations beyond what ordinary pageout explains (pswpout - zswpwb). */
-static enum check_result not_rotated(const struct run *R, struct check_out *out)
+static enum check_result not_rotated(const struct options *o, const struct run *R,
+                                     struct check_out *out)
 {
     struct wb_phase w = wb_phase(R);
     long long excess = w.rotated - (w.pswpout - w.zswpwb);
@@ -327,7 +335,8 @@ static enum check_result not_rotated(const struct run *R, struct check_out *out)
  * (or a .isra/.constprop copy), v4 drops from folio_end_writeback through
  * remove_mapping_reclaim; whichever the kernel has is probed.
  */
-static enum check_result dropped_on_completion(const struct run *R, struct check_out *out)
+static enum check_result dropped_on_completion(const struct options *o, const struct run *R,
+                                               struct check_out *out)
 {
     long long zswpwb = delta(&R->v0, &R->v_end, VM_ZSWPWB);
     const struct probe *p = probes[P_DROPBEHIND].ok ? &probes[P_DROPBEHIND] : &probes[P_RMR];
@@ -346,7 +355,8 @@ static enum check_result dropped_on_completion(const struct run *R, struct check
  * back stay in swap cache until a later reclaim; dropbehind frees them on
  * writeback completion.
  */
-static enum check_result no_linger(const struct run *R, struct check_out *out)
+static enum check_result no_linger(const struct options *o, const struct run *R,
+                                   struct check_out *out)
 {
     char m[256];
 
@@ -362,7 +372,8 @@ static enum check_result no_linger(const struct run *R, struct check_out *out)
  * back in the last round count (refaults of pages still in zswap find
  * shadows too): touched alone, nine in ten of them must refault.
  */
-static enum check_result shadows_survive(const struct run *R, struct check_out *out)
+static enum check_result shadows_survive(const struct options *o, const struct run *R,
+                                         struct check_out *out)
 {
     long long refault = delta(&R->v_wb1, &R->v_end, VM_WS_REFAULT_ANON);
     long long swapins = delta(&R->v_wb1, &R->v_end, VM_PSWPIN) +
@@ -375,7 +386,7 @@ static enum check_result shadows_survive(const struct run *R, struct check_out *
     return pass_if(R->wb_marked > 0 && R->wb_refaults * 10 >= R->wb_marked * 9);
 }
 
-static void refault_wb_report(const struct run *R)
+static void refault_wb_report(const struct options *o, const struct run *R)
 {
     ktap_diag("refault wb_phase workingset_refault_anon %lld zswpwb %lld",
               delta(&R->v_wb0, &R->v_wb1, VM_WS_REFAULT_ANON),

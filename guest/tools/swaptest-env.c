@@ -29,33 +29,33 @@ static const char *const memstat_keys[] = {
 };
 #define N_MEMSTAT (sizeof(memstat_keys) / sizeof(memstat_keys[0]))
 
-void report_memstat(const char *prefix)
+void report_memstat(const struct options *o, const char *prefix)
 {
-    gl_memcg_report(o.cgroup, prefix, memstat_keys, N_MEMSTAT);
+    gl_memcg_report(o->cgroup, prefix, memstat_keys, N_MEMSTAT);
 }
 
-long long swapcached_pages(const struct gl_vmstat *now)
+long long swapcached_pages(const struct options *o, const struct gl_vmstat *now)
 {
-    long long sc = gl_memcg_stat(o.cgroup, "swapcached");
+    long long sc = gl_memcg_stat(o->cgroup, "swapcached");
 
     return sc >= 0 ? sc / (long long)GL_PAGE_SIZE : now->v[VM_NR_SWAPCACHED];
 }
 
-void zswap_max_restore(void)
+void zswap_max_restore(const struct options *o)
 {
-    gl_memcg_set(o.cgroup, "memory.zswap.max", o.zswap_max);
+    gl_memcg_set(o->cgroup, "memory.zswap.max", o->zswap_max);
 }
 
 /* ------------------------------------------------------------ fault arming */
 
-static int fault_dev_is_syncblk(void)
+static int fault_dev_is_syncblk(const struct options *o)
 {
     struct stat st;
 
-    if (!strcmp(o.fault_dev, "syncblk")) {
+    if (!strcmp(o->fault_dev, "syncblk")) {
         return 1;
     }
-    if (!strcmp(o.fault_dev, "nvme")) {
+    if (!strcmp(o->fault_dev, "nvme")) {
         return 0;
     }
     return stat("/sys/block/syncblk0", &st) == 0;
@@ -84,12 +84,12 @@ static int syncblk_state_path(char *buf, size_t len)
  * (vendor feature 0xC0, prints "# nvme state N (was M)"), syncblk through its
  * sysfs file.
  */
-static int fault_set_state(long state)
+static int fault_set_state(const struct options *o, long state)
 {
     char num[24], path[256];
     int ret, fd;
 
-    if (fault_dev_is_syncblk()) {
+    if (fault_dev_is_syncblk(o)) {
         snprintf(num, sizeof(num), "%ld", state);
         ret = syncblk_state_path(path, sizeof(path));
         if (!ret) {
@@ -120,11 +120,11 @@ static int fault_set_state(long state)
 }
 
 /* The rule hits after a disarm ("# rule NAME hits N"), as `faultctl hits`. */
-static void fault_hits_report(void)
+static void fault_hits_report(const struct options *o)
 {
     int fd;
 
-    if (fault_dev_is_syncblk()) {
+    if (fault_dev_is_syncblk(o)) {
         return;
     }
     fd = open(NVME_CTRL, O_RDONLY);
@@ -141,31 +141,31 @@ int fault_left_armed(void)
     return armed;
 }
 
-void arm(const char *where)
+void arm(const struct options *o, const char *where)
 {
     int err;
 
-    if (o.arm_state < 0) {
+    if (o->arm_state < 0) {
         return;
     }
-    err = fault_set_state(o.arm_state);
-    ktap_check(!err, ktap_name("fault state %ld armed %s", o.arm_state, where),
+    err = fault_set_state(o, o->arm_state);
+    ktap_check(!err, ktap_name("fault state %ld armed %s", o->arm_state, where),
                err ? "error %d" : NULL, err);
     armed = !err;
 }
 
-void disarm(const char *where)
+void disarm(const struct options *o, const char *where)
 {
     int err;
 
-    if (o.arm_state < 0 || !o.disarm) {
+    if (o->arm_state < 0 || !o->disarm) {
         return;
     }
-    err = fault_set_state(0);
+    err = fault_set_state(o, 0);
     ktap_check(!err, ktap_name("fault state 0 (disarmed) %s", where), err ? "error %d" : NULL,
                err);
     armed = 0;
-    fault_hits_report();
+    fault_hits_report(o);
 }
 
 /* ------------------------------------------------------------ setup/teardown */
@@ -173,7 +173,7 @@ void disarm(const char *where)
 static char old_thp[64], old_zswap[8], old_shrinker[8];
 char wb_shrinker[8] = "Y";
 
-void global_setup(void)
+void global_setup(const struct options *o)
 {
     char buf[256], *s, *e;
 
@@ -186,11 +186,11 @@ void global_setup(void)
     gl_write_file(THP_ENABLED, "never");
     gl_read_file(ZSWAP_PARAM "enabled", old_zswap, sizeof(old_zswap));
     gl_read_file(ZSWAP_PARAM "shrinker_enabled", old_shrinker, sizeof(old_shrinker));
-    if (o.zswap >= 0) {
-        gl_write_file(ZSWAP_PARAM "enabled", o.zswap ? "Y" : "N");
+    if (o->zswap >= 0) {
+        gl_write_file(ZSWAP_PARAM "enabled", o->zswap ? "Y" : "N");
     }
-    if (o.shrinker >= 0) {
-        gl_write_file(ZSWAP_PARAM "shrinker_enabled", o.shrinker ? "Y" : "N");
+    if (o->shrinker >= 0) {
+        gl_write_file(ZSWAP_PARAM "shrinker_enabled", o->shrinker ? "Y" : "N");
     }
     gl_read_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker, sizeof(wb_shrinker));
     gl_read_file(ZSWAP_PARAM "enabled", buf, sizeof(buf));

@@ -51,25 +51,23 @@ struct options {
     int heal_slots;         /* heal: name the redirtied folios, see them written */
 };
 
-extern struct options o;
-
 /* ------------------------------------------------------------ environment */
 
 /* THP off and zswap as the options say (remembering the old settings); restore them. */
-void global_setup(void);
+void global_setup(const struct options *o);
 void global_teardown(void);
 /* zswap shrinker_enabled for the writeback phase (as configured). */
 extern char wb_shrinker[8];
 /* memory.zswap.max back to --zswap-max. */
-void zswap_max_restore(void);
+void zswap_max_restore(const struct options *o);
 /* "# PREFIX KEY VALUE" for the memcg counters swaptest reports. */
-void report_memstat(const char *prefix);
+void report_memstat(const struct options *o, const char *prefix);
 /* memcg swap-cache pages now (memory.stat swapcached, else vmstat). */
-long long swapcached_pages(const struct gl_vmstat *now);
+long long swapcached_pages(const struct options *o, const struct gl_vmstat *now);
 
 /* Arm the fault state before a phase, disarm after it (--arm-state, --disarm). */
-void arm(const char *where);
-void disarm(const char *where);
+void arm(const struct options *o, const char *where);
+void disarm(const struct options *o, const char *where);
 /* The last arm() was not followed by a disarm(). */
 int fault_left_armed(void);
 

@@ -193,6 +193,7 @@ static void lru_tracing_collect(void)
 /* ------------------------------------------------------------ the workload */
 
 struct worker {
+    const struct options *o;
     uint8_t *mem;
     uint8_t *zeroed;            /* per chunk: discarded with MADV_DONTNEED */
     size_t chunks;
@@ -204,9 +205,10 @@ struct worker {
 /* Random chunks: 3 of 4 refaulted and verified, 1 of 4 discarded (once). */
 static void *worker_main(void *arg)
 {
-    const struct pattern pat = { o.seed, o.compressible };
     struct worker *w = arg;
-    uint64_t x = o.seed * 2654435761u + 1;
+    const struct options *o = w->o;
+    const struct pattern pat = { o->seed, o->compressible };
+    uint64_t x = o->seed * 2654435761u + 1;
 
     while (!w->stop) {
         size_t c;
@@ -245,11 +247,11 @@ static size_t zero_mismatches(const uint8_t *p, size_t len)
     return bad;
 }
 
-void lru_run(struct run *R)
+void lru_run(const struct options *o, struct run *R)
 {
-    const struct pattern pat = { o.seed, o.compressible };
-    size_t chunks = o.mem / GL_PAGE_SIZE / LRU_CHUNK, pages = chunks * LRU_CHUNK;
-    struct worker w = { .chunks = chunks };
+    const struct pattern pat = { o->seed, o->compressible };
+    size_t chunks = o->mem / GL_PAGE_SIZE / LRU_CHUNK, pages = chunks * LRU_CHUNK;
+    struct worker w = { .o = o, .chunks = chunks };
     struct verify_result vr = { 0 };
     long long ps0, pt0;
     pthread_t tid;
@@ -264,30 +266,30 @@ void lru_run(struct run *R)
     R->t0 = gl_now_s();
     gl_vmstat_read(&R->v0);
     pattern_fill(&pat, w.mem, pages);
-    gl_memcg_reclaim_all(o.cgroup);
+    gl_memcg_reclaim_all(o->cgroup);
     gl_vmstat_read(&R->v_fill);
     ktap_check(1, ktap_name("filled %zu pages and reclaimed into zswap", pages),
                "memory.zswap.current %lld, zswpwb %lld",
-               gl_memcg_read(o.cgroup, "memory.zswap.current"),
+               gl_memcg_read(o->cgroup, "memory.zswap.current"),
                gl_vmstat_delta(&R->v0, &R->v_fill, VM_ZSWPWB));
 
     lru_tracing_start();
     gl_vmstat_read(&R->v_wb0);
-    ps0 = gl_memcg_stat(o.cgroup, "pgscan");
-    pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
+    ps0 = gl_memcg_stat(o->cgroup, "pgscan");
+    pt0 = gl_memcg_stat(o->cgroup, "pgsteal");
     /* As the writeback mode drains zswap: the shrinker on, and memory.zswap.max 0
      * so the memcg's entries are over its limit and get written back. */
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
-    gl_memcg_set(o.cgroup, "memory.zswap.max", "0");
+    gl_memcg_set(o->cgroup, "memory.zswap.max", "0");
     pthread_create(&tid, NULL, worker_main, &w);
-    for (int r = 0; r < o.wb_rounds; r++) {
-        for (int i = 0; i < o.wb_reclaims; i++) {
-            long long cur = gl_memcg_read(o.cgroup, "memory.current");
+    for (int r = 0; r < o->wb_rounds; r++) {
+        for (int i = 0; i < o->wb_reclaims; i++) {
+            long long cur = gl_memcg_read(o->cgroup, "memory.current");
             struct gl_vmstat a, b;
 
             snprintf(val, sizeof(val), "%lld", cur > 4096 ? cur : 4096);
             gl_vmstat_read(&a);
-            gl_memcg_write(o.cgroup, "memory.reclaim", val);
+            gl_memcg_write(o->cgroup, "memory.reclaim", val);
             gl_vmstat_read(&b);
             R->wb_calls++;
             ktap_diag("wb round %d call %d zswpwb %lld", r + 1, i + 1,
@@ -297,12 +299,12 @@ void lru_run(struct run *R)
     w.stop = 1;
     pthread_join(tid, NULL);
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
-    zswap_max_restore();
+    zswap_max_restore(o);
     gl_vmstat_read(&R->v_wb1);
     lru_tracing_collect();
-    R->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
-    R->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
-    R->swapcached_wb = swapcached_pages(&R->v_wb1);
+    R->pgscan_wb = gl_memcg_stat(o->cgroup, "pgscan") - ps0;
+    R->pgsteal_wb = gl_memcg_stat(o->cgroup, "pgsteal") - pt0;
+    R->swapcached_wb = swapcached_pages(o, &R->v_wb1);
     lw.refaulted = w.refaulted;
     lw.discarded = w.discarded;
     run_count_verify(R, &w.vr, 0);
@@ -336,7 +338,7 @@ void lru_run(struct run *R)
 }
 
 /* The fill, the writeback phase and the final verify, before the checks. */
-int lru_planned(void)
+int lru_planned(const struct options *o)
 {
     return 3;
 }
@@ -374,7 +376,7 @@ static long long by_caller(int who)
     return lw.stack_ok ? lw.wb_by[who] : -1;
 }
 
-static void lru_metrics(const struct run *R)
+static void lru_metrics(const struct options *o, const struct run *R)
 {
     long long ok = gl_ret_hist_count(&lw.ret, 0);
     long long enomem = gl_ret_hist_count(&lw.ret, -ENOMEM);
@@ -413,7 +415,8 @@ static void lru_metrics(const struct run *R)
  * phase whose writebacks were all a store's or the pool limit's measured
  * nothing of the shrinker's walk.
  */
-static enum check_result lru_counted(const struct run *R, struct check_out *out)
+static enum check_result lru_counted(const struct options *o, const struct run *R,
+                                     struct check_out *out)
 {
     long long entries = lp_hits(LP_WB_ENTRY);
 
@@ -434,7 +437,8 @@ static enum check_result lru_counted(const struct run *R, struct check_out *out)
  * shrinker's own writebacks (not a store's over memory.zswap.max, nor the
  * pool limit's) are more than none.
  */
-static enum check_result lru_ok_is_zswpwb(const struct run *R, struct check_out *out)
+static enum check_result lru_ok_is_zswpwb(const struct options *o, const struct run *R,
+                                          struct check_out *out)
 {
     long long zswpwb = gl_vmstat_delta(&R->v_wb0, &R->v_wb1, VM_ZSWPWB);
     long long ok = gl_ret_hist_count(&lw.ret, 0), shrinker = by_caller(WB_SHRINKER);
@@ -453,7 +457,8 @@ static enum check_result lru_ok_is_zswpwb(const struct run *R, struct check_out 
 }
 
 /* Every writeback attempt comes from the LRU walk, which scans at least as many. */
-static enum check_result lru_walked(const struct run *R, struct check_out *out)
+static enum check_result lru_walked(const struct options *o, const struct run *R,
+                                    struct check_out *out)
 {
     long long walked = lp_hits(LP_WALK), calls = wb_calls(R);
 

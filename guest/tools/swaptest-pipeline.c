@@ -39,51 +39,51 @@
 /* No zswap writeback: shrinker off, memory.zswap.max unlimited. memory.zswap.
  * writeback stays as configured: 6.12+ keeps pages zswap rejects in memory
  * when it is 0, and 7.2 stores incompressible pages as-is only when it is 1. */
-static void zswap_quiet(void)
+static void zswap_quiet(const struct options *o)
 {
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
-    gl_memcg_set(o.cgroup, "memory.zswap.max", "max");
+    gl_memcg_set(o->cgroup, "memory.zswap.max", "max");
 }
 
-static void zswap_drain_start(void)
+static void zswap_drain_start(const struct options *o)
 {
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
-    gl_memcg_set(o.cgroup, "memory.zswap.max", "0");
+    gl_memcg_set(o->cgroup, "memory.zswap.max", "0");
 }
 
-static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct verify_result *vr,
-                            struct slot_map *before_last)
+static void force_writeback(const struct options *o, struct run *R, uint8_t *mem, size_t pages,
+                            struct verify_result *vr, struct slot_map *before_last)
 {
-    const struct pattern pat = { o.seed, o.compressible };
+    const struct pattern pat = { o->seed, o->compressible };
     char val[32];
 
     gl_vmstat_read(&R->v_last0);
-    for (int r = 0; r < o.wb_rounds; r++) {
-        if (r + 1 == o.wb_rounds && o.wb_refaults) {
+    for (int r = 0; r < o->wb_rounds; r++) {
+        if (r + 1 == o->wb_rounds && o->wb_refaults) {
             slots_scan(&pat, mem, pages, before_last);    /* what is on the device already */
         }
-        if (o.wb_limit) {
-            long long zc = gl_memcg_read(o.cgroup, "memory.zswap.current");
+        if (o->wb_limit) {
+            long long zc = gl_memcg_read(o->cgroup, "memory.zswap.current");
 
             snprintf(val, sizeof(val), "%lld", zc > 8192 ? zc / 2 : 4096);
-            gl_memcg_set(o.cgroup, "memory.zswap.max", val);
+            gl_memcg_set(o->cgroup, "memory.zswap.max", val);
         } else {
-            if (!o.fill_writeback) {
-                zswap_drain_start();
+            if (!o->fill_writeback) {
+                zswap_drain_start(o);
             }
-            for (int i = 0; i < o.wb_reclaims; i++) {
-                long long cur = gl_memcg_read(o.cgroup, "memory.current");
+            for (int i = 0; i < o->wb_reclaims; i++) {
+                long long cur = gl_memcg_read(o->cgroup, "memory.current");
                 struct gl_vmstat a, b;
 
-                if (!o.fill_writeback && gl_memcg_stat(o.cgroup, "zswapped") == 0) {
+                if (!o->fill_writeback && gl_memcg_stat(o->cgroup, "zswapped") == 0) {
                     break;  /* drained */
                 }
                 snprintf(val, sizeof(val), "%lld", cur > 4096 ? cur : 4096);
                 gl_vmstat_read(&a);
-                gl_memcg_write(o.cgroup, "memory.reclaim", val);
+                gl_memcg_write(o->cgroup, "memory.reclaim", val);
                 gl_vmstat_read(&b);
                 R->wb_calls++;
-                if (r + 1 == o.wb_rounds) {
+                if (r + 1 == o->wb_rounds) {
                     R->v_last0 = a;
                     R->last_call_zswpwb = gl_vmstat_delta(&a, &b, VM_ZSWPWB);
                 }
@@ -91,15 +91,15 @@ static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct ve
                           gl_vmstat_delta(&a, &b, VM_ZSWPWB));
             }
         }
-        if (r + 1 < o.wb_rounds || o.wb_limit) {
+        if (r + 1 < o->wb_rounds || o->wb_limit) {
             verify_pages(&pat, mem, 0, pages, 0, NULL, NULL, 0, vr);
-            if (!o.fill_writeback) {
-                zswap_quiet();
+            if (!o->fill_writeback) {
+                zswap_quiet(o);
             }
-            gl_memcg_reclaim_all(o.cgroup);
+            gl_memcg_reclaim_all(o->cgroup);
         }
     }
-    zswap_max_restore();
+    zswap_max_restore(o);
 }
 
 /* ------------------------------------------------------------ the swap pipeline */
@@ -111,18 +111,18 @@ static void force_writeback(struct run *R, uint8_t *mem, size_t pages, struct ve
  * one by one with page-cluster 0 (no readahead): each must refault against
  * its shadow. Refaults of pages that never left zswap do not count here.
  */
-static void refault_written_back(struct run *R, uint8_t *mem, size_t pages,
-                                 struct slot_map *before)
+static void refault_written_back(const struct options *o, struct run *R, uint8_t *mem,
+                                 size_t pages, struct slot_map *before)
 {
-    const struct pattern pat = { o.seed, o.compressible };
+    const struct pattern pat = { o->seed, o->compressible };
     struct slot_map now;
     struct verify_result vr = { 0 };
     uint8_t *skip = malloc(pages);
     char old_cluster[16] = "3";
     long long r0, r1;
 
-    zswap_quiet();
-    gl_memcg_reclaim_all(o.cgroup);
+    zswap_quiet(o);
+    gl_memcg_reclaim_all(o->cgroup);
     slots_scan(&pat, mem, pages, &now);
     for (size_t p = 0; p < pages; p++) {
         int marked = before->ok && now.ok && now.swapped[p] && now.on_disk[p] &&
@@ -135,11 +135,11 @@ static void refault_written_back(struct run *R, uint8_t *mem, size_t pages,
     }
     gl_read_file("/proc/sys/vm/page-cluster", old_cluster, sizeof(old_cluster));
     gl_write_file("/proc/sys/vm/page-cluster", "0");
-    r0 = gl_memcg_stat(o.cgroup, "workingset_refault_anon");
+    r0 = gl_memcg_stat(o->cgroup, "workingset_refault_anon");
     verify_pages(&pat, mem, 0, pages, 0, NULL, skip, 0, &vr);
-    r1 = gl_memcg_stat(o.cgroup, "workingset_refault_anon");
+    r1 = gl_memcg_stat(o->cgroup, "workingset_refault_anon");
     gl_write_file("/proc/sys/vm/page-cluster", old_cluster);
-    zswap_max_restore();
+    zswap_max_restore(o);
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
     R->wb_refaults = r1 - r0;
     run_count_verify(R, &vr, 0);
@@ -193,18 +193,18 @@ static long long nr_writeback(void)
  * writes a loaded host had not completed yet: the bound is time, not
  * passes). EAGAIN only says less was reclaimed: the scan judges.
  */
-static void heal_reclaim_pass(void)
+static void heal_reclaim_pass(const struct options *o)
 {
-    long long cur = gl_memcg_read(o.cgroup, "memory.current");
+    long long cur = gl_memcg_read(o->cgroup, "memory.current");
     char val[32];
 
     snprintf(val, sizeof(val), "%lld", cur > 4096 ? cur : 4096);
-    gl_memcg_write(o.cgroup, "memory.reclaim", val);
+    gl_memcg_write(o->cgroup, "memory.reclaim", val);
 }
 
-static void heal_redirtied(struct run *R, uint8_t *mem, size_t pages)
+static void heal_redirtied(const struct options *o, struct run *R, uint8_t *mem, size_t pages)
 {
-    const struct pattern pat = { o.seed, o.compressible };
+    const struct pattern pat = { o->seed, o->compressible };
     struct slot_map a, b;
     struct heal_track t;
     double t0;
@@ -213,13 +213,13 @@ static void heal_redirtied(struct run *R, uint8_t *mem, size_t pages)
     heal_track_start(&t, &a);
     t0 = gl_now_s();
     do {
-        heal_reclaim_pass();
-        gl_sleep_ms(o.settle_ms);
+        heal_reclaim_pass(o);
+        gl_sleep_ms(o->settle_ms);
         R->heal_passes++;
         slots_scan_cache(mem, pages, &b);
         heal_track_scan(&t, &b);
         ktap_diag("heal pass %d redirtied_written %lld memory.current %lld nr_writeback %lld",
-                  R->heal_passes, t.n_written, gl_memcg_read(o.cgroup, "memory.current"),
+                  R->heal_passes, t.n_written, gl_memcg_read(o->cgroup, "memory.current"),
                   nr_writeback());
         slots_free(&b);
     } while (t.n_written < t.n_redirtied && R->heal_passes < HEAL_PASSES &&
@@ -251,9 +251,9 @@ struct child_verify {
     uint8_t busmap[];           /* one byte per page: SIGBUS in the child */
 };
 
-static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
+static void refault_in_child(const struct options *o, uint8_t *mem, size_t pages, struct run *R)
 {
-    const struct pattern pat = { o.seed, o.compressible };
+    const struct pattern pat = { o->seed, o->compressible };
     size_t shared_len = sizeof(struct child_verify) + pages;
     struct child_verify *cv = mmap(NULL, shared_len, PROT_READ | PROT_WRITE,
                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -291,7 +291,7 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
                "%zu SIGBUS, %zu bad%s", R->sigbus_child, cv->vr.bad,
                WIFSIGNALED(st) ? " (child killed by a signal)" : "");
     ktap_diag("sigbus_pages_child %zu", R->sigbus_child);
-    disarm("after the child's refault");
+    disarm(o, "after the child's refault");
     /* Disarmed, the errors were transient: the parent must read every page,
      * those that failed in the child included (a kernel that leaves a failed
      * page unreadable fails here); unless the device is lost (--device-lost). */
@@ -305,10 +305,10 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
     }
     R->sigbus_parent = vp.sigbus;
     /* With the device lost, a parent SIGBUS is the expected outcome. */
-    run_count_verify(R, &vp, o.device_lost);
+    run_count_verify(R, &vp, o->device_lost);
     R->verified += vp.ok;
     ktap_diag("sigbus_pages_parent %zu", vp.sigbus);
-    if (o.device_lost) {
+    if (o->device_lost) {
         /* The device is gone: a page verifies or its reader gets SIGBUS
          * (also one the child read from the swap cache, since reclaimed). */
         ktap_diag("sigbus_pages_parent_not_child %zu", unexpected);
@@ -323,7 +323,7 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
                    "%zu match, %zu bad, %zu SIGBUS (%zu of them not seen by the child)",
                    vp.ok, vp.bad, vp.sigbus, unexpected);
     }
-    if (o.expect_sigbus) {
+    if (o->expect_sigbus) {
         ktap_check(R->sigbus_child > 0, "the read error reached the task as SIGBUS",
                    "%zu SIGBUS pages in the child", R->sigbus_child);
     }
@@ -331,10 +331,10 @@ static void refault_in_child(uint8_t *mem, size_t pages, struct run *R)
     munmap(cv, shared_len);
 }
 
-void pipeline(struct run *R)
+void pipeline(const struct options *o, struct run *R)
 {
-    const struct pattern pat = { o.seed, o.compressible };
-    size_t pages = o.mem / GL_PAGE_SIZE;
+    const struct pattern pat = { o->seed, o->compressible };
+    size_t pages = o->mem / GL_PAGE_SIZE;
     uint8_t *mem;
     struct verify_result vr;
     struct slot_map before_last = { 0 };
@@ -344,72 +344,72 @@ void pipeline(struct run *R)
 
     /* map_pattern() leaves only the pattern swappable (lock_own_memory()),
      * which --device-lost needs too: our own pages would be lost with it. */
-    mem = map_pattern(o.mem);
+    mem = map_pattern(o->mem);
 
     zswap_on = gl_read_file(ZSWAP_PARAM "enabled", buf, sizeof(buf)) == 0 && buf[0] == 'Y';
-    if (zswap_on && !o.fill_writeback) {
-        zswap_quiet();
+    if (zswap_on && !o->fill_writeback) {
+        zswap_quiet(o);
         ktap_diag("phase fill: zswap shrinker off, memory.zswap.max max (no writeback before "
                   "the writeback phase)");
     }
     R->t0 = gl_now_s();
     gl_vmstat_read(&R->v0);
     pattern_fill(&pat, mem, pages);
-    ktap_diag("phase fill memory.current %lld", gl_memcg_read(o.cgroup, "memory.current"));
-    gl_memcg_reclaim_all(o.cgroup);
+    ktap_diag("phase fill memory.current %lld", gl_memcg_read(o->cgroup, "memory.current"));
+    gl_memcg_reclaim_all(o->cgroup);
     gl_vmstat_read(&R->v_fill);
     ktap_check(1, ktap_name("filled %zu pages and reclaimed", pages), "memory.current %lld",
-               gl_memcg_read(o.cgroup, "memory.current"));
+               gl_memcg_read(o->cgroup, "memory.current"));
     ktap_diag("phase reclaimed memory.zswap.current %lld",
-              gl_memcg_read(o.cgroup, "memory.zswap.current"));
+              gl_memcg_read(o->cgroup, "memory.zswap.current"));
 
-    if (o.arm_at == ARM_WRITEBACK) {
-        arm("before forcing writeback");
+    if (o->arm_at == ARM_WRITEBACK) {
+        arm(o, "before forcing writeback");
     }
     gl_vmstat_read(&R->v_wb0);
-    ps0 = gl_memcg_stat(o.cgroup, "pgscan");
-    pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
+    ps0 = gl_memcg_stat(o->cgroup, "pgscan");
+    pt0 = gl_memcg_stat(o->cgroup, "pgsteal");
     memset(&R->vr_wb, 0, sizeof(R->vr_wb));
-    if (zswap_on && o.wb_rounds > 0) {
-        force_writeback(R, mem, pages, &R->vr_wb, &before_last);
+    if (zswap_on && o->wb_rounds > 0) {
+        force_writeback(o, R, mem, pages, &R->vr_wb, &before_last);
     } else {
         /* No zswap: fault everything in and reclaim again: a second swap-out. */
-        for (int r = 0; r < (o.wb_rounds > 0 ? o.wb_rounds : 1); r++) {
+        for (int r = 0; r < (o->wb_rounds > 0 ? o->wb_rounds : 1); r++) {
             verify_pages(&pat, mem, 0, pages, 0, NULL, NULL, 0, &R->vr_wb);
-            gl_memcg_reclaim_all(o.cgroup);
+            gl_memcg_reclaim_all(o->cgroup);
         }
     }
-    if (o.arm_at == ARM_WRITEBACK) {
-        disarm("after forced writeback");
+    if (o->arm_at == ARM_WRITEBACK) {
+        disarm(o, "after forced writeback");
     }
-    gl_sleep_ms(o.settle_ms);
+    gl_sleep_ms(o->settle_ms);
     gl_vmstat_read(&R->v_wb1);
-    R->swapcached_wb = swapcached_pages(&R->v_wb1);
-    R->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
-    R->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
+    R->swapcached_wb = swapcached_pages(o, &R->v_wb1);
+    R->pgscan_wb = gl_memcg_stat(o->cgroup, "pgscan") - ps0;
+    R->pgsteal_wb = gl_memcg_stat(o->cgroup, "pgsteal") - pt0;
     run_count_verify(R, &R->vr_wb, 0);
     ktap_check(!R->vr_wb.bad && !R->vr_wb.sigbus,
                "writeback phase: pattern intact while refaulting", "%zu bad, %zu SIGBUS",
                R->vr_wb.bad, R->vr_wb.sigbus);
     gl_vmstat_report("phase wb vmstat", &R->v_wb0, &R->v_wb1);
-    report_memstat("phase wb memstat");
+    report_memstat(o, "phase wb memstat");
     ktap_diag("phase wb nr_swapcached_now %lld", R->v_wb1.v[VM_NR_SWAPCACHED]);
-    if (o.wb_refaults) {
-        refault_written_back(R, mem, pages, &before_last);
+    if (o->wb_refaults) {
+        refault_written_back(o, R, mem, pages, &before_last);
         slots_free(&before_last);
     }
-    if (o.heal_slots) {
-        heal_redirtied(R, mem, pages);
+    if (o->heal_slots) {
+        heal_redirtied(o, R, mem, pages);
     }
 
-    if (o.arm_at == ARM_REFAULT) {
-        arm("before the refault");
-        refault_in_child(mem, pages, R);
+    if (o->arm_at == ARM_REFAULT) {
+        arm(o, "before the refault");
+        refault_in_child(o, mem, pages, R);
     }
-    for (int r = 1; r <= o.rounds; r++) {
+    for (int r = 1; r <= o->rounds; r++) {
         struct gl_vmstat a, b;
 
-        if (o.arm_at == ARM_REFAULT && r == 1) {
+        if (o->arm_at == ARM_REFAULT && r == 1) {
             continue;   /* round 1 was the child's */
         }
         gl_vmstat_read(&a);
@@ -422,7 +422,7 @@ void pipeline(struct run *R)
         if (vr.bad) {
             ktap_diag("first bad page %zu", vr.first_bad);
         }
-        gl_memcg_reclaim_all(o.cgroup);
+        gl_memcg_reclaim_all(o->cgroup);
         gl_vmstat_read(&b);
         ktap_diag("round %d vmstat pswpout %lld", r, gl_vmstat_delta(&a, &b, VM_PSWPOUT));
         ktap_diag("round %d vmstat workingset_refault_anon %lld", r,
@@ -431,20 +431,20 @@ void pipeline(struct run *R)
     gl_vmstat_read(&R->v_end);
     R->t1 = gl_now_s();
     R->heal_pswpout = gl_vmstat_delta(&R->v_wb1, &R->v_end, VM_PSWPOUT);
-    munmap(mem, o.mem);
+    munmap(mem, o->mem);
 }
 
 /* The KTAP results pipeline() reports with these options. */
-int pipeline_planned(void)
+int pipeline_planned(const struct options *o)
 {
-    int armed = o.arm_state >= 0, n = 2;    /* filled; writeback phase intact */
+    int armed = o->arm_state >= 0, n = 2;    /* filled; writeback phase intact */
 
-    if (o.arm_at == ARM_WRITEBACK) {
-        n += armed + (armed && o.disarm);
+    if (o->arm_at == ARM_WRITEBACK) {
+        n += armed + (armed && o->disarm);
     }
-    if (o.arm_at == ARM_REFAULT) {
-        n += armed + 1 + (armed && o.disarm) + 1 + !!o.expect_sigbus;
+    if (o->arm_at == ARM_REFAULT) {
+        n += armed + 1 + (armed && o->disarm) + 1 + !!o->expect_sigbus;
     }
-    return n + o.rounds - (o.arm_at == ARM_REFAULT);
+    return n + o->rounds - (o->arm_at == ARM_REFAULT);
 }
 

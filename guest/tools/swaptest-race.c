@@ -32,6 +32,7 @@ struct chunk {
 };
 
 struct race {
+    const struct options *o;
     uint8_t *mem;
     size_t chunks;
     struct chunk *c;
@@ -44,29 +45,29 @@ struct race {
 };
 
 /* Chunk @c's pattern in its generation @gen. */
-static struct pattern chunk_pattern(size_t c, uint32_t gen)
+static struct pattern chunk_pattern(const struct options *o, size_t c, uint32_t gen)
 {
     return (struct pattern){
-        .seed = o.seed ^ ((uint64_t)c << 32) ^ ((uint64_t)gen * 0x9e3779b97f4a7c15ULL),
-        .compressible = o.compressible,
+        .seed = o->seed ^ ((uint64_t)c << 32) ^ ((uint64_t)gen * 0x9e3779b97f4a7c15ULL),
+        .compressible = o->compressible,
     };
 }
 
 static void chunk_fill(struct race *R, size_t c)
 {
-    size_t cp = o.chunk_pages;
+    size_t cp = R->o->chunk_pages;
     uint8_t *base = R->mem + c * cp * GL_PAGE_SIZE;
     struct pattern pat;
 
     R->c[c].gen++;
-    pat = chunk_pattern(c, R->c[c].gen);
+    pat = chunk_pattern(R->o, c, R->c[c].gen);
     pattern_fill(&pat, base, cp);
     R->c[c].zero = 0;
 }
 
 static void chunk_verify(struct race *R, size_t c, struct verify_result *vr)
 {
-    size_t cp = o.chunk_pages;
+    size_t cp = R->o->chunk_pages;
     uint8_t *base = R->mem + c * cp * GL_PAGE_SIZE;
     struct pattern pat;
 
@@ -82,18 +83,19 @@ static void chunk_verify(struct race *R, size_t c, struct verify_result *vr)
         }
         return;
     }
-    pat = chunk_pattern(c, R->c[c].gen);
+    pat = chunk_pattern(R->o, c, R->c[c].gen);
     verify_pages(&pat, base, 0, cp, 0, NULL, NULL, 0, vr);
 }
 
 static void *race_worker(void *arg)
 {
     struct race *R = arg;
-    uint64_t x = (uint64_t)(uintptr_t)pthread_self() ^ o.seed;
+    const struct options *o = R->o;
+    uint64_t x = (uint64_t)(uintptr_t)pthread_self() ^ o->seed;
     long long ops[OP__N] = { 0 };
     struct verify_result vr = { 0 };
     long long remap_fail = 0;
-    size_t clen = (size_t)o.chunk_pages * GL_PAGE_SIZE;
+    size_t clen = (size_t)o->chunk_pages * GL_PAGE_SIZE;
 
     while (!R->stop && gl_now_s() < R->deadline) {
         x ^= x << 13;
@@ -153,14 +155,15 @@ static void *race_worker(void *arg)
 static void *race_toggler(void *arg)
 {
     struct race *R = arg;
+    const struct options *o = R->o;
     long long toggles = 0;
 
     while (!R->stop && gl_now_s() < R->deadline) {
-        gl_memcg_set(o.cgroup, "memory.zswap.max", (toggles & 1) ? o.zswap_max : "65536");
+        gl_memcg_set(o->cgroup, "memory.zswap.max", (toggles & 1) ? o->zswap_max : "65536");
         gl_sleep_ms(50);
         toggles++;
     }
-    zswap_max_restore();
+    zswap_max_restore(o);
     ktap_diag("race zswap_max_toggles %lld", toggles);
     return NULL;
 }
@@ -169,10 +172,11 @@ static void *race_toggler(void *arg)
 static void *race_reclaimer(void *arg)
 {
     struct race *R = arg;
+    const struct options *o = R->o;
     long long calls = 0;
 
     while (!R->stop && gl_now_s() < R->deadline) {
-        gl_memcg_write(o.cgroup, "memory.reclaim", "8M");
+        gl_memcg_write(o->cgroup, "memory.reclaim", "8M");
         gl_sleep_ms(20);
         calls++;
     }
@@ -180,15 +184,15 @@ static void *race_reclaimer(void *arg)
     return NULL;
 }
 
-void race(struct run *Rn)
+void race(const struct options *o, struct run *Rn)
 {
-    struct race R = { 0 };
-    size_t clen = (size_t)o.chunk_pages * GL_PAGE_SIZE;
+    struct race R = { .o = o };
+    size_t clen = (size_t)o->chunk_pages * GL_PAGE_SIZE;
     pthread_t th[66];
     struct verify_result vr = { 0 };
     long long ps0, pt0;
 
-    R.chunks = o.mem / clen;
+    R.chunks = o->mem / clen;
     R.mem = map_pattern(R.chunks * clen);
     R.c = calloc(R.chunks, sizeof(*R.c));
     pthread_mutex_init(&R.stat_lock, NULL);
@@ -198,35 +202,35 @@ void race(struct run *Rn)
         pthread_mutex_init(&R.c[c].lock, NULL);
         chunk_fill(&R, c);
     }
-    gl_memcg_reclaim_all(o.cgroup);
+    gl_memcg_reclaim_all(o->cgroup);
     gl_vmstat_read(&Rn->v_fill);
     ktap_check(1, ktap_name("filled %zu chunks of %d pages and reclaimed", R.chunks,
-                            o.chunk_pages), NULL);
-    arm("before the race");
+                            o->chunk_pages), NULL);
+    arm(o, "before the race");
     gl_vmstat_read(&Rn->v_wb0);
-    ps0 = gl_memcg_stat(o.cgroup, "pgscan");
-    pt0 = gl_memcg_stat(o.cgroup, "pgsteal");
-    R.deadline = gl_now_s() + o.duration;
-    for (int i = 0; i < o.threads; i++) {
+    ps0 = gl_memcg_stat(o->cgroup, "pgscan");
+    pt0 = gl_memcg_stat(o->cgroup, "pgsteal");
+    R.deadline = gl_now_s() + o->duration;
+    for (int i = 0; i < o->threads; i++) {
         pthread_create(&th[i], NULL, race_worker, &R);
     }
-    pthread_create(&th[o.threads], NULL, race_toggler, &R);
-    pthread_create(&th[o.threads + 1], NULL, race_reclaimer, &R);
-    for (int i = 0; i <= o.threads + 1; i++) {
+    pthread_create(&th[o->threads], NULL, race_toggler, &R);
+    pthread_create(&th[o->threads + 1], NULL, race_reclaimer, &R);
+    for (int i = 0; i <= o->threads + 1; i++) {
         pthread_join(th[i], NULL);
     }
-    disarm("after the race");
+    disarm(o, "after the race");
     gl_vmstat_read(&Rn->v_wb1);
-    Rn->pgscan_wb = gl_memcg_stat(o.cgroup, "pgscan") - ps0;
-    Rn->pgsteal_wb = gl_memcg_stat(o.cgroup, "pgsteal") - pt0;
-    Rn->swapcached_wb = swapcached_pages(&Rn->v_wb1);
+    Rn->pgscan_wb = gl_memcg_stat(o->cgroup, "pgscan") - ps0;
+    Rn->pgsteal_wb = gl_memcg_stat(o->cgroup, "pgsteal") - pt0;
+    Rn->swapcached_wb = swapcached_pages(o, &Rn->v_wb1);
     for (int i = 0; i < OP__N; i++) {
         ktap_diag("race op %s %lld", op_names[i], R.ops[i]);
     }
     ktap_diag("race remap_refilled_with_map_fixed %lld", R.remap_fail);
     ktap_check(!R.vr.bad && !R.vr.sigbus,
-               ktap_name("race: %d threads for %.0fs: no bad pages, no SIGBUS", o.threads,
-                         o.duration), "%zu bad pages, %zu SIGBUS", R.vr.bad, R.vr.sigbus);
+               ktap_name("race: %d threads for %.0fs: no bad pages, no SIGBUS", o->threads,
+                         o->duration), "%zu bad pages, %zu SIGBUS", R.vr.bad, R.vr.sigbus);
     gl_vmstat_report("phase race vmstat", &Rn->v_wb0, &Rn->v_wb1);
     /* Final pass over everything. */
     for (size_t c = 0; c < R.chunks; c++) {
@@ -236,7 +240,7 @@ void race(struct run *Rn)
     run_count_verify(Rn, &vr, 0);
     Rn->verified = vr.ok;
     ktap_check(!vr.bad && !vr.sigbus, ktap_name("final verify of %zu pages",
-                                                R.chunks * o.chunk_pages),
+                                                R.chunks * o->chunk_pages),
                "%zu match, %zu bad, %zu SIGBUS", vr.ok, vr.bad, vr.sigbus);
     gl_vmstat_read(&Rn->v_end);
     Rn->t1 = gl_now_s();
@@ -245,7 +249,7 @@ void race(struct run *Rn)
 }
 
 /* The KTAP results race() reports: filled, armed, disarmed, race, final verify. */
-int race_planned(void)
+int race_planned(const struct options *o)
 {
-    return 3 + (o.arm_state >= 0) + (o.arm_state >= 0 && o.disarm);
+    return 3 + (o->arm_state >= 0) + (o->arm_state >= 0 && o->disarm);
 }

@@ -40,16 +40,16 @@ static long long majflt_now(void)
     return ru.ru_majflt;
 }
 
-void readahead_run(struct run *R)
+void readahead_run(const struct options *o, struct run *R)
 {
-    const struct pattern pat = { o.seed, o.compressible };
-    size_t pages = o.mem / GL_PAGE_SIZE;
+    const struct pattern pat = { o->seed, o->compressible };
+    size_t pages = o->mem / GL_PAGE_SIZE;
     char old_pc[16] = "", buf[16], num[16];
     uint8_t *mem;
     long long pc;
 
-    if (o.page_cluster >= 0 && gl_read_file(PAGE_CLUSTER, old_pc, sizeof(old_pc)) == 0) {
-        snprintf(num, sizeof(num), "%d", o.page_cluster);
+    if (o->page_cluster >= 0 && gl_read_file(PAGE_CLUSTER, old_pc, sizeof(old_pc)) == 0) {
+        snprintf(num, sizeof(num), "%d", o->page_cluster);
         gl_write_file(PAGE_CLUSTER, num);
     }
     pc = gl_read_u64(PAGE_CLUSTER);
@@ -62,20 +62,20 @@ void readahead_run(struct run *R)
         gl_write_file(ZSWAP_PARAM "shrinker_enabled", "N");
     }
 
-    mem = map_pattern(o.mem);
+    mem = map_pattern(o->mem);
     R->t0 = gl_now_s();
     gl_vmstat_read(&R->v0);
     pattern_fill(&pat, mem, pages);
-    for (int r = 1; r <= o.rounds; r++) {
+    for (int r = 1; r <= o->rounds; r++) {
         struct gl_vmstat a, b;
         struct verify_result vr = { 0 };
         long long m0;
         double t;
 
-        gl_memcg_reclaim_all(o.cgroup);
+        gl_memcg_reclaim_all(o->cgroup);
         ktap_diag("round %d reclaimed: memory.current %lld memory.zswap.current %lld", r,
-                  gl_memcg_read(o.cgroup, "memory.current"),
-                  gl_memcg_read(o.cgroup, "memory.zswap.current"));
+                  gl_memcg_read(o->cgroup, "memory.current"),
+                  gl_memcg_read(o->cgroup, "memory.zswap.current"));
         gl_vmstat_read(&a);
         m0 = majflt_now();
         t = gl_now_s();
@@ -101,21 +101,21 @@ void readahead_run(struct run *R)
     gl_vmstat_read(&R->v_end);
     R->t1 = gl_now_s();
     R->v_wb0 = R->v_wb1 = R->v_end;     /* no writeback phase */
-    munmap(mem, o.mem);
+    munmap(mem, o->mem);
     if (old_pc[0]) {
         gl_write_file(PAGE_CLUSTER, old_pc);
     }
 }
 
 /* One KTAP result per round, before the checks. */
-int readahead_planned(void)
+int readahead_planned(const struct options *o)
 {
-    return o.rounds;
+    return o->rounds;
 }
 
 /* ------------------------------------------------------------ checks */
 
-static void ra_metrics(const struct run *R)
+static void ra_metrics(const struct options *o, const struct run *R)
 {
     long long pct = ra.swap_ra > 0 ? ra.swap_ra_hit * 100 / ra.swap_ra : 0;
 
@@ -135,7 +135,8 @@ static void ra_metrics(const struct run *R)
  * loads and no device reads; with zswap off, device reads and no zswap loads
  * (at least half the pages, so a pattern that never left memory fails).
  */
-static enum check_result ra_backend(const struct run *R, struct check_out *out)
+static enum check_result ra_backend(const struct options *o, const struct run *R,
+                                    struct check_out *out)
 {
     long long from = ra.zswap_on ? ra.zswpin : ra.pswpin;
     long long other = ra.zswap_on ? ra.pswpin : ra.zswpin;
@@ -147,9 +148,9 @@ static enum check_result ra_backend(const struct run *R, struct check_out *out)
     return from >= (long long)(ra.refaulted / 2) && other == 0 ? CHECK_PASS : CHECK_FAIL;
 }
 
-static int ra_expected(void)
+static int ra_expected(const struct options *o)
 {
-    return o.expect_ra != NULL;
+    return o->expect_ra != NULL;
 }
 
 /*
@@ -157,9 +158,10 @@ static int ra_expected(void)
  * SWP_SYNCHRONOUS_IO device, whose swapin skips the swap cache); some: the
  * sequential refault read ahead and the read-ahead pages were used.
  */
-static enum check_result ra_expect(const struct run *R, struct check_out *out)
+static enum check_result ra_expect(const struct options *o, const struct run *R,
+                                   struct check_out *out)
 {
-    if (!strcmp(o.expect_ra, "zero")) {
+    if (!strcmp(o->expect_ra, "zero")) {
         check_describe(out, ktap_name("readahead %s: no swap readahead", ra.tag),
                        "swap_ra %lld, swap_ra_hit %lld", ra.swap_ra, ra.swap_ra_hit);
         return ra.swap_ra == 0 && ra.swap_ra_hit == 0 ? CHECK_PASS : CHECK_FAIL;

@@ -45,8 +45,8 @@
 struct mode {
     const char *name;
     const char *presets;
-    void (*run)(struct run *R);
-    int (*planned)(void);       /* KTAP results of run() */
+    void (*run)(const struct options *o, struct run *R);
+    int (*planned)(const struct options *o);    /* KTAP results of run() */
     const struct check *const *checks;
 };
 
@@ -70,9 +70,6 @@ static const struct mode modes[] = {
 #define N_MODES (sizeof(modes) / sizeof(modes[0]))
 
 /* ------------------------------------------------------------ options */
-
-struct options o;
-static const struct mode *mode;
 
 static void usage(void)
 {
@@ -154,53 +151,53 @@ static const struct option longopts[] = {
     { NULL, 0, NULL, 0 },
 };
 
-/* Apply options argv[1..argc-1] to o (the mode's presets, then the user's). */
-static void apply_options(int argc, char **argv)
+/* Apply options argv[1..argc-1] to @o (the mode's presets, then the user's). */
+static void apply_options(struct options *o, int argc, char **argv)
 {
     int c;
 
     optind = 0;     /* full getopt reset: called once per option vector */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 'm': o.mem = gl_parse_size(optarg); break;
-        case 'M': o.memcg_max = gl_parse_size(optarg); break;
-        case 's': o.seed = strtoull(optarg, NULL, 0); break;
-        case 'c': o.cgroup = optarg; break;
-        case 'r': o.rounds = atoi(optarg); break;
-        case 'z': o.zswap = on_off(optarg); break;
-        case 'S': o.shrinker = on_off(optarg); break;
-        case 'x': o.zswap_max = optarg; break;
-        case 'w': o.zswap_writeback = on_off(optarg); break;
-        case 'W': o.wb_rounds = atoi(optarg); break;
-        case 'T': o.settle_ms = atoi(optarg); break;
-        case 'a': o.arm_state = strtol(optarg, NULL, 0); break;
+        case 'm': o->mem = gl_parse_size(optarg); break;
+        case 'M': o->memcg_max = gl_parse_size(optarg); break;
+        case 's': o->seed = strtoull(optarg, NULL, 0); break;
+        case 'c': o->cgroup = optarg; break;
+        case 'r': o->rounds = atoi(optarg); break;
+        case 'z': o->zswap = on_off(optarg); break;
+        case 'S': o->shrinker = on_off(optarg); break;
+        case 'x': o->zswap_max = optarg; break;
+        case 'w': o->zswap_writeback = on_off(optarg); break;
+        case 'W': o->wb_rounds = atoi(optarg); break;
+        case 'T': o->settle_ms = atoi(optarg); break;
+        case 'a': o->arm_state = strtol(optarg, NULL, 0); break;
         case 'A':
-            o.arm_at = one_of(optarg, "writeback", "refault") ? ARM_REFAULT : ARM_WRITEBACK;
+            o->arm_at = one_of(optarg, "writeback", "refault") ? ARM_REFAULT : ARM_WRITEBACK;
             break;
-        case 'd': o.disarm = 1; break;
-        case 'D': o.fault_dev = optarg; break;
-        case 'k': o.kernel_mode = optarg; break;
-        case 'C': o.expect_ctx = optarg; break;
-        case 1: o.expect_sync = 1; break;
-        case 2: o.expect_sync = 0; break;
-        case 3: o.fill_writeback = on_off(optarg); break;
-        case 4: o.wb_refaults = on_off(optarg); break;
-        case 5: o.heal_slots = on_off(optarg); break;
-        case 6: o.disarm = 0; break;
-        case 7: o.device_lost = 1; break;
-        case 'e': o.expect_errors = 1; break;
-        case 'b': o.expect_sigbus = 1; break;
-        case 't': o.threads = atoi(optarg); break;
-        case 'u': o.duration = atof(optarg); break;
-        case 'p': o.chunk_pages = atoi(optarg); break;
-        case 10: o.page_cluster = atoi(optarg); break;
+        case 'd': o->disarm = 1; break;
+        case 'D': o->fault_dev = optarg; break;
+        case 'k': o->kernel_mode = optarg; break;
+        case 'C': o->expect_ctx = optarg; break;
+        case 1: o->expect_sync = 1; break;
+        case 2: o->expect_sync = 0; break;
+        case 3: o->fill_writeback = on_off(optarg); break;
+        case 4: o->wb_refaults = on_off(optarg); break;
+        case 5: o->heal_slots = on_off(optarg); break;
+        case 6: o->disarm = 0; break;
+        case 7: o->device_lost = 1; break;
+        case 'e': o->expect_errors = 1; break;
+        case 'b': o->expect_sigbus = 1; break;
+        case 't': o->threads = atoi(optarg); break;
+        case 'u': o->duration = atof(optarg); break;
+        case 'p': o->chunk_pages = atoi(optarg); break;
+        case 10: o->page_cluster = atoi(optarg); break;
         case 11:
             one_of(optarg, "zero", "some");
-            o.expect_ra = optarg;
+            o->expect_ra = optarg;
             break;
-        case 'B': o.wb_limit = one_of(optarg, "shrinker", "limit"); break;
-        case 'R': o.wb_reclaims = atoi(optarg); break;
-        case 'P': o.compressible = one_of(optarg, "half", "compressible"); break;
+        case 'B': o->wb_limit = one_of(optarg, "shrinker", "limit"); break;
+        case 'R': o->wb_reclaims = atoi(optarg); break;
+        case 'P': o->compressible = one_of(optarg, "half", "compressible"); break;
         default: usage();
         }
     }
@@ -210,7 +207,7 @@ static void apply_options(int argc, char **argv)
 }
 
 /* The mode's presets as an argv ("swaptest" then the words). */
-static void apply_presets(const char *presets)
+static void apply_presets(struct options *o, const char *presets)
 {
     char *words = strdup(presets), *save = NULL;
     char *argv[32] = { "swaptest" };
@@ -220,12 +217,15 @@ static void apply_presets(const char *presets)
          w = strtok_r(NULL, " ", &save)) {
         argv[argc++] = w;
     }
-    apply_options(argc, argv);
-    /* o's strings from presets point into words: keep it */
+    apply_options(o, argc, argv);
+    /* @o's strings from presets point into words: keep it */
 }
 
-static void parse_args(int argc, char **argv)
+/* The mode argv names, its options in @o (usage() on bad input). */
+static const struct mode *parse_args(int argc, char **argv, struct options *o)
 {
+    const struct mode *mode = NULL;
+
     if (argc < 2 || argv[1][0] == '-') {
         usage();
     }
@@ -237,7 +237,7 @@ static void parse_args(int argc, char **argv)
     if (!mode) {
         usage();
     }
-    o = (struct options){
+    *o = (struct options){
         .mode = argv[1], .mem = 128 << 20, .memcg_max = 64 << 20, .seed = 1,
         .cgroup = "swaptest", .zswap = -1, .shrinker = -1, .zswap_max = "max",
         .zswap_writeback = 1, .wb_rounds = 2, .rounds = 1, .arm_state = -1,
@@ -247,22 +247,23 @@ static void parse_args(int argc, char **argv)
         .expect_sync = -1, .settle_ms = 500, .threads = 4, .duration = 30,
         .chunk_pages = 64, .wb_reclaims = 4, .fill_writeback = 1, .page_cluster = -1,
     };
-    apply_presets(mode->presets);
-    apply_options(argc - 1, argv + 1);
-    if (o.arm_state >= 0 && o.arm_at == ARM_NONE) {
-        o.arm_at = ARM_WRITEBACK;
+    apply_presets(o, mode->presets);
+    apply_options(o, argc - 1, argv + 1);
+    if (o->arm_state >= 0 && o->arm_at == ARM_NONE) {
+        o->arm_at = ARM_WRITEBACK;
     }
-    if (o.device_lost) {
-        o.disarm = 0;   /* nothing left to disarm */
+    if (o->device_lost) {
+        o->disarm = 0;   /* nothing left to disarm */
     }
-    if (strcmp(o.kernel_mode, "auto") && strcmp(o.kernel_mode, "stock") &&
-        strcmp(o.kernel_mode, "patched")) {
+    if (strcmp(o->kernel_mode, "auto") && strcmp(o->kernel_mode, "stock") &&
+        strcmp(o->kernel_mode, "patched")) {
         usage();
     }
-    if (!o.mem || !o.memcg_max || o.rounds < 1 || o.wb_rounds < 0 ||
-        o.threads < 1 || o.threads > 64 || o.chunk_pages < 1 || o.page_cluster < -1 || o.page_cluster > 31) {
+    if (!o->mem || !o->memcg_max || o->rounds < 1 || o->wb_rounds < 0 ||
+        o->threads < 1 || o->threads > 64 || o->chunk_pages < 1 || o->page_cluster < -1 || o->page_cluster > 31) {
         usage();
     }
+    return mode;
 }
 
 /* ------------------------------------------------------------ counters */
@@ -315,58 +316,61 @@ static void zswap_debugfs_report(const struct zdebug *a, const struct zdebug *b)
 
 /* ------------------------------------------------------------ setup */
 
-static int memcg_setup(void)
+static int memcg_setup(const struct options *o)
 {
-    int err = gl_memcg_enter(o.cgroup, o.memcg_max);
+    int err = gl_memcg_enter(o->cgroup, o->memcg_max);
 
-    ktap_check(!err, ktap_name("memcg %s created and joined (memory.max %" PRIu64 ")", o.cgroup,
-                               o.memcg_max), NULL);
+    ktap_check(!err, ktap_name("memcg %s created and joined (memory.max %" PRIu64 ")", o->cgroup,
+                               o->memcg_max), NULL);
     if (err) {
         ktap_diag("memcg error %s", strerror(-err));
         return err;
     }
-    zswap_max_restore();
-    gl_memcg_set(o.cgroup, "memory.zswap.writeback", o.zswap_writeback ? "1" : "0");
+    zswap_max_restore(o);
+    gl_memcg_set(o->cgroup, "memory.zswap.writeback", o->zswap_writeback ? "1" : "0");
     return 0;
 }
 
 int main(int argc, char **argv)
 {
+    struct options opts;
+    const struct options *o = &opts;
+    const struct mode *mode;
     struct run R;
     struct zdebug z0, z1;
     double t0 = gl_now_s();
     int kmsg_fd;
 
     memset(&R, 0, sizeof(R));
-    parse_args(argc, argv);
+    mode = parse_args(argc, argv, &opts);
     lock_own_memory();      /* only the pattern swaps (map_pattern) */
     /* memcg joined, the mode's run and checks, no splat */
-    ktap_header(1 + mode->planned() + checks_planned(mode->checks) + 1);
+    ktap_header(1 + mode->planned(o) + checks_planned(mode->checks, o) + 1);
     ktap_diag("swaptest %s mem=%" PRIu64 " memcg_max=%" PRIu64 " seed=%" PRIu64
-              " pattern=%s", o.mode, o.mem, o.memcg_max, o.seed,
-              o.compressible ? "compressible" : "half");
+              " pattern=%s", o->mode, o->mem, o->memcg_max, o->seed,
+              o->compressible ? "compressible" : "half");
     kmsg_fd = gl_kmsg_open();
     sigbus_install();
-    probe_features(o.kernel_mode);
-    global_setup();
+    probe_features(o->kernel_mode);
+    global_setup(o);
     tracing_start();
     zswap_debugfs_read(&z0);
-    if (memcg_setup() == 0) {
-        mode->run(&R);
-        report_memstat("memstat");
+    if (memcg_setup(o) == 0) {
+        mode->run(o, &R);
+        report_memstat(o, "memstat");
         tracing_collect();
         zswap_debugfs_read(&z1);
         gl_vmstat_report("vmstat", &R.v0, &R.v_end);
         zswap_debugfs_report(&z0, &z1);
         tracing_report();
         gl_kmsg_scan(kmsg_fd, &R.kmsg);
-        run_checks(mode->checks, &R);
+        run_checks(mode->checks, o, &R);
         report_metrics(&R);
-        run_check(&check_no_splat, &R);
-        if (fault_left_armed() && o.arm_state >= 0) {
+        run_check(&check_no_splat, o, &R);
+        if (fault_left_armed() && o->arm_state >= 0) {
             ktap_diag("note: fault state left armed (no --disarm)");
         }
-        gl_memcg_leave(o.cgroup);
+        gl_memcg_leave(o->cgroup);
     } else {
         tracing_cleanup();
     }

@@ -73,9 +73,10 @@ void check_describe(struct check_out *out, const char *name, const char *detail_
  * only) decides and describes the result.
  */
 struct check {
-    int (*wanted)(void);
-    void (*report)(const struct run *R);
-    enum check_result (*fn)(const struct run *R, struct check_out *out);
+    int (*wanted)(const struct options *o);
+    void (*report)(const struct options *o, const struct run *R);
+    enum check_result (*fn)(const struct options *o, const struct run *R,
+                            struct check_out *out);
     /* judged from zswpwb, which kernels before 6.8 do not count: SKIP there */
     bool zswpwb;
 };
@@ -87,10 +88,11 @@ extern const struct check *const writeback_checks[], *const completion_checks[],
     *const lru_checks[];
 extern const struct check check_no_splat, check_pages;
 
-void run_checks(const struct check *const *checks, const struct run *R);
+void run_checks(const struct check *const *checks, const struct options *o,
+                const struct run *R);
 /* KTAP results the checks of @checks will report (for the plan). */
-int checks_planned(const struct check *const *checks);
-void run_check(const struct check *c, const struct run *R);
+int checks_planned(const struct check *const *checks, const struct options *o);
+void run_check(const struct check *c, const struct options *o, const struct run *R);
 void report_metrics(const struct run *R);
 /* Patch-specific checks asserted so far (the judge needs > 0 for kernel_mode patched). */
 extern int patch_checks_asserted;
@@ -100,15 +102,15 @@ size_t run_data_errors(const struct run *R);
 
 /* The seed-path modes (swaptest-readahead.c, swaptest-lru.c) and the KTAP
  * results each run reports before its checks. */
-void readahead_run(struct run *R);
-int readahead_planned(void);
-void lru_run(struct run *R);
-int lru_planned(void);
+void readahead_run(const struct options *o, struct run *R);
+int readahead_planned(const struct options *o);
+void lru_run(const struct options *o, struct run *R);
+int lru_planned(const struct options *o);
 
 /* The runs of the modes, and the KTAP results each reports. */
-void pipeline(struct run *R);
-void race(struct run *R);
-int pipeline_planned(void);
-int race_planned(void);
+void pipeline(const struct options *o, struct run *R);
+void race(const struct options *o, struct run *R);
+int pipeline_planned(const struct options *o);
+int race_planned(const struct options *o);
 
 #endif /* FAULTLINE_SWAPTEST_H */

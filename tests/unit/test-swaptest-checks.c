@@ -2,9 +2,8 @@
 /*
  * swaptest's checks (guest/tools/swaptest-checks.c) on planted runs: each
  * check must FAIL on the case issue 18 names for it.  The checks file is
- * compiled in here (its checks are static) with the options swaptest.c
- * would define; the tracing evidence they read (swaptest-trace.c) and the
- * slot maps (swaptest-slots.c) are linked.
+ * compiled in here (its checks are static); the tracing evidence they read
+ * (swaptest-trace.c) and the slot maps (swaptest-slots.c) are linked.
  */
 #include "../../guest/tools/swaptest-checks.c"
 
@@ -12,7 +11,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-struct options o;
+/* The options the checks are judged with. */
+static struct options o;
 
 #include "check-expect.h"
 
@@ -30,7 +30,7 @@ static void expect_ktap(const struct check *c, const struct run *R, const char *
 
     fflush(stdout);
     dup2(fileno(tmp), STDOUT_FILENO);
-    run_check(c, R);
+    run_check(c, &o, R);
     fflush(stdout);
     dup2(saved, STDOUT_FILENO);
     close(saved);
@@ -235,23 +235,23 @@ int main(void)
     /* completion context: the scenario claims one context, all of it */
     o.expect_ctx = "hardirq";
     set_ctx(&probes[P_EBW], 1000, 0, 0);
-    expect(completion_ctx(&R, &out), CHECK_PASS, "hardirq 100% is hardirq");
+    expect(completion_ctx(&o, &R, &out), CHECK_PASS, "hardirq 100% is hardirq");
     expect_name(&out, "swap write completions all in hardirq context", "a pass");
     set_ctx(&probes[P_EBW], 600, 400, 0);
-    expect(completion_ctx(&R, &out), CHECK_FAIL, "hardirq 60% + softirq 40% is not hardirq");
+    expect(completion_ctx(&o, &R, &out), CHECK_FAIL, "hardirq 60% + softirq 40% is not hardirq");
     expect_name(&out, "swap write completions all in hardirq context", "its fail");
     o.expect_ctx = "irq";
     set_ctx(&probes[P_EBW], 600, 0, 400);
-    expect(completion_ctx(&R, &out), CHECK_FAIL, "irq 60% + task 40% is not irq");
+    expect(completion_ctx(&o, &R, &out), CHECK_FAIL, "irq 60% + task 40% is not irq");
 
     /* a claimed write path whose probe cannot attach fails, never skips */
     o.expect_sync = 1;
     set_ctx(&probes[P_SYNC], 0, 0, 500);
     set_ctx(&probes[P_EBW], 0, 0, 0);
-    expect(write_path(&R, &out), CHECK_PASS, "sync path seen");
+    expect(write_path(&o, &R, &out), CHECK_PASS, "sync path seen");
     expect_name(&out, "swap write path is synchronous", "a pass");
     probes[P_SYNC].ok = 0;
-    expect(write_path(&R, &out), CHECK_FAIL, "sync path claimed, probe not attached");
+    expect(write_path(&o, &R, &out), CHECK_FAIL, "sync path claimed, probe not attached");
     expect_name(&out, "swap write path is synchronous", "an unprobeable fail");
 
     /* dropbehind: declared patched, v4 (no helper symbol) is judged by its own probe */
@@ -261,13 +261,13 @@ int main(void)
     probes[P_DROPBEHIND].ok = 0;
     set_ctx(&probes[P_RMR], 0, 0, 990);
     snprintf(probes[P_RMR].resolved, sizeof(probes[P_RMR].resolved), "remove_mapping_reclaim");
-    expect(dropped_on_completion(&R, &out), CHECK_PASS, "v4: remove_mapping_reclaim drops");
+    expect(dropped_on_completion(&o, &R, &out), CHECK_PASS, "v4: remove_mapping_reclaim drops");
     expect_name(&out, "zswap writeback folios are dropped on completion (dropbehind)", "a pass");
     probes[P_RMR].ok = 0;
-    expect(dropped_on_completion(&R, &out), CHECK_FAIL,
+    expect(dropped_on_completion(&o, &R, &out), CHECK_FAIL,
            "patched, no drop probe at all: fails (not XFAIL)");
     patched = 0;
-    expect(dropped_on_completion(&R, &out), CHECK_XFAIL, "stock: baseline only");
+    expect(dropped_on_completion(&o, &R, &out), CHECK_XFAIL, "stock: baseline only");
     expect_name(&out, "zswap writeback folios are dropped on completion (dropbehind)",
                 "an XFAIL");
 
@@ -276,23 +276,23 @@ int main(void)
     R.v_end.v[VM_WS_REFAULT_ANON] = 66180;
     R.wb_marked = 9032;
     R.wb_refaults = 0;
-    expect(shadows_survive(&R, &out), CHECK_FAIL,
+    expect(shadows_survive(&o, &R, &out), CHECK_FAIL,
            "66180 refaults, none of the 9032 written-back pages");
     expect_name(&out, "refaults of written-back pages find workingset shadows", "a fail");
     R.wb_refaults = 9030;
-    expect(shadows_survive(&R, &out), CHECK_PASS, "written-back pages refault");
+    expect(shadows_survive(&o, &R, &out), CHECK_PASS, "written-back pages refault");
     expect_name(&out, "refaults of written-back pages find workingset shadows", "a pass");
     R.wb_marked = 0;
-    expect(shadows_survive(&R, &out), CHECK_FAIL, "nothing written back: nothing judged");
+    expect(shadows_survive(&o, &R, &out), CHECK_FAIL, "nothing written back: nothing judged");
 
     /* heal: pswpout from zswap's rejects is not the redirtied folios being written */
     R.heal_pswpout = 5000;
     R.redirtied = 800;
     R.redirtied_written = 0;
-    expect(rewritten_after_disarm(&R, &out), CHECK_FAIL,
+    expect(rewritten_after_disarm(&o, &R, &out), CHECK_FAIL,
            "pswpout +5000 but no redirtied folio left swap cache");
     R.redirtied_written = 800;
-    expect(rewritten_after_disarm(&R, &out), CHECK_PASS, "every redirtied folio written");
+    expect(rewritten_after_disarm(&o, &R, &out), CHECK_PASS, "every redirtied folio written");
     expect_name(&out, "after disarm the redirtied folios were written", "a pass");
     heal_passes();
 

@@ -12,6 +12,9 @@
 
 #include "check-expect.h"
 
+/* The checks judged here read no option. */
+static const struct options o;
+
 static void set_hits(int i, long long n)
 {
     lp[i].ok = 1;
@@ -51,22 +54,22 @@ int main(void)
 
     /* shrinker off, 48 reclaim calls: zswpwb 200, all of them stores' */
     phase(&R, 200, 0, 0, 2365);
-    expect(lru_counted(&R, &out), CHECK_FAIL, "shrinker off: stores' 200 returns are not "
+    expect(lru_counted(&o, &R, &out), CHECK_FAIL, "shrinker off: stores' 200 returns are not "
            "the shrinker's outcomes");
-    expect(lru_ok_is_zswpwb(&R, &out), CHECK_FAIL, "shrinker off: returns 0 = zswpwb 200, "
+    expect(lru_ok_is_zswpwb(&o, &R, &out), CHECK_FAIL, "shrinker off: returns 0 = zswpwb 200, "
            "but by the shrinker 0");
-    expect(lru_walked(&R, &out), CHECK_FAIL, "shrinker off: no shrinker scan");
+    expect(lru_walked(&o, &R, &out), CHECK_FAIL, "shrinker off: no shrinker scan");
 
     /* shrinker on: zswpwb 888, 618 by the shrinker, 270 by stores */
     phase(&R, 888, 618, 28, 3182);
-    expect(lru_counted(&R, &out), CHECK_PASS, "shrinker on: every return counted");
-    expect(lru_ok_is_zswpwb(&R, &out), CHECK_PASS, "shrinker on: the shrinker wrote back");
-    expect(lru_walked(&R, &out), CHECK_PASS, "shrinker on: the shrinker walked the LRU");
+    expect(lru_counted(&o, &R, &out), CHECK_PASS, "shrinker on: every return counted");
+    expect(lru_ok_is_zswpwb(&o, &R, &out), CHECK_PASS, "shrinker on: the shrinker wrote back");
+    expect(lru_walked(&o, &R, &out), CHECK_PASS, "shrinker on: the shrinker walked the LRU");
 
     /* without the stack-keyed kprobe whose writebacks they were is unknown */
     lw.stack_ok = 0;
-    expect(lru_ok_is_zswpwb(&R, &out), CHECK_FAIL, "no stack kprobe: not judged, fails");
-    expect(lru_counted(&R, &out), CHECK_FAIL, "no stack kprobe: returns not judged either");
+    expect(lru_ok_is_zswpwb(&o, &R, &out), CHECK_FAIL, "no stack kprobe: not judged, fails");
+    expect(lru_counted(&o, &R, &out), CHECK_FAIL, "no stack kprobe: returns not judged either");
 
     /* 7.2 inlines zswap_writeback_entry: judged from zswpwb, still the shrinker's */
     phase(&R, 4249, 0, 0, 12297);
@@ -74,10 +77,10 @@ int main(void)
     lw.ret_ok = 0;
     lp[LP_WB_ENTRY].ok = 0;
     lw.reclaim_fail1 = 1;
-    expect(lru_ok_is_zswpwb(&R, &out), CHECK_FAIL, "inlined, stores' writebacks only");
+    expect(lru_ok_is_zswpwb(&o, &R, &out), CHECK_FAIL, "inlined, stores' writebacks only");
     lw.wb_by[WB_SHRINKER] = 4249;
-    expect(lru_ok_is_zswpwb(&R, &out), CHECK_PASS, "inlined, the shrinker's writebacks");
-    expect(lru_counted(&R, &out), CHECK_SKIP, "inlined: no kretprobe to count returns");
+    expect(lru_ok_is_zswpwb(&o, &R, &out), CHECK_PASS, "inlined, the shrinker's writebacks");
+    expect(lru_counted(&o, &R, &out), CHECK_SKIP, "inlined: no kretprobe to count returns");
     printf("# %d of %d failed\n", n_failed, n_tests);
     return n_failed ? 1 : 0;
 }
