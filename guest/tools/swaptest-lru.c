@@ -468,10 +468,10 @@ static enum check_result lru_walked(const struct options *o, const struct run *R
     return walked > 0 && walked >= calls && lp_hits(LP_SCAN) > 0 ? CHECK_PASS : CHECK_FAIL;
 }
 
-static const struct check lru_metrics_check = { NULL, lru_metrics, NULL };
-static const struct check lru_counted_check = { NULL, NULL, lru_counted, true };
-static const struct check lru_ok_check = { NULL, NULL, lru_ok_is_zswpwb, true };
-static const struct check lru_walked_check = { NULL, NULL, lru_walked };
+static const struct check lru_metrics_check = { .report = lru_metrics };
+static const struct check lru_counted_check = { .fn = lru_counted, .zswpwb = true };
+static const struct check lru_ok_check = { .fn = lru_ok_is_zswpwb, .zswpwb = true };
+static const struct check lru_walked_check = { .fn = lru_walked };
 
 const struct check *const lru_checks[] = {
     &check_pages, &lru_metrics_check, &lru_counted_check, &lru_ok_check, &lru_walked_check,

@@ -171,9 +171,9 @@ static enum check_result ra_expect(const struct options *o, const struct run *R,
     return ra.swap_ra > 0 && ra.swap_ra_hit > 0 ? CHECK_PASS : CHECK_FAIL;
 }
 
-static const struct check ra_metrics_check = { NULL, ra_metrics, NULL };
-static const struct check ra_backend_check = { NULL, NULL, ra_backend };
-static const struct check ra_expect_check = { ra_expected, NULL, ra_expect };
+static const struct check ra_metrics_check = { .report = ra_metrics };
+static const struct check ra_backend_check = { .fn = ra_backend };
+static const struct check ra_expect_check = { .wanted = ra_expected, .fn = ra_expect };
 
 const struct check *const readahead_checks[] = {
     &check_pages, &ra_metrics_check, &ra_backend_check, &ra_expect_check, NULL,
