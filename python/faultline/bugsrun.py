@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 
-from . import TOP, bugs, kcidb, kernel, minimize, runner
+from . import TOP, bugs, kcidb, kernel, minimize, runner, scenario
 from .build import build_all, say, sha256
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .report import load_report
@@ -87,8 +87,17 @@ def build_kernel(bug, buggy, jobs=None):
 
 # ---------------------------------------------------------------- runs
 
-def reusable(rundir, image):
-    """The Report of a finished run in @rundir on @image, or None."""
+def _same_file(a, b):
+    try:
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            return fa.read() == fb.read()
+    except OSError:
+        return False
+
+
+def reusable(rundir, image, scenario_path=None):
+    """The Report of a finished run in @rundir on @image (of the scenario
+    file @scenario_path as it is now), or None."""
     try:
         r = load_report(rundir)
         with open(os.path.join(rundir, "run.json")) as f:
@@ -99,6 +108,8 @@ def reusable(rundir, image):
         return None             # stopped or never ran: run it again
     if meta.get("kernel_sha256") != sha256(image):
         return None             # an older build of that kernel
+    if scenario_path and not _same_file(scenario_path, os.path.join(rundir, "scenario.toml")):
+        return None             # the scenario changed since
     return r
 
 
@@ -106,7 +117,7 @@ def run_seed(scname, seed, side, kern, opts_base, rundir, builds_of, no_rules):
     """One run (or its earlier result): (Report, reused).  @no_rules: an
     empty rules file, the "nofaults" side's --rules."""
     image, modules = kern
-    r = reusable(rundir, image)
+    r = reusable(rundir, image, scenario.find(scname))
     if r is not None:
         return r, True
     shutil.rmtree(rundir, ignore_errors=True)
@@ -122,7 +133,6 @@ def run_seed(scname, seed, side, kern, opts_base, rundir, builds_of, no_rules):
 
 def deterministic_ok(scname):
     """None when @scname can run --deterministic, else why not."""
-    from . import scenario
     sc = scenario.load(scname)
     try:
         scenario.check_deterministic(sc)

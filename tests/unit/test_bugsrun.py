@@ -15,6 +15,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import bugs, bugsrun  # noqa: E402
+from faultline import scenario as flscenario  # noqa: E402
 from faultline.build import sha256  # noqa: E402
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
 from faultline.report import Report  # noqa: E402
@@ -104,7 +105,8 @@ class ResumeTest(unittest.TestCase):
         self.write(EXIT_FAIL)
         r = bugsrun.reusable(self.run, self.image)
         self.assertEqual((r.status, r.seed), (EXIT_FAIL, 1))
-        # run_seed does not boot anything for it.
+        # run_seed does not boot anything for it (same scenario text).
+        shutil.copy(flscenario.find("smoke"), os.path.join(self.run, "scenario.toml"))
         got, reused = bugsrun.run_seed("smoke", 1, "buggy", (self.image, None), None, self.run,
                                        {}, None)
         self.assertTrue(reused)
@@ -117,6 +119,18 @@ class ResumeTest(unittest.TestCase):
     def test_run_of_another_build_is_not(self):
         self.write(EXIT_PASS, image_sha="0" * 64)
         self.assertIsNone(bugsrun.reusable(self.run, self.image))
+
+    def test_run_of_another_scenario_text_is_not(self):
+        self.write(EXIT_PASS)
+        sc = os.path.join(self.tmp, "s.toml")
+        with open(sc, "w") as f:
+            f.write("description = 'now'\n")
+        with open(os.path.join(self.run, "scenario.toml"), "w") as f:
+            f.write("description = 'then'\n")
+        self.assertIsNone(bugsrun.reusable(self.run, self.image, sc))
+        with open(os.path.join(self.run, "scenario.toml"), "w") as f:
+            f.write("description = 'now'\n")
+        self.assertIsNotNone(bugsrun.reusable(self.run, self.image, sc))
 
     def test_unfinished_run_is_not(self):
         self.assertIsNone(bugsrun.reusable(self.run, self.image))
