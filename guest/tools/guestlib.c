@@ -88,6 +88,8 @@ void gl_sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+#define ZSWAP_WRITTEN_BACK "/sys/kernel/debug/zswap/written_back_pages"
+
 static const char *const vmstat_names[VM__COUNT] = {
     [VM_PSWPIN] = "pswpin",
     [VM_PSWPOUT] = "pswpout",
@@ -128,6 +130,13 @@ void gl_vmstat_read(struct gl_vmstat *s)
         }
     }
     fclose(f);
+    /*
+     * zswpwb is in /proc/vmstat since Linux 6.8; before, zswap counts the
+     * pages it wrote back in debugfs only (both are global counts).
+     */
+    if (s->v[VM_ZSWPWB] < 0 && gl_read_file(ZSWAP_WRITTEN_BACK, name, sizeof(name)) == 0) {
+        s->v[VM_ZSWPWB] = strtoll(name, NULL, 10);
+    }
 }
 
 long long gl_vmstat_delta(const struct gl_vmstat *before, const struct gl_vmstat *after,

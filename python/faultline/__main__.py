@@ -21,6 +21,8 @@
   faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
   faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
   faultline kernel config|build|list  guest kernels from source (docs/kernels.md)
+  faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
+                                      recall on the real-bug corpus (docs/bugs.md)
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
@@ -168,6 +170,11 @@ def cmd_show(args):
 def cmd_bench(args):
     from . import bench
     return bench.bench(args)
+
+
+def cmd_bugs(args):
+    from . import bugsrun
+    return bugsrun.campaign(args)
 
 
 def cmd_check(args):
@@ -381,6 +388,8 @@ def parser():
                     "previous --json")
     bn.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
                     help="its run directories go here")
+    from . import bugsrun
+    bugsrun.add_parser(sub, inputs.out_dir)
     kernel.add_parser(sub)
     b = sub.add_parser("build", help="build QEMU and the guest image")
     kernel_opts(b)
@@ -390,7 +399,7 @@ def parser():
 
 COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check,
             "bench": cmd_bench, "repro": cmd_repro, "list": cmd_list,
-            "minimize": cmd_minimize,
+            "minimize": cmd_minimize, "bugs": cmd_bugs,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,

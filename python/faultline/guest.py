@@ -40,8 +40,12 @@ def make_run_sh(sc, seed):
         lines += ['mkswap $swapdev >/dev/null && swapon $swapdev || '
                   '{ echo "Bail out! swapon $swapdev failed"; exit 1; }']
     if sc.swap.get("zswap", False):
-        lines += ["echo Y > /sys/module/zswap/parameters/enabled",
-                  "echo Y > /sys/module/zswap/parameters/shrinker_enabled"]
+        if sc.swap.get("zpool"):
+            lines += [f"echo {sc.swap['zpool']} > /sys/module/zswap/parameters/zpool || "
+                      f'{{ echo "Bail out! zswap pool {sc.swap["zpool"]} refused"; exit 1; }}']
+        lines += ["echo Y > /sys/module/zswap/parameters/enabled"]
+        if sc.swap.get("shrinker", True):
+            lines += ["echo Y > /sys/module/zswap/parameters/shrinker_enabled"]
     else:
         lines += ["echo N > /sys/module/zswap/parameters/enabled 2>/dev/null"]
     for t in sc.tests:

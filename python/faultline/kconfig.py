@@ -46,6 +46,10 @@ def uses_probes(sc):
         m.startswith(PROBE_METRICS) for m in metric_names(sc))
 
 
+def uses_shrinker(sc):
+    return sc.swap.get("zswap", False) and sc.swap.get("shrinker", True)
+
+
 # (feature, applies to scenario, options)
 NEEDS = [
     ("the guest init: initramfs, devtmpfs, tmpfs, console, swap, cgroup2 memory",
@@ -60,8 +64,11 @@ NEEDS = [
      ("VIRTIO_PCI=y", "VIRTIO_BLK")),
     ("virtio-scsi swap device", lambda sc: sc.device.kind == "virtio-scsi",
      ("VIRTIO_PCI=y", "SCSI_VIRTIO", "BLK_DEV_SD")),
-    ("zswap with its shrinker, Linux 6.8+", lambda sc: sc.swap.get("zswap", False),
-     ("ZSWAP=y", "?ZSWAP_SHRINKER_DEFAULT_ON")),
+    ("zswap", lambda sc: sc.swap.get("zswap", False), ("ZSWAP=y",)),
+    # Only where the guest switches the shrinker on (swap.shrinker, default
+    # with zswap): pool-limit writeback exists since zswap began.
+    ("zswap shrinker, Linux 6.8+", uses_shrinker, ("?ZSWAP_SHRINKER_DEFAULT_ON",)),
+    ("zswap zbud pool (swap.zpool)", lambda sc: sc.swap.get("zpool") == "zbud", ("ZBUD",)),
     ("kprobe/kretprobe metrics (swapctx, swaptest, kprobe diag keys)", uses_probes,
      ("KPROBES=y", "KRETPROBES=y", "KPROBE_EVENTS=y", "HIST_TRIGGERS=y")),
 ]

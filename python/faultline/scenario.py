@@ -289,9 +289,10 @@ def load(name):
                         else "") + read_rules(rpath, f"{w}: faults.rules_file")
     check_rules_for_device(dev.kind, faults.rules, w)
     swap = d.get("swap", {})
-    _check_keys(swap, {"zswap", "enabled"}, f"{w}: [swap]")
+    _check_keys(swap, {"zswap", "enabled", "shrinker", "zpool"}, f"{w}: [swap]")
     if not isinstance(swap.get("enabled", True), bool):
         raise ScenarioError(f"{w}: swap.enabled must be a bool")
+    _check_zswap_keys(swap, w)
     tests = []
     for i, t in enumerate(d.get("test", [])):
         _check_keys(t, {"run", "args"}, f"{w}: [[test]] #{i + 1}")
@@ -399,6 +400,22 @@ def _table(d, key, cls, where, skip=()):
         if not isinstance(v, want):
             raise ScenarioError(f"{where}: {key}.{k} must be a {want.__name__}")
     return t
+
+
+# swap.zpool values: the zswap pools guest.py can select (kconfig.py: their option).
+ZPOOLS = ("zsmalloc", "zbud")
+
+
+def _check_zswap_keys(swap, w):
+    """swap.shrinker (default: as zswap) and swap.zpool need zswap = true."""
+    for k in ("shrinker", "zpool"):
+        if k in swap and not swap.get("zswap", False):
+            raise ScenarioError(f"{w}: swap.{k} needs swap.zswap = true")
+    if not isinstance(swap.get("shrinker", True), bool):
+        raise ScenarioError(f"{w}: swap.shrinker must be a bool")
+    if "zpool" in swap and swap["zpool"] not in ZPOOLS:
+        raise ScenarioError(f"{w}: swap.zpool {swap['zpool']!r} is not one of "
+                            f"{', '.join(ZPOOLS)}")
 
 
 def replace_rules(sc, path):

@@ -130,6 +130,21 @@ class CheckTest(unittest.TestCase):
         msg = self.refusal("write-error-redirty-sync", vals, tempfile.mkdtemp())
         self.assertIn("CONFIG_ZSWAP_SHRINKER_DEFAULT_ON unknown to this kernel", msg)
 
+    def test_pool_limit_writeback_runs_without_the_shrinker(self):
+        # Linux 6.1: no shrinker option at all, zbud built in.  A scenario
+        # writing back at zswap's pool limit runs; one using the shrinker
+        # does not.
+        scs = [load("zswap-writeback-reuse"), load("zswap-lru-writeback")]
+        vals = full_config(scs)
+        del vals["ZSWAP_SHRINKER_DEFAULT_ON"]
+        kconfig.check([scs[0]], self.kernel_with(vals), tempfile.mkdtemp())
+        msg = self.refusal("zswap-lru-writeback", vals, tempfile.mkdtemp())
+        self.assertIn("CONFIG_ZSWAP_SHRINKER_DEFAULT_ON unknown to this kernel", msg)
+        # Its zbud pool is a need of its own.
+        vals["ZBUD"] = "n"
+        msg = self.refusal("zswap-writeback-reuse", vals, tempfile.mkdtemp())
+        self.assertIn("CONFIG_ZBUD not set", msg)
+
     def test_nvme_module_needs_modules(self):
         vals = full_config([load("nvme-write-error")])
         vals["BLK_DEV_NVME"] = "m"
@@ -248,8 +263,8 @@ class GuestImageTest(unittest.TestCase):
 
 class DocsTest(unittest.TestCase):
     """docs/scenarios.md's kernel requirement tables follow NEEDS."""
-    LABELS = ["init", "NVMe", "syncblk", "virtio-blk", "virtio-scsi", "zswap shrinker",
-              "probes"]
+    LABELS = ["init", "NVMe", "syncblk", "virtio-blk", "virtio-scsi", "zswap",
+              "zswap shrinker", "zbud", "probes"]
 
     def test_tables_match_the_table(self):
         with open(os.path.join(TOP, "docs", "scenarios.md")) as f:

@@ -361,6 +361,26 @@ class CmdlineTest(unittest.TestCase):
         self.assertIn("echo Y > /sys/module/zswap/parameters/enabled", sh)
         self.assertLess(sh.index('"# test: a 1"'), sh.index('"# test: b"'))
         self.assertNotIn(sc.path, sh)   # same bytes wherever the scenario file lives
+        self.assertIn("echo Y > /sys/module/zswap/parameters/shrinker_enabled", sh)
+        self.assertNotIn("/zpool", sh)
+
+    def test_run_sh_zpool_and_no_shrinker(self):
+        # Pool-limit writeback on a kernel without the shrinker (6.1): the
+        # pool is set before zswap is enabled, the shrinker is not touched.
+        sc = scenario('[swap]\nzswap = true\nzpool = "zbud"\nshrinker = false\n' + MINIMAL)
+        sh = guest.make_run_sh(sc, 1)
+        self.assertLess(sh.index("echo zbud > /sys/module/zswap/parameters/zpool"),
+                        sh.index("echo Y > /sys/module/zswap/parameters/enabled"))
+        self.assertNotIn("shrinker_enabled", sh)
+
+    def test_zswap_keys(self):
+        assert_scenario_errors(self, [
+            ('[swap]\nzpool = "zbud"\n' + MINIMAL, "swap.zpool needs swap.zswap = true"),
+            ('[swap]\nzswap = true\nzpool = "z3fold"\n' + MINIMAL,
+             "swap.zpool 'z3fold' is not one of zsmalloc, zbud"),
+            ('[swap]\nzswap = true\nshrinker = "no"\n' + MINIMAL,
+             "swap.shrinker must be a bool"),
+        ])
 
 
 class RulesFileAndCompareTableTest(unittest.TestCase):

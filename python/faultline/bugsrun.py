@@ -1,0 +1,376 @@
+"""faultline bugs: recall of the real-bug corpus (tests/bugs/, bugs.py).
+
+For each bug: the fixed kernel (its Debian base, +KASAN when the bug needs
+it) and the buggy one (the base + reintroduce.patch, named bug-NAME), both
+built or taken from `faultline kernel`'s cache; each of the bug's
+scenarios on both for the seeds, with runner.one_run (what `run` and its
+sweeps use: the usual run directories, report.json, the kernel-config
+check); optionally the same seeds on the buggy kernel with the scenario's
+rules removed (what the fault device adds); then `repro` and `minimize`
+of the first failing buggy seed.
+
+  OUT/NAME/SCENARIO/{buggy,fixed,nofaults}/seedN/   run directories
+  OUT/NAME/SCENARIO/first-failure.json              repro and minimize
+  OUT/bugs.json, OUT/bugs.md, OUT/kcidb.json        the table
+
+Resume: a run directory whose report.json exists, whose run was not
+stopped, and whose kernel image is the one built now is reused.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import time
+
+from . import TOP, bugs, kcidb, kernel, minimize, runner, scenario
+from .build import build_all, say, sha256
+from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .report import load_report
+from .runner import DEFAULT_OUT, RunOptions
+
+DEFAULT_SEEDS = 10
+SIDES = ("buggy", "fixed", "nofaults")
+DOCS_MD = os.path.join(TOP, "docs", "bugs.md")
+# docs/bugs.md keeps its hand-written part; the command replaces what
+# follows this heading.
+RECALL_HEADING = "## Recall"
+COLUMNS = ("bug", "base", "scenario", "buggy failed/N", "time to first failure",
+           "fixed passed/N", "no-faults buggy failed/N", "reproducible", "minimal faults")
+
+
+def parse_seeds(text):
+    """--seeds N (1..N) or A..B: the seed list; SetupError (one line) else."""
+    text = str(text).strip()
+    if ".." in text:
+        return runner.parse_seeds(text)
+    try:
+        n = int(text)
+    except ValueError:
+        raise SetupError(f"--seeds {text!r}: expected N (seeds 1..N) or A..B") from None
+    if not 1 <= n <= 1000:
+        raise SetupError(f"--seeds {text!r}: N must be 1 to 1000")
+    return list(range(1, n + 1))
+
+
+def select(names):
+    """The Bugs named (all of the corpus when none), each loaded and
+    checked; an unknown name is one line, before anything is built."""
+    known = bugs.list_all()
+    for n in names:
+        if n not in known:
+            raise SetupError(f"no corpus bug {n!r} (known: {', '.join(known)})")
+    try:
+        return [bugs.load(n) for n in (names or known)]
+    except bugs.BugError as e:
+        raise SetupError(str(e)) from None
+
+
+# ---------------------------------------------------------------- kernels
+
+def kernel_names(bug):
+    """(fixed name, buggy name) of @bug's kernels."""
+    family = "debian-" + bug.base.split(":", 1)[1]
+    return family + ("-kasan" if bug.kasan else ""), "bug-" + bug.name
+
+
+def build_kernel(bug, buggy, jobs=None):
+    """Build (or take from the cache) one of @bug's kernels: (image, modules)."""
+    fixed_name, buggy_name = kernel_names(bug)
+    args = argparse.Namespace(src=bug.base, patch=[bug.patch] if buggy else None,
+                              name=buggy_name if buggy else fixed_name, jobs=jobs,
+                              kasan=bug.kasan, kcov=False, base=kernel.DEFAULT_BASE)
+    say(f"bugs: {bug.name}: {'buggy' if buggy else 'fixed'} kernel {args.name}")
+    kernel.build(args)
+    return kernel.resolve(args.name)
+
+
+# ---------------------------------------------------------------- runs
+
+def _same_file(a, b):
+    try:
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            return fa.read() == fb.read()
+    except OSError:
+        return False
+
+
+def reusable(rundir, image, scenario_path=None):
+    """The Report of a finished run in @rundir on @image (of the scenario
+    file @scenario_path as it is now), or None."""
+    try:
+        r = load_report(rundir)
+        with open(os.path.join(rundir, "run.json")) as f:
+            meta = json.load(f)
+    except (SetupError, OSError, ValueError):
+        return None
+    if r.status > EXIT_CRASH or r.status == EXIT_SETUP:
+        return None             # stopped or never ran: run it again
+    if meta.get("kernel_sha256") != sha256(image):
+        return None             # an older build of that kernel
+    if scenario_path and not _same_file(scenario_path, os.path.join(rundir, "scenario.toml")):
+        return None             # the scenario changed since
+    return r
+
+
+def run_seed(scname, seed, side, kern, opts_base, rundir, builds_of, no_rules):
+    """One run (or its earlier result): (Report, reused).  @no_rules: an
+    empty rules file, the "nofaults" side's --rules."""
+    image, modules = kern
+    r = reusable(rundir, image, scenario.find(scname))
+    if r is not None:
+        return r, True
+    shutil.rmtree(rundir, ignore_errors=True)
+    os.makedirs(rundir)
+    opts = RunOptions(**{**opts_base.__dict__, "kernel": image, "modules": modules,
+                         "rules": no_rules if side == "nofaults" else None})
+    sc = runner.load_scenario(scname, opts)
+    if image not in builds_of:
+        builds_of[image] = build_all(image, modules, True)
+    r, _ = runner.one_run(sc, seed, opts, builds_of[image], rundir, verbose=False)
+    return r, False
+
+
+def deterministic_ok(scname):
+    """None when @scname can run --deterministic, else why not."""
+    sc = scenario.load(scname)
+    try:
+        scenario.check_deterministic(sc)
+    except scenario.ScenarioError as e:
+        return str(e)
+    return None
+
+
+# ---------------------------------------------------------------- first failure
+
+def first_failure(rundir, out, budget, quiet):
+    """repro and minimize of the failing run @rundir: a dict, kept in
+    @out/first-failure.json so a resumed campaign does not redo them."""
+    path = os.path.join(out, "first-failure.json")
+    try:
+        with open(path) as f:
+            got = json.load(f)
+        if got.get("rundir") == rundir:
+            return got
+    except (OSError, ValueError):
+        pass
+    orig = load_report(rundir)
+    sig = minimize.signature(rundir, orig)
+    res = {"rundir": rundir, "signature": sig}
+    say(f"bugs: repro {rundir}")
+    _, new = runner.repro(rundir, os.path.join(out, "repro"), None, True)
+    rr = load_report(new)
+    res.update(repro_dir=new, repro_signature=minimize.signature(new, rr),
+               repro_digest_same=rr.digest == orig.digest)
+    res["reproducible"] = res["repro_signature"] == sig
+    if not orig.deterministic:
+        res["minimal_faults"] = None
+        res["minimize"] = "not a --deterministic run"
+    else:
+        say(f"bugs: minimize {rundir} (budget {budget} runs)")
+        try:
+            st = minimize.minimize(rundir, budget, 1, quiet)
+        except SetupError as e:
+            st, res["minimize"] = EXIT_SETUP, str(e)
+        if st == EXIT_PASS:
+            with open(os.path.join(rundir, "minimize", "summary.json")) as f:
+                summ = json.load(f)
+            res.update(minimal_faults=len(summ["minimal"]), minimize_faults=summ["faults"],
+                       one_minimal=summ["one_minimal"], minimize_runs=summ["runs"],
+                       minimize="1-minimal" if summ["one_minimal"] else "budget spent")
+        else:
+            res["minimal_faults"] = None
+            res.setdefault("minimize", "the explicit schedule did not fail the same way")
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    return res
+
+
+# ---------------------------------------------------------------- table
+
+def row_of(bug, scname, seeds, runs, first, det_note=None):
+    """One table row (a dict) from @runs {side: [(seed, Report, rundir)]}."""
+    def failed(side):
+        return [x for x in runs.get(side, []) if x[1].status != EXIT_PASS]
+
+    buggy = runs.get("buggy", [])
+    t, ttff = 0.0, None
+    for _, r, _ in buggy:           # seed order: what a user waits for
+        t += r.elapsed_s
+        if r.status != EXIT_PASS:
+            ttff = t
+            break
+    fail_b = failed("buggy")
+    row = {"bug": bug.name, "base": bug.base + (" +KASAN" if bug.kasan else ""),
+           "fix": bug.fix, "scenario": scname, "seeds": seeds,
+           "buggy": {"n": len(buggy), "failed": len(fail_b),
+                     "failed_seeds": [s for s, _, _ in fail_b]},
+           "time_to_first_failure_s": None if ttff is None else round(ttff, 1),
+           "first_failure": None if not fail_b else {
+               "seed": fail_b[0][0], "outcome": fail_b[0][1].outcome,
+               "reason": fail_b[0][1].reason, "rundir": fail_b[0][2]},
+           "deterministic_note": det_note}
+    for side in ("fixed", "nofaults"):
+        rs = runs.get(side)
+        if rs is None:
+            row[side] = None
+            continue
+        row[side] = {"n": len(rs), "failed": len(failed(side)),
+                     "passed": len(rs) - len(failed(side)),
+                     "failed_seeds": [s for s, _, _ in failed(side)],
+                     "reasons": [r.reason for _, r, _ in failed(side)][:3]}
+    row["runs"] = {side: [{"seed": s, "status": r.status, "outcome": r.outcome,
+                           "elapsed_s": round(r.elapsed_s, 1), "rundir": d}
+                          for s, r, d in rs] for side, rs in runs.items()}
+    row["repro"] = first
+    return row
+
+
+def cells(row):
+    """The table's cells of @row, as text."""
+    def frac(side, key):
+        s = row.get(side)
+        return "not run" if not s else f"{s[key]}/{s['n']}"
+    ttff = row["time_to_first_failure_s"]
+    first = row.get("repro") or {}
+    if not row["buggy"]["failed"]:
+        repro = minimal = "-"
+    else:
+        repro = ("yes" if first.get("reproducible") else
+                 "no" if "reproducible" in first else "not run")
+        minimal = (str(first["minimal_faults"]) if first.get("minimal_faults") is not None
+                   else (first.get("minimize") or "not run"))
+    return [row["bug"], row["base"], row["scenario"],
+            f"{row['buggy']['failed']}/{row['buggy']['n']}",
+            "-" if ttff is None else f"{ttff:.0f} s",
+            frac("fixed", "passed"), frac("nofaults", "failed"), repro, minimal]
+
+
+def markdown(rows, seeds_text, deterministic):
+    lines = [f"Seeds {seeds_text}, " + ("--deterministic" if deterministic else
+                                         "not --deterministic") + ".", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def text_table(rows):
+    table = [list(COLUMNS)] + [cells(r) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                     for r in table)
+
+
+def update_docs(md, path=DOCS_MD):
+    """Replace everything after RECALL_HEADING in docs/bugs.md with @md."""
+    with open(path) as f:
+        text = f.read()
+    head = text.split(RECALL_HEADING, 1)[0]
+    with open(path, "w") as f:
+        f.write(head + RECALL_HEADING + "\n\n"
+                "Measured by `faultline bugs --docs` (columns: failed seeds on the buggy "
+                "kernel; wall time of its runs in seed order up to the first failure; "
+                "passed seeds on the fixed kernel; failed seeds on the buggy kernel with "
+                "the scenario's rules removed, i.e. without the fault device's help; "
+                "whether `repro` of the first failure fails the same way; the faults "
+                "`minimize` leaves).\n\n" + md)
+
+
+def write_outputs(out, rows, all_runs, seeds_text, deterministic, docs):
+    with open(os.path.join(out, "bugs.json"), "w") as f:
+        json.dump({"seeds": seeds_text, "deterministic": deterministic, "rows": rows},
+                  f, indent=1)
+    md = markdown(rows, seeds_text, deterministic)
+    with open(os.path.join(out, "bugs.md"), "w") as f:
+        f.write("# faultline bugs\n\n" + md)
+    if all_runs:
+        kcidb.write(os.path.join(out, "kcidb.json"), all_runs)
+    if docs:
+        update_docs(md)
+
+
+# ---------------------------------------------------------------- command
+
+def campaign(args):
+    """`faultline bugs`: 0 when every buggy kernel failed at least once and
+    every fixed kernel passed every seed, 1 otherwise."""
+    if args.list:
+        for b in select(args.names):
+            print(f"{b.name:32} {b.base + (' +KASAN' if b.kasan else ''):20} "
+                  f"{b.fix} {','.join(b.scenarios)}")
+        return 0
+    seeds = parse_seeds(args.seeds)
+    corpus = select(args.names)
+    if args.budget < 1:
+        raise SetupError("--budget must be >= 1")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    seeds_text = f"{seeds[0]}..{seeds[-1]}"
+    # `--rules /dev/null`, as a file a run directory can keep a copy of.
+    no_rules = os.path.join(out, "no-faults.rules")
+    with open(no_rules, "w") as f:
+        f.write("# faultline bugs: the scenario's rules removed\n")
+    opts_base = RunOptions(deterministic=args.deterministic, quiet=True)
+    rows, all_runs, builds_of = [], [], {}
+    t0 = time.monotonic()
+    for bug in corpus:
+        kern = {"fixed": build_kernel(bug, False, args.jobs),
+                "buggy": build_kernel(bug, True, args.jobs)}
+        kern["nofaults"] = kern["buggy"]
+        for scname in bug.scenarios:
+            det_note = deterministic_ok(scname) if args.deterministic else None
+            o = RunOptions(**{**opts_base.__dict__,
+                              "deterministic": args.deterministic and not det_note})
+            if det_note:
+                say(f"bugs: {bug.name}: {scname} runs without --deterministic: {det_note}")
+            sides = ["buggy", "fixed"] + (["nofaults"] if args.no_faults else [])
+            runs = {s: [] for s in sides}
+            base = os.path.join(out, bug.name, scname)
+            for side in sides:
+                for seed in seeds:
+                    d = os.path.join(base, side, f"seed{seed}")
+                    r, reused = run_seed(scname, seed, side, kern[side], o, d, builds_of,
+                                         no_rules)
+                    runs[side].append((seed, r, d))
+                    all_runs.append((r, d))
+                    say(f"bugs: {bug.name} {scname} {side:8} seed {seed}: "
+                        f"{'PASS' if r.status == EXIT_PASS else r.outcome.upper()}"
+                        f" ({r.elapsed_s:.0f} s{', earlier run' if reused else ''})"
+                        + ("" if r.status == EXIT_PASS else f": {r.reason[:100]}")
+                        + f"  [{time.monotonic() - t0:.0f} s]")
+            first = None
+            failing = [x for x in runs["buggy"] if x[1].status != EXIT_PASS]
+            if failing and not args.no_repro:
+                first = first_failure(failing[0][2], base, args.budget, True)
+            rows.append(row_of(bug, scname, seeds_text, runs, first, det_note))
+            write_outputs(out, rows, all_runs, seeds_text, args.deterministic, False)
+    write_outputs(out, rows, all_runs, seeds_text, args.deterministic, args.docs)
+    print(text_table(rows), flush=True)
+    say(f"bugs: {os.path.join(out, 'bugs.json')}, bugs.md, kcidb.json"
+        + (f"; {os.path.relpath(DOCS_MD, TOP)} updated" if args.docs else ""))
+    ok = all(r["buggy"]["failed"] > 0 and r["fixed"]["failed"] == 0 for r in rows)
+    return EXIT_PASS if ok else EXIT_FAIL
+
+
+def add_parser(sub, out_dir_type):
+    bp = sub.add_parser("bugs", help="recall on the real-bug corpus: buggy and fixed "
+                        "kernels, seeds, repro and minimize (docs/bugs.md)")
+    bp.add_argument("names", nargs="*", metavar="NAME", help="corpus bugs (default: all)")
+    bp.add_argument("--list", action="store_true", help="list the corpus and stop")
+    bp.add_argument("--seeds", default=str(DEFAULT_SEEDS), metavar="N|A..B",
+                    help=f"seeds 1..N or A..B (default {DEFAULT_SEEDS})")
+    bp.add_argument("--deterministic", action="store_true",
+                    help="runs --deterministic where the scenario allows (needed by minimize)")
+    bp.add_argument("--no-faults", action="store_true",
+                    help="also run the buggy kernel's seeds with the scenario's rules "
+                         "removed (--rules /dev/null): what the fault device adds")
+    bp.add_argument("--no-repro", action="store_true",
+                    help="skip repro and minimize of the first failure")
+    bp.add_argument("--budget", type=int, default=40,
+                    help="minimize's run budget (default 40)")
+    bp.add_argument("--jobs", type=int, help="make -jN for kernel builds")
+    bp.add_argument("--out", default=os.path.join(DEFAULT_OUT, "bugs"), type=out_dir_type,
+                    help="results (default runs/bugs; reused on the next run: resume)")
+    bp.add_argument("--docs", action="store_true",
+                    help="also write the table into docs/bugs.md")
+    return bp

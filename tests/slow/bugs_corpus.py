@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""Slow test (meson suite 'slow', not in `faultline check`): the real-bug
+corpus with `faultline bugs` (docs/bugs.md).
+
+  bugs_corpus.py [--seeds N] [NAME ...]
+
+Builds each bug's fixed and buggy kernel from Debian's source, runs its
+scenarios on both for the seeds --deterministic where the scenario allows
+it, with the no-faults side, repro and minimize, and checks the issue's
+acceptance on the table it writes: every fixed kernel passes every seed;
+every buggy kernel fails at least one seed (a bug.toml with
+recall_expectation = "low: ..." is reported, not required); a
+deterministic first failure reproduces.  Hours on 2 cores: the results
+stay in build/bugs-corpus, so an interrupted run resumes.
+Exit 0 pass, 1 fail, 2 setup error.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vmtest import FAULTLINE, TOP, exit_with, verdict  # noqa: E402
+
+from faultline import bugs  # noqa: E402
+
+OUT = os.path.join(TOP, "build", "bugs-corpus")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--seeds", default="10")
+    p.add_argument("names", nargs="*")
+    a = p.parse_args()
+    cmd = [FAULTLINE, "bugs", *a.names, "--seeds", a.seeds, "--deterministic",
+           "--no-faults", "--out", OUT]
+    print("+", " ".join(cmd), flush=True)
+    st = subprocess.run(cmd).returncode
+    if st == 2:
+        return 2
+    with open(os.path.join(OUT, "bugs.json")) as f:
+        rows = json.load(f)["rows"]
+    problems = []
+    for row in rows:
+        low = bugs.load(row["bug"]).data.get("recall_expectation", "").startswith("low")
+        where = f"{row['bug']} ({row['scenario']})"
+        if row["fixed"]["failed"]:
+            problems.append(f"{where}: fixed kernel failed seeds {row['fixed']['failed_seeds']}"
+                            f" ({'; '.join(row['fixed']['reasons'])})")
+        if not row["buggy"]["failed"] and not low:
+            problems.append(f"{where}: buggy kernel passed all {row['buggy']['n']} seeds")
+        first = row.get("repro") or {}
+        if row["deterministic_note"] is None and first and not first.get("reproducible"):
+            problems.append(f"{where}: deterministic first failure did not reproduce "
+                            f"({first.get('signature')} -> {first.get('repro_signature')})")
+    return verdict(f"bugs corpus ({len(rows)} rows)", problems)
+
+
+if __name__ == "__main__":
+    exit_with("bugs-corpus", main)

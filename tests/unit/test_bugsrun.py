@@ -1,0 +1,213 @@
+"""`faultline bugs` without a VM: bad input is one line (exit 2) before any
+kernel is built, --list lists the corpus, finished runs are reused on a
+resumed campaign (and stopped or stale ones are not), and the table's
+cells, JSON and docs/bugs.md section come from the run results."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline import bugs, bugsrun  # noqa: E402
+from faultline import scenario as flscenario  # noqa: E402
+from faultline.build import sha256  # noqa: E402
+from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
+from faultline.report import Report  # noqa: E402
+
+FAULTLINE = os.path.join(TOP, "scripts", "faultline")
+
+
+def cli(*args, env=None):
+    return subprocess.run([FAULTLINE, "bugs", *args], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def report(seed, status, elapsed, reason="", outcome=None):
+    return Report(scenario="s", seed=seed, status=status,
+                  outcome=outcome or {0: "pass", 1: "fail", 3: "crash"}[status],
+                  reason=reason or ("all passed" if status == 0 else "data_errors 3 > 0"),
+                  elapsed_s=elapsed)
+
+
+class BadInputTest(unittest.TestCase):
+    """One line, exit 2, and no kernel build started: the kernel cache's
+    logs must not change (a build writes its patch log first)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        # A private HOME: any kernel build would create its cache there.
+        self.env = dict(os.environ, HOME=self.tmp, XDG_CACHE_HOME=os.path.join(self.tmp, "c"))
+        self.env.pop("FAULTLINE_CACHE", None)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def refused(self, *args, want):
+        r = cli(*args, "--out", os.path.join(self.tmp, "out"), env=self.env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn(want, r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, ".cache")))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "c")))
+
+    def test_unknown_bug(self):
+        self.refused("rotational-reclaim-work", "no-such-bug", want="no corpus bug 'no-such-bug'")
+
+    def test_bad_seeds(self):
+        self.refused("--seeds", "zero", want="expected N (seeds 1..N) or A..B")
+        self.refused("--seeds", "0", want="N must be 1 to 1000")
+        self.refused("--seeds", "5..2", want="B must be >= A")
+
+    def test_bad_budget(self):
+        self.refused("--budget", "0", want="--budget must be >= 1")
+
+    def test_list(self):
+        r = cli("--list", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = [ln.split()[0] for ln in r.stdout.splitlines()]
+        self.assertEqual(names, bugs.list_all())
+        self.assertIn("+KASAN", r.stdout)
+
+    def test_seeds(self):
+        self.assertEqual(bugsrun.parse_seeds("3"), [1, 2, 3])
+        self.assertEqual(bugsrun.parse_seeds("4..6"), [4, 5, 6])
+        with self.assertRaises(SetupError):
+            bugsrun.parse_seeds("1..x")
+
+
+class ResumeTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.image = os.path.join(self.tmp, "bzImage")
+        with open(self.image, "wb") as f:
+            f.write(b"kernel one")
+        self.run = os.path.join(self.tmp, "seed1")
+        os.makedirs(self.run)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def write(self, status, image_sha=None):
+        report(1, status, 30.0).save(self.run) if status <= 3 else Report(
+            scenario="s", seed=1, status=status, outcome="aborted", reason="SIGTERM").save(
+            self.run)
+        with open(os.path.join(self.run, "run.json"), "w") as f:
+            json.dump({"kernel_sha256": image_sha or sha256(self.image)}, f)
+
+    def test_finished_run_is_reused(self):
+        self.write(EXIT_FAIL)
+        r = bugsrun.reusable(self.run, self.image)
+        self.assertEqual((r.status, r.seed), (EXIT_FAIL, 1))
+        # run_seed does not boot anything for it (same scenario text).
+        shutil.copy(flscenario.find("smoke"), os.path.join(self.run, "scenario.toml"))
+        got, reused = bugsrun.run_seed("smoke", 1, "buggy", (self.image, None), None, self.run,
+                                       {}, None)
+        self.assertTrue(reused)
+        self.assertEqual(got.status, EXIT_FAIL)
+
+    def test_stopped_run_is_not(self):
+        self.write(143)
+        self.assertIsNone(bugsrun.reusable(self.run, self.image))
+
+    def test_run_of_another_build_is_not(self):
+        self.write(EXIT_PASS, image_sha="0" * 64)
+        self.assertIsNone(bugsrun.reusable(self.run, self.image))
+
+    def test_run_of_another_scenario_text_is_not(self):
+        self.write(EXIT_PASS)
+        sc = os.path.join(self.tmp, "s.toml")
+        with open(sc, "w") as f:
+            f.write("description = 'now'\n")
+        with open(os.path.join(self.run, "scenario.toml"), "w") as f:
+            f.write("description = 'then'\n")
+        self.assertIsNone(bugsrun.reusable(self.run, self.image, sc))
+        with open(os.path.join(self.run, "scenario.toml"), "w") as f:
+            f.write("description = 'now'\n")
+        self.assertIsNotNone(bugsrun.reusable(self.run, self.image, sc))
+
+    def test_unfinished_run_is_not(self):
+        self.assertIsNone(bugsrun.reusable(self.run, self.image))
+
+    def test_first_failure_is_reused(self):
+        with open(os.path.join(self.tmp, "first-failure.json"), "w") as f:
+            json.dump({"rundir": self.run, "reproducible": True, "minimal_faults": 2}, f)
+        got = bugsrun.first_failure(self.run, self.tmp, 10, True)
+        self.assertEqual(got["minimal_faults"], 2)
+
+
+class TableTest(unittest.TestCase):
+    def setUp(self):
+        self.bug = bugs.load("rotational-reclaim-work")
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def row(self, buggy, fixed, nofaults=None, first=None):
+        runs = {"buggy": [(i + 1, r, f"/r/b{i}") for i, r in enumerate(buggy)],
+                "fixed": [(i + 1, r, f"/r/f{i}") for i, r in enumerate(fixed)]}
+        if nofaults is not None:
+            runs["nofaults"] = [(i + 1, r, f"/r/n{i}") for i, r in enumerate(nofaults)]
+        return bugsrun.row_of(self.bug, "rotational-swap", "1..3", runs, first)
+
+    def test_counts_and_time_to_first_failure(self):
+        row = self.row([report(1, EXIT_PASS, 40), report(2, EXIT_PASS, 41.5),
+                        report(3, EXIT_CRASH, 12, "Oops: general protection fault")],
+                       [report(s, EXIT_PASS, 40) for s in (1, 2, 3)],
+                       [report(1, EXIT_PASS, 40), report(2, EXIT_FAIL, 30),
+                        report(3, EXIT_PASS, 40)],
+                       {"rundir": "/r/b2", "reproducible": True, "minimal_faults": None,
+                        "minimize": "not a --deterministic run"})
+        self.assertEqual(row["buggy"]["failed_seeds"], [3])
+        self.assertEqual(row["time_to_first_failure_s"], 93.5)     # 40 + 41.5 + 12
+        self.assertEqual(row["first_failure"]["outcome"], "crash")
+        self.assertEqual(bugsrun.cells(row),
+                         ["rotational-reclaim-work", "debian:6.12", "rotational-swap", "1/3",
+                          "94 s", "3/3", "1/3", "yes", "not a --deterministic run"])
+        json.dumps(row)
+
+    def test_no_failure_and_sides_not_run(self):
+        row = self.row([report(s, EXIT_PASS, 40) for s in (1, 2)],
+                       [report(1, EXIT_PASS, 40), report(2, EXIT_FAIL, 40)])
+        self.assertIsNone(row["time_to_first_failure_s"])
+        self.assertEqual(bugsrun.cells(row)[3:],
+                         ["0/2", "-", "1/2", "not run", "-", "-"])
+        self.assertEqual(row["fixed"]["failed_seeds"], [2])
+
+    def test_markdown_and_docs(self):
+        row = self.row([report(1, EXIT_FAIL, 20)], [report(1, EXIT_PASS, 20)],
+                       first={"reproducible": False, "minimal_faults": 3})
+        md = bugsrun.markdown([row], "1..1", True)
+        lines = md.splitlines()
+        self.assertIn("--deterministic", lines[0])
+        self.assertEqual(lines[2], "| " + " | ".join(bugsrun.COLUMNS) + " |")
+        self.assertEqual(lines[4], "| rotational-reclaim-work | debian:6.12 | rotational-swap "
+                         "| 1/1 | 20 s | 1/1 | not run | no | 3 |")
+        doc = os.path.join(self.tmp, "bugs.md")
+        with open(doc, "w") as f:
+            f.write("# corpus\n\nhand-written\n\n## Recall\n\nold table\n")
+        bugsrun.update_docs(md, doc)
+        with open(doc) as f:
+            text = f.read()
+        self.assertTrue(text.startswith("# corpus\n\nhand-written\n\n## Recall\n"))
+        self.assertNotIn("old table", text)
+        self.assertIn(lines[4], text)
+        bugsrun.update_docs(md, doc)        # regenerating is idempotent
+        with open(doc) as f:
+            self.assertEqual(f.read(), text)
+
+    def test_kernel_names(self):
+        self.assertEqual(bugsrun.kernel_names(self.bug), ("debian-6.12", "bug-rotational-reclaim-work"))
+        self.assertEqual(bugsrun.kernel_names(bugs.load("free-swap-swapoff-race")),
+                         ("debian-6.12-kasan", "bug-free-swap-swapoff-race"))
+
+
+if __name__ == "__main__":
+    unittest.main()
