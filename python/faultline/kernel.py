@@ -776,6 +776,44 @@ def install_extmod_tree(srctree, objtree, dest):
     _copy_tree_files(objtree, [p for p in obj if os.path.lexists(os.path.join(objtree, p))], dest)
 
 
+def flavour(args):
+    """What a build tree is kept for: the base config and --kasan/--kcov.
+    Those change most of the kernel; anything else (faultline's fragment,
+    a patch, the user's --base file) is a small change of one tree."""
+    base = args.base if args.base in ("tinyconfig", "defconfig") else \
+        "file-" + re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(args.base))
+    return base + ("-kasan" if args.kasan else "") + ("-kcov" if args.kcov else "")
+
+
+def build_tree(family, flav, config):
+    """The build tree (make O=) of @family in flavour @flav, made on first
+    use.  A config that differs from the tree's last one is written over it:
+    olddefconfig then marks only the options that changed, and make
+    recompiles only the files that use them (kbuild's per-option
+    dependencies), instead of a cold build in a new tree.  A tree from
+    before flavours (named by its config's hash) is adopted, the one whose
+    config is closest to @config, so its objects are not compiled again."""
+    root = os.path.join(KCACHE, "build")
+    objdir = os.path.join(root, f"{family}-{flav}")
+    if not os.path.lexists(objdir):
+        os.makedirs(root, exist_ok=True)
+        want = set(config.splitlines())
+        adopted = {os.readlink(os.path.join(root, d)) for d in os.listdir(root)
+                   if os.path.islink(os.path.join(root, d))}
+        legacy = []
+        for d in set(os.listdir(root)) - adopted:
+            cfg = os.path.join(root, d, ".config")
+            if re.fullmatch(re.escape(family) + r"-[0-9a-f]{12}", d) and \
+                    os.path.isfile(os.path.join(root, d, "vmlinux")) and os.path.isfile(cfg):
+                with open(cfg) as f:
+                    legacy.append((len(want & set(f.read().splitlines())), d))
+        if legacy:
+            os.symlink(max(legacy)[1], objdir)
+        else:
+            os.makedirs(objdir)
+    return objdir
+
+
 def build(args):
     """faultline kernel build: the whole pipeline, printing phase times."""
     t_start = time.monotonic()
@@ -814,9 +852,7 @@ def build(args):
             return 0
         say(f"building {src.ident}" + (f" + {len(patches)} patch(es)" if patches else "")
             + f" (key {key}, {len(config.splitlines())} config lines, make -j{jobs})")
-        objdir = os.path.join(KCACHE, "build", f"{src.family}-"
-                              f"{hashlib.sha256(config.encode()).hexdigest()[:12]}")
-        os.makedirs(objdir, exist_ok=True)
+        objdir = build_tree(src.family, flavour(args), config)
         cfg = os.path.join(objdir, ".config")
         if not os.path.exists(cfg) or open(cfg).read() != config:
             with open(cfg, "w") as f:

@@ -406,6 +406,42 @@ class CacheSafety(unittest.TestCase):
                             os.path.join(objdir, "build.log"), 1, [], args)
         self.assertEqual(os.listdir(os.path.join(self.tmp.name, "entries")), [])
 
+    def test_one_build_tree_per_flavour_and_legacy_trees_are_adopted(self):
+        """A config change (the fragment, a patch's Kconfig) keeps its build
+        tree: only --base, --kasan and --kcov get trees of their own.  A
+        tree named by its config's hash (before flavours) is taken over by
+        the flavour whose config is closest, once."""
+        root = os.path.join(self.tmp.name, "build")
+        for d, cfg in (("debian-6.12-0123456789ab", "CONFIG_A=y\nCONFIG_KASAN=y\n"),
+                       ("debian-6.12-ba9876543210", "CONFIG_A=y\nCONFIG_B=y\n"),
+                       ("debian-6.1-aaaaaaaaaaaa", "CONFIG_A=y\nCONFIG_B=y\n")):
+            os.makedirs(os.path.join(root, d))
+            for name, text in ((".config", cfg), ("vmlinux", "")):
+                with open(os.path.join(root, d, name), "w") as f:
+                    f.write(text)
+
+        def args(**kw):
+            return argparse.Namespace(**{"base": "tinyconfig", "kasan": False,
+                                         "kcov": False, **kw})
+        plain = kernel.build_tree("debian-6.12", kernel.flavour(args()),
+                                  "CONFIG_A=y\nCONFIG_B=y\nCONFIG_C=y\n")
+        self.assertEqual(os.path.basename(plain), "debian-6.12-tinyconfig")
+        self.assertEqual(os.path.realpath(plain),
+                         os.path.realpath(os.path.join(root, "debian-6.12-ba9876543210")))
+        kasan = kernel.build_tree("debian-6.12", kernel.flavour(args(kasan=True)),
+                                  "CONFIG_A=y\nCONFIG_B=y\n")
+        self.assertEqual(os.path.basename(kasan), "debian-6.12-tinyconfig-kasan")
+        self.assertEqual(os.path.realpath(kasan),
+                         os.path.realpath(os.path.join(root, "debian-6.12-0123456789ab")))
+        # Same flavour, another config: the same tree.
+        self.assertEqual(kernel.build_tree("debian-6.12", "tinyconfig", "CONFIG_Z=y\n"), plain)
+        # No legacy tree left: a new one.
+        kcov = kernel.build_tree("debian-6.12", kernel.flavour(args(kcov=True)), "CONFIG_A=y\n")
+        self.assertTrue(os.path.isdir(kcov) and not os.path.islink(kcov))
+        self.assertEqual(kernel.flavour(args(base="/home/me/my config")), "file-my_config")
+        self.assertEqual(kernel.flavour(args(base="defconfig", kasan=True, kcov=True)),
+                         "defconfig-kasan-kcov")
+
     def test_the_second_build_of_a_source_waits_for_the_first(self):
         lock = os.path.join(self.tmp.name, "locks", "debian-6.1.lock")
         os.makedirs(os.path.dirname(lock))
