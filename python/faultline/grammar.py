@@ -19,7 +19,6 @@ explore finds is the kernel's fault, never the device's:
     otherwise an abort fails the reads in flight too.
 """
 
-import random
 import re
 from dataclasses import dataclass, field
 
