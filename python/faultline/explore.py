@@ -88,6 +88,7 @@ class Explorer:
         self.scenarios = []         # names as given
         self.tried = self.kept = 0
         self.elapsed_s = 0.0
+        self.run_s = 0.0            # in runs of schedules (not minimize's)
         self.seen = set()
         self.corpus = []            # {"id", "scenario", "seed", "rules", "new"}
         self.failures = []          # {"trial", "scenario", "class", "signature", ...}
@@ -101,6 +102,7 @@ class Explorer:
                  "allow_lies": self.allow_lies, "kernel": self.opts.kernel,
                  "deterministic": self.opts.deterministic,
                  "tried": self.tried, "kept": self.kept, "elapsed_s": round(self.elapsed_s, 1),
+                 "run_s": round(self.run_s, 1),
                  "features": sorted(self.seen), "corpus": self.corpus,
                  "failures": self.failures}
         tmp = os.path.join(self.out, STATE + ".tmp")
@@ -116,7 +118,7 @@ class Explorer:
             self.scenarios = list(st["scenarios"])
             self.seed, self.allow_lies = st["seed"], st["allow_lies"]
             self.tried, self.kept = st["tried"], st["kept"]
-            self.elapsed_s = st["elapsed_s"]
+            self.elapsed_s, self.run_s = st["elapsed_s"], st.get("run_s", 0.0)
             self.seen = set(st["features"])
             self.corpus, self.failures = st["corpus"], st["failures"]
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -158,6 +160,7 @@ class Explorer:
 
     def record(self, trial, name, sched, origin, res):
         self.tried += 1
+        self.run_s += res.elapsed_s
         new = feedback.new_features(res.features, self.seen)
         self.seen |= res.features
         rec = {"trial": trial, "scenario": name, "origin": origin, "seed": sched.seed,
@@ -257,9 +260,9 @@ class Explorer:
 
     def finish(self):
         lines = [f"explore {', '.join(self.scenarios)}: {self.tried} runs, {self.kept} kept, "
-                 f"{len(self.seen)} features, {len(self.failures)} failures in "
+                 f"{len(self.seen)} features, {len(self.failures)} failure(s) in "
                  f"{self.elapsed_s / 60:.1f} min"
-                 + (f" ({self.elapsed_s / self.tried:.0f} s a run)" if self.tried else "")]
+                 + (f" ({self.run_s / self.tried:.0f} s a run)" if self.tried else "")]
         for f in self.failures:
             lines.append(f"failure  trial {f['trial']} {f['scenario']} after "
                          f"{f['after_s']:.0f}s: {f['signature']}")
