@@ -323,6 +323,8 @@ def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
             raise SetupError(f"--resume {resume}: it ran kernel {st.get('kernel') or 'default'}"
                              f", not {opts.kernel or 'default'}")
         ex.jobs = jobs
+        # The search goes on in the mode it ran in (its corpus was judged so).
+        opts.deterministic = bool(st.get("deterministic")) or opts.deterministic
         ex.prepare(ex.scenarios)
         say(f"explore: resuming {resume} at trial {ex.tried} ({ex.kept} kept, "
             f"{len(ex.seen)} features)")
