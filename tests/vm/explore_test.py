@@ -28,7 +28,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, OUT, exit_with, kernel_args, verdict  # noqa: E402
 
-from faultline import scenario  # noqa: E402
+from faultline import minimize, runner, scenario  # noqa: E402
 from faultline.errors import EXIT_FAIL  # noqa: E402
 
 
@@ -77,10 +77,11 @@ def main():
     # The reproducer, through the CLI, as the summary prints it.
     rep = subprocess.run(shlex.split(f["repro"]) + ["--quiet", "--out", OUT],
                          capture_output=True, text=True)
-    want = f["signature"].split(" :: ", 1)[1]
-    if rep.returncode != EXIT_FAIL or want not in rep.stdout:
-        problems.append(f"repro exit {rep.returncode}, {want!r} "
-                        f"{'in' if want in rep.stdout else 'not in'} its output")
+    new_dir = [x.split()[-1] for x in rep.stdout.splitlines() if x.startswith("run dir")]
+    sig = (minimize.signature(new_dir[0], runner.load_report(new_dir[0])) if new_dir
+           else None)
+    if rep.returncode != EXIT_FAIL or sig != f["signature"]:
+        problems.append(f"repro exit {rep.returncode}, failure {sig!r}")
     # Resume: one more trial, numbered after the others, state carried over.
     before = st
     res = subprocess.run([FAULTLINE, "explore", "--resume", out, "--max-runs", "1",
