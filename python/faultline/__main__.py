@@ -12,7 +12,8 @@
                                       shrink a failing --deterministic run to
                                       the few faults that make it fail
   faultline explore SCENARIO... [--kernel K] [--budget 30m] [--jobs N] [--out DIR]
-                    [--resume DIR] [--seed S] [--max-runs N] [--allow-lies]
+                    [--resume DIR] [--seed S] [--max-runs N] [--minimize-budget N]
+                    [--allow-lies]
                                       search fault schedules for kernel failures
   faultline cmdline SCENARIO          print the QEMU command line
   faultline libvirt-xml SCENARIO      write a domain XML for `virsh create`
@@ -114,7 +115,7 @@ def cmd_explore(args):
     from . import explore
     return explore.explore(args.scenarios, run_options(args), args.budget, args.jobs,
                            args.out, args.resume, args.seed, args.allow_lies,
-                           args.max_runs, args.quiet)
+                           args.max_runs, args.quiet, args.minimize_budget)
 
 
 def cmd_list(args):
@@ -331,6 +332,8 @@ def parser():
     kernel_opts(ex)
     ex.add_argument("--budget", default="30m", help="wall time, e.g. 90s, 30m, 2h (default 30m)")
     ex.add_argument("--max-runs", type=inputs.positive_int, help="stop after N runs")
+    ex.add_argument("--minimize-budget", type=int, metavar="N",
+                    help="runs to minimize a failure with (default 40; 0: do not)")
     ex.add_argument("--jobs", type=inputs.positive_int, default=1,
                     help="runs at a time (default 1; each run is one VM)")
     ex.add_argument("--out", type=inputs.out_dir,

@@ -82,8 +82,10 @@ def run_schedule(sc_name, sched, opts, builds, rundir):
 
 
 class Explorer:
-    def __init__(self, out, opts, seed=1, jobs=1, allow_lies=False, quiet=False):
+    def __init__(self, out, opts, seed=1, jobs=1, allow_lies=False, quiet=False,
+                 minimize_budget=MINIMIZE_BUDGET):
         self.out, self.opts, self.seed = os.path.abspath(out), opts, seed
+        self.minimize_budget = minimize_budget
         self.jobs, self.allow_lies, self.quiet = jobs, allow_lies, quiet
         self.scenarios = []         # names as given
         self.tried = self.kept = 0
@@ -200,6 +202,10 @@ class Explorer:
         if not first:
             entry["note"] = "same signature as an earlier failure: not minimized again"
             return
+        if not self.minimize_budget:
+            entry["note"] = "not minimized (--minimize-budget 0)"
+            return
+        self.save()     # the failure is on disk before the long part
         det_dir = res.rundir
         if not self.opts.deterministic:
             sc = runner.load_scenarios([name], self.opts)[0]
@@ -217,7 +223,7 @@ class Explorer:
                                  "the run command above is the reproducer")
                 return
             entry["repro"] = runner.load_run(det_dir)[0]["run_command"]
-        rc = minimize.minimize(det_dir, budget=MINIMIZE_BUDGET, jobs=self.jobs,
+        rc = minimize.minimize(det_dir, budget=self.minimize_budget, jobs=self.jobs,
                                quiet=self.quiet)
         mdir = os.path.join(det_dir, "minimize")
         if rc == EXIT_PASS and os.path.exists(os.path.join(mdir, "repro")):
@@ -303,17 +309,21 @@ def parse_schedule(entry):
 
 
 def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
-            allow_lies=False, max_runs=None, quiet=False):
+            allow_lies=False, max_runs=None, quiet=False, minimize_budget=None):
     """`faultline explore`: 0 nothing failed, 1 failures found (summary.txt)."""
     budget_s = parse_budget(budget)
     if not 1 <= jobs <= 16:
         raise SetupError("--jobs must be 1-16")
+    if minimize_budget is None:
+        minimize_budget = MINIMIZE_BUDGET
+    if minimize_budget < 0:
+        raise SetupError("--minimize-budget must be >= 0")
     if max_runs is not None and max_runs < 1:
         raise SetupError("--max-runs must be >= 1")
     if opts.rules or opts.mutate:
         raise SetupError("explore makes its own rules: --rules and --mutate do not apply")
     if resume:
-        ex = Explorer(resume, opts, quiet=quiet)
+        ex = Explorer(resume, opts, quiet=quiet, minimize_budget=minimize_budget)
         st = ex.load()
         if names and [os.path.basename(n) for n in names] != \
                 [os.path.basename(n) for n in ex.scenarios]:
@@ -334,7 +344,8 @@ def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
         if out and os.path.exists(os.path.join(out, STATE)):
             raise SetupError(f"--out {out} holds an explore already: --resume {out} continues it")
         ex = Explorer(out or runner.new_dir(runner.DEFAULT_OUT, "explore"), opts, seed=seed,
-                      jobs=jobs, allow_lies=allow_lies, quiet=quiet)
+                      jobs=jobs, allow_lies=allow_lies, quiet=quiet,
+                      minimize_budget=minimize_budget)
         ex.prepare(names)
         os.makedirs(ex.out, exist_ok=True)
     return ex.run(budget_s, max_runs)
