@@ -96,6 +96,7 @@ class Explorer:
         self.failures = []          # {"trial", "scenario", "class", "signature", ...}
         self.signatures = set()
         self.spaces = {}
+        self.baselines = {}         # scenario: its run with no faults at all
 
     # ------------------------------------------------------------ state
 
@@ -105,6 +106,7 @@ class Explorer:
                  "deterministic": self.opts.deterministic,
                  "tried": self.tried, "kept": self.kept, "elapsed_s": round(self.elapsed_s, 1),
                  "run_s": round(self.run_s, 1),
+                 "baselines": self.baselines,
                  "features": sorted(self.seen), "corpus": self.corpus,
                  "failures": self.failures}
         tmp = os.path.join(self.out, STATE + ".tmp")
@@ -123,6 +125,7 @@ class Explorer:
             self.elapsed_s, self.run_s = st["elapsed_s"], st.get("run_s", 0.0)
             self.seen = set(st["features"])
             self.corpus, self.failures = st["corpus"], st["failures"]
+            self.baselines = st.get("baselines", {})
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise SetupError(f"--resume {self.out}: not an explore directory "
                              f"({e.__class__.__name__}: {e})") from None
@@ -149,7 +152,10 @@ class Explorer:
         name = self.scenarios[trial % len(self.scenarios)]
         space = self.spaces[name]
         mine = [c for c in self.corpus if c["scenario"] == name]
-        if mine and rng.random() > FRESH_SHARE:
+        # Drawn whether or not there is a corpus: a fresh schedule of trial
+        # N is the same one with or without kept schedules before it.
+        fresh = rng.random() <= FRESH_SHARE
+        if mine and not fresh:
             parent = rng.choice(mine)
             sched, what = grammar.mutate(rng, space, parse_schedule(parent))
             return name, sched, f"{what} of {parent['id']}"
@@ -234,6 +240,25 @@ class Explorer:
         else:
             entry["note"] = f"minimize exit {rc}: the run command above is the reproducer"
 
+    def baseline(self, name):
+        """The scenario with no faults at all, once: it must pass, or every
+        failure explore found would be the scenario's (a guest test that
+        checks its own faults fails without them)."""
+        d = os.path.join(self.out, "runs", "baseline-" + os.path.basename(name)[:40])
+        shutil.rmtree(d, ignore_errors=True)
+        res = run_schedule(name, grammar.Schedule(scenario.load(name).faults.seed, []),
+                           self.opts, self.builds, d)
+        if res.failure:
+            raise SetupError(f"{name} fails with no faults ({minimize.signature(d, res.report)}"
+                             f"; {d}): explore needs a scenario that passes without its rules")
+        self.seen |= res.features
+        self.baselines[name] = {"outcome": res.report.outcome, "features": len(res.features),
+                                "elapsed_s": round(res.elapsed_s, 1)}
+        self.save()
+        if not self.quiet:
+            print(f"explore: baseline {name} without faults: {res.report.outcome}, "
+                  f"{len(res.features)} features, {res.elapsed_s:.0f}s", flush=True)
+
     def progress(self, left_s):
         if self.quiet:
             return
@@ -249,6 +274,9 @@ class Explorer:
         start_elapsed = self.elapsed_s
         runs = 0
         self.save()
+        for name in self.scenarios:
+            if name not in self.baselines:
+                self.baseline(name)
         while time.monotonic() - t0 < budget_s and (max_runs is None or runs < max_runs):
             n = min(self.jobs, max_runs - runs) if max_runs is not None else self.jobs
             batch = [(self.tried + i,) + self.schedule_for(self.tried + i) for i in range(n)]

@@ -2,6 +2,7 @@
 """`faultline explore` against a planted bug (meson suite vm).
 
   explore_test.py SCENARIO [--max-runs N] [--seed S]
+  explore_test.py --unfit SCENARIO
 
 1. `faultline explore SCENARIO --deterministic --max-runs N` must stop with
    exit 1 and a failure of the guest's test, found by a schedule explore
@@ -11,6 +12,10 @@
    --deterministic --seed ...`) must fail with the same KTAP line;
 3. `faultline explore --resume DIR --max-runs 1` must go on at the next
    trial with the corpus and features it had.
+
+--unfit: SCENARIO's guest test checks its own faults, so it fails without
+them: explore's baseline run (no faults) must refuse it, one line, exit 2,
+before any schedule is tried.
 
 FAULTLINE_KERNEL / FAULTLINE_MODULES select the kernel.  Exit 0 pass,
 1 fail, 2 setup error.
@@ -37,12 +42,29 @@ def state(d):
         return json.load(f)
 
 
+def unfit(name):
+    out = os.path.join(OUT, f"explore-unfit-{name}-{os.getpid()}")
+    shutil.rmtree(out, ignore_errors=True)
+    res = subprocess.run([FAULTLINE, "explore", name, "--max-runs", "3", "--out", out,
+                          *kernel_args()], capture_output=True, text=True)
+    problems = []
+    err = res.stderr.strip().splitlines()
+    if res.returncode != 2 or not err or "fails with no faults" not in err[-1]:
+        problems.append(f"exit {res.returncode}: {err[-1] if err else ''}")
+    if os.path.exists(os.path.join(out, "trials.jsonl")) or state(out)["tried"]:
+        problems.append("schedules were tried")
+    return verdict(f"explore refuses {name} (fails without faults)", problems)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("scenario")
     p.add_argument("--max-runs", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--unfit", action="store_true")
     args = p.parse_args()
+    if args.unfit:
+        return unfit(args.scenario)
     if scenario.load(args.scenario).faults.rules.strip():
         print(f"explore self-test: {args.scenario} has rules of its own")
         return EXIT_FAIL
@@ -60,6 +82,8 @@ def main():
     st = state(out)
     if not st["failures"]:
         return verdict("explore self-test", ["exit 1 but no failure in state.json"])
+    if st.get("baselines", {}).get(args.scenario, {}).get("outcome") != "pass":
+        problems.append(f"no passing baseline run: {st.get('baselines')}")
     f = st["failures"][0]
     if f["class"] != "fail" or not f["signature"].startswith("not ok: iocheck"):
         problems.append(f"failure {f['class']}: {f['signature']}")
