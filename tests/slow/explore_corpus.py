@@ -90,7 +90,10 @@ def main():
     budget_s = explore.parse_budget(args.budget)
     have = kernels()
     names = args.bugs or bugs.list_all()
-    todo = [bugs.load(n) for n in names if args.bugs or f"bug-{n}" in have]
+    try:
+        todo = [bugs.load(n) for n in names if args.bugs or f"bug-{n}" in have]
+    except bugs.BugError as e:
+        raise SetupError(str(e)) from None
     for b in todo:
         if f"bug-{b.name}" not in have:
             raise SetupError(f"no kernel bug-{b.name}: faultline kernel build {b.base} "
