@@ -13,7 +13,9 @@ explore finds is the kernel's fault, never the device's:
     gone (SIGBUS), as it would be on a real dying disk;
   - reset-fail=: Linux removes an NVMe controller whose reset failed;
   - lost completions (drop, error=timeout, irq=suppress) and fatal: only on
-    frontends that time out (NVMe, syncblk; not virtio), and on NVMe only
+    writes (the driver's abort fails the I/O: a write is redirtied, a read
+    loses its page), only on frontends that time out (NVMe, syncblk; not
+    virtio), and on NVMe only
     when the scenario's own rules already lose completions or fail the
     controller (its author judged its test to survive the aborts);
     otherwise an abort fails the reads in flight too.
@@ -163,15 +165,19 @@ def _actions(space, op):
     acts = [("delay", 5)]
     if data_op or space.allow_lies:
         acts.append(("error", 4))
+    # A lost completion ends in the driver's abort: a failed write is
+    # redirtied, a failed read loses the page (syncblk: timeouts 1, errors
+    # 1, swapstress killed, in explore's first run of syncblk-task).
+    lost = space.lost_ok and (data_op or space.allow_lies)
     if space.kind == "nvme":
         acts.append(("irq-delay", 2))
-        if space.lost_ok:
+        if lost:
             acts.append(("suppress", 1))
-        if space.fatal_ok:
+        if space.fatal_ok and (data_op or space.allow_lies):
             acts.append(("fatal", 1))
     if space.kind == "syncblk" and space.context_ok:
         acts.append(("complete", 2))
-    if space.lost_ok:
+    if lost:
         acts.append(("drop", 1))
     if space.allow_lies:
         if op in ("read", "write", "any"):
@@ -376,6 +382,8 @@ def excluded(text, space):
         lost = "drop" in keys or keys.get("error") == "timeout" or keys.get("irq") == "suppress"
         if lost and not space.lost_ok:
             return f"{line}: lost completion not recoverable here"
+        if (lost or "fatal" in keys) and op in ("read", "any"):
+            return f"{line}: the driver's abort fails the read: the page is lost"
         if "fatal" in keys and not space.fatal_ok:
             return f"{line}: fatal not allowed here"
         if "complete" in keys and not space.context_ok:
