@@ -11,6 +11,10 @@
   faultline minimize RUN_DIR [--budget N] [--jobs J]
                                       shrink a failing --deterministic run to
                                       the few faults that make it fail
+  faultline explore SCENARIO... [--kernel K] [--budget 30m] [--jobs N] [--out DIR]
+                    [--resume DIR] [--seed S] [--max-runs N] [--minimize-budget N]
+                    [--allow-lies]
+                                      search fault schedules for kernel failures
   faultline cmdline SCENARIO          print the QEMU command line
   faultline libvirt-xml SCENARIO      write a domain XML for `virsh create`
   faultline compare SCENARIO --baseline BZIMAGE --series BZIMAGE [--runs N]
@@ -107,6 +111,13 @@ def cmd_repro(args):
 def cmd_minimize(args):
     from . import minimize
     return minimize.minimize(args.rundir, args.budget, args.jobs, args.quiet)
+
+
+def cmd_explore(args):
+    from . import explore
+    return explore.explore(args.scenarios, run_options(args), args.budget, args.jobs,
+                           args.out, args.resume, args.seed, args.allow_lies,
+                           args.max_runs, args.quiet, args.minimize_budget)
 
 
 def cmd_list(args):
@@ -322,6 +333,32 @@ def parser():
     mn.add_argument("--jobs", type=inputs.positive_int, default=1,
                     help="runs at a time (default 1; each run is one VM)")
     mn.add_argument("--quiet", action="store_true", help="only the summary")
+    ex = sub.add_parser("explore", help="search fault schedules for kernel failures "
+                        "(feedback-driven; docs/explore.md)")
+    ex.add_argument("scenarios", nargs="*", help="scenario names or .toml paths")
+    kernel_opts(ex)
+    ex.add_argument("--budget", default="30m", help="wall time, e.g. 90s, 30m, 2h (default 30m)")
+    ex.add_argument("--max-runs", type=inputs.positive_int, help="stop after N runs")
+    ex.add_argument("--minimize-budget", type=int, metavar="N",
+                    help="runs to minimize a failure with (default 40; 0: do not)")
+    ex.add_argument("--jobs", type=inputs.positive_int, default=1,
+                    help="runs at a time (default 1; each run is one VM)")
+    ex.add_argument("--out", type=inputs.out_dir,
+                    help="the explore directory (default: runs/DATE-explore)")
+    ex.add_argument("--resume", metavar="DIR", type=inputs.existing_dir,
+                    help="continue the explore in DIR")
+    ex.add_argument("--seed", type=inputs.seed_value, default=1,
+                    help="seed of the search (default 1)")
+    ex.add_argument("--allow-lies", action="store_true",
+                    help="also lie, corrupt, read errors and unrecoverable faults")
+    ex.add_argument("--deterministic", action="store_true",
+                    help="every run --deterministic (icount)")
+    ex.add_argument("--memory", type=inputs.memory_size, help="guest RAM (overrides vm.memory)")
+    ex.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
+    ex.add_argument("--timeout", type=inputs.duration, help="watchdog per run")
+    ex.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
+                    help="tcg (default) or kvm (needs /dev/kvm)")
+    ex.add_argument("--quiet", action="store_true", help="only failures and the summary")
     cl = sub.add_parser("cmdline", help="print the QEMU command line of a scenario")
     cl.add_argument("scenario")
     kernel_opts(cl)
@@ -399,7 +436,7 @@ def parser():
 
 COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check,
             "bench": cmd_bench, "repro": cmd_repro, "list": cmd_list,
-            "minimize": cmd_minimize, "bugs": cmd_bugs,
+            "minimize": cmd_minimize, "bugs": cmd_bugs, "explore": cmd_explore,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""explore against the real-bug corpus, beside a plain seed sweep with the
+same budget (meson suite slow; not part of `check`).
+
+  explore_corpus.py [BUG ...] [--budget 30m] [--fixed]
+
+For each bug of tests/bugs/ whose buggy kernel is built (`faultline kernel
+build BASE --patch tests/bugs/NAME/reintroduce.patch --name bug-NAME`), on
+each of the bug's scenarios:
+  - `faultline explore SCENARIO --kernel bug-NAME --budget B` (the
+    scenario's own rules removed: no bug-specific rule anywhere);
+  - a seed sweep of the scenario as written, seeds 1, 2, ... one run at a
+    time until the first failure or the same budget.
+--fixed runs the same two on the base kernel (e.g. debian-6.1), where
+nothing may fail.  Prints one line per bug and side: found or not, time to
+the first failure, runs, and explore's minimal schedule; writes
+build/explore-corpus/results.json.  Exit 0 when explore found at least
+half of the bugs (and, with --fixed, nothing failed on the fixed kernels),
+1 otherwise, 2 on a setup error.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vmtest import FAULTLINE, TOP, exit_with  # noqa: E402
+
+from faultline import bugs, explore  # noqa: E402
+from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
+
+OUT = os.path.join(TOP, "build", "explore-corpus")
+
+
+def kernels():
+    """Names of the kernels `faultline kernel list` shows."""
+    res = subprocess.run([FAULTLINE, "kernel", "list"], capture_output=True, text=True)
+    return {line.split()[0] for line in res.stdout.splitlines() if line.strip()}
+
+
+def kernel_opt(kernel):
+    """--kernel NAME; none for Debian's 6.12 binary kernel (the default)."""
+    return [] if kernel == "default" else ["--kernel", kernel]
+
+
+def run_explore(scenario, kernel, budget, out):
+    t0 = time.monotonic()
+    res = subprocess.run([FAULTLINE, "explore", scenario, *kernel_opt(kernel), "--budget",
+                          budget, "--out", out, "--quiet"], capture_output=True, text=True)
+    if res.returncode not in (EXIT_PASS, EXIT_FAIL):
+        raise SetupError(f"explore {scenario} --kernel {kernel}: exit {res.returncode}: "
+                         + (res.stderr.strip().splitlines() or [""])[-1])
+    with open(os.path.join(out, "state.json")) as f:
+        st = json.load(f)
+    first = st["failures"][0] if st["failures"] else None
+    return {"found": bool(first), "runs": st["tried"], "kept": st["kept"],
+            "features": len(st["features"]), "wall_s": round(time.monotonic() - t0),
+            "first_failure_s": first["after_s"] if first else None,
+            "signature": first["signature"] if first else None,
+            "minimal": first.get("minimal") if first else None,
+            "repro": first.get("repro") if first else None}
+
+
+def run_sweep(scenario, kernel, budget_s, out):
+    """Seeds 1, 2, ... of the scenario as written, until a failure or the budget."""
+    t0, seed = time.monotonic(), 0
+    while time.monotonic() - t0 < budget_s:
+        seed += 1
+        res = subprocess.run([FAULTLINE, "run", scenario, *kernel_opt(kernel), "--seed",
+                              str(seed), "--quiet", "--out", out], capture_output=True,
+                             text=True)
+        if res.returncode == 2:
+            raise SetupError(f"run {scenario} --kernel {kernel}: "
+                             + (res.stderr.strip().splitlines() or [""])[-1])
+        if res.returncode != EXIT_PASS:
+            return {"found": True, "runs": seed, "first_failure_s":
+                    round(time.monotonic() - t0), "seed": seed}
+    return {"found": False, "runs": seed, "first_failure_s": None}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("bugs", nargs="*", help="corpus bug names (default: every built one)")
+    p.add_argument("--budget", default="30m")
+    p.add_argument("--fixed", action="store_true", help="also the fixed base kernels")
+    args = p.parse_args()
+    budget_s = explore.parse_budget(args.budget)
+    have = kernels()
+    names = args.bugs or bugs.list_all()
+    try:
+        todo = [bugs.load(n) for n in names if args.bugs or f"bug-{n}" in have]
+    except bugs.BugError as e:
+        raise SetupError(str(e)) from None
+    for b in todo:
+        if f"bug-{b.name}" not in have:
+            raise SetupError(f"no kernel bug-{b.name}: faultline kernel build {b.base} "
+                             f"--patch {b.patch} --name bug-{b.name}")
+    if not todo:
+        raise SetupError("no corpus bug has its kernel built (faultline kernel list)")
+    os.makedirs(OUT, exist_ok=True)
+    results, found, false_pos = [], 0, []
+    for b in todo:
+        sides = [("bug", f"bug-{b.name}")]
+        if args.fixed:
+            fixed = b.base.replace(":", "-")
+            sides.append(("fixed", fixed if fixed in have or b.base != "debian:6.12"
+                          else "default"))
+        for sc in b.scenarios:
+            for side, kernel in sides:
+                tag = f"{b.name}-{sc}-{side}-{int(time.time())}"
+                ex = run_explore(sc, kernel, args.budget, os.path.join(OUT, tag, "explore"))
+                sw = run_sweep(sc, kernel, budget_s, os.path.join(OUT, tag, "sweep"))
+                results.append({"bug": b.name, "scenario": sc, "kernel": kernel,
+                                "side": side, "explore": ex, "sweep": sw})
+                if side == "bug" and ex["found"]:
+                    found += 1
+                if side == "fixed" and (ex["found"] or sw["found"]):
+                    false_pos.append(f"{b.name} {sc}")
+
+                def when(r):
+                    return (f"found after {r['first_failure_s']}s, {r['runs']} runs"
+                            if r["found"] else f"not found in {r['runs']} runs")
+                print(f"{b.name:36} {side:5} {sc:24} explore: {when(ex)}; "
+                      f"sweep: {when(sw)}", flush=True)
+                if ex["minimal"]:
+                    print("    minimal: " + "; ".join(
+                        x.split("#")[0].strip() for x in ex["minimal"].splitlines()
+                        if x.strip() and not x.startswith("#")))
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"explore found {found} of {len(todo)} bugs in {args.budget} each"
+          + (f"; failures on fixed kernels: {', '.join(false_pos)}" if false_pos else ""))
+    return EXIT_PASS if 2 * found >= len(todo) and not false_pos else EXIT_FAIL
+
+
+if __name__ == "__main__":
+    exit_with("explore_corpus", main)

@@ -1,0 +1,259 @@
+"""Unit tests of `faultline explore`: the schedule grammar (every generated
+or mutated rule set parses with the engine's own parser, is accepted by its
+attach point, and holds no excluded action), the feedback signal on
+recorded runs (tests/unit/explore/), and resuming a search."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline import __main__ as cli  # noqa: E402
+from faultline import explore, feedback, grammar, rules, scenario  # noqa: E402
+from faultline.runner import RunOptions  # noqa: E402
+
+FIXTURES = os.path.join(TOP, "tests", "unit", "explore")
+# One scenario per attach point, and ones whose own rules allow more
+# (lost completions, fatal, in-band states, several CPUs).
+SCENARIOS = ["smoke", "syncblk-task", "write-error-redirty-virtio",
+             "write-error-redirty-virtio-scsi", "nvme-lost-completion", "nvme-fatal",
+             "syncblk-cpu-target", "nvme-queue-target", "write-error-redirty-sync"]
+PER_SCENARIO = 800
+
+
+def spaces(allow_lies=False):
+    out = []
+    for name in SCENARIOS:
+        sc = scenario.load(name)
+        out.append((name, grammar.Space.of(sc, sc.faults.rules, allow_lies)))
+    return out
+
+
+def schedules(space, rng, n):
+    """@n schedules: fresh ones and chains of mutations of them."""
+    out = []
+    while len(out) < n:
+        s = grammar.generate(rng, space)
+        out.append(s)
+        for _ in range(rng.randint(0, 8)):
+            s, _ = grammar.mutate(rng, space, s)
+            out.append(s)
+    return out[:n]
+
+
+def engine_errors(texts):
+    """{index: message} of the rule texts fault-rules-check rejects."""
+    errors = {}
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for i, t in enumerate(texts):
+            paths.append(os.path.join(d, f"{i}.rules"))
+            with open(paths[-1], "w") as f:
+                f.write(t)
+        for k in range(0, len(paths), 1000):
+            res = subprocess.run([rules.checker(), *paths[k:k + 1000]], capture_output=True,
+                                 text=True)
+            for line in res.stdout.splitlines():
+                path, _, msg = line.partition(": ")
+                errors[paths.index(path)] = msg
+            if res.returncode not in (0, 1):
+                raise AssertionError(f"fault-rules-check exit {res.returncode}: {res.stderr}")
+    return errors
+
+
+class GrammarTest(unittest.TestCase):
+    def test_every_schedule_parses_and_fits_its_attach_point(self):
+        rng = random.Random(7)
+        for name, space in spaces():
+            scheds = schedules(space, rng, PER_SCENARIO)
+            texts = [s.text() for s in scheds]
+            bad = engine_errors(texts)
+            self.assertEqual(bad, {}, f"{name}: e.g. {texts[min(bad)] if bad else ''}")
+            for t in texts:
+                self.assertTrue(t.strip(), name)
+                self.assertEqual(grammar.device_problem(space.kind, t), "", (name, t))
+                self.assertEqual(grammar.excluded(t, space), "", (name, t))
+                for tok in ("lie", "corrupt", "reset-fail", "read-error"):
+                    self.assertNotIn(tok, t.split(), (name, t))
+
+    def test_the_space_uses_what_each_attach_point_has(self):
+        rng = random.Random(8)
+        seen = {}
+        for name, space in spaces():
+            text = "".join(s.text() for s in schedules(space, rng, PER_SCENARIO))
+            seen[name] = {k for k in ("sq=", "cpu=", "irq-delay=", "irq=suppress", "complete=",
+                                      "drop", "fatal", "dnr", "when=after", "uniform(",
+                                      "exp(", "state=", "prob=", "every=", "nth=", "after=",
+                                      "count=", "lba=") if k in text}
+        self.assertIn("sq=", seen["nvme-queue-target"])
+        self.assertIn("cpu=", seen["syncblk-cpu-target"])
+        self.assertIn("complete=", seen["write-error-redirty-sync"])
+        # swapctx --expect task asserts the completion context: a complete=
+        # rule would fail it by the device's doing (explore's first real run).
+        self.assertNotIn("complete=", seen["syncblk-task"])
+        self.assertIn("drop", seen["nvme-lost-completion"])
+        self.assertIn("irq=suppress", seen["nvme-lost-completion"])
+        self.assertIn("fatal", seen["nvme-fatal"])
+        self.assertIn("state=", seen["write-error-redirty-sync"])   # --arm-state 1
+        for k in ("irq-delay=", "dnr", "when=after", "uniform(", "exp(", "prob=", "every=",
+                  "nth=", "after=", "count=", "lba="):
+            self.assertIn(k, seen["smoke"])
+        # Lost completions only where the scenario's own rules lose them;
+        # never on virtio, whose drivers never time out.
+        for name in ("smoke", "write-error-redirty-virtio", "write-error-redirty-virtio-scsi"):
+            self.assertFalse({"drop", "irq=suppress", "fatal"} & seen[name], name)
+
+    def test_allow_lies_widens_the_space_and_still_parses(self):
+        rng = random.Random(9)
+        got = set()
+        for name, space in spaces(allow_lies=True):
+            if space.kind not in ("nvme", "virtio-blk"):
+                continue
+            scheds = schedules(space, rng, 300)
+            texts = [s.text() for s in scheds]
+            self.assertEqual(engine_errors(texts), {}, name)
+            strict = grammar.Space(**{**space.__dict__, "allow_lies": False})
+            for t in texts:
+                self.assertEqual(grammar.device_problem(space.kind, t), "", t)
+                if any(k in t.split() for k in ("lie",)) or "corrupt" in t:
+                    self.assertNotEqual(grammar.excluded(t, strict), "", t)
+                    got.add("lie" if "lie" in t.split() else "corrupt")
+        self.assertEqual(got, {"lie", "corrupt"})
+
+    def test_excluded_names_what_breaks_data(self):
+        nvme = grammar.Space("nvme", 1 << 21)
+        virtio = grammar.Space("virtio-blk", 1 << 21, lost_ok=False)
+        for text, space in (("a: write nth=3 lie", nvme), ("a: write corrupt=2", nvme),
+                            ("a: read prob=0.1 error=eio", nvme),
+                            ("a: any error=write-fault", nvme),
+                            ("a: write nth=2 reset-fail=1", nvme),
+                            ("a: write nth=2 drop", virtio),
+                            ("a: write nth=2 error=timeout", nvme),
+                            ("a: read nth=2 irq=suppress", nvme),
+                            ("a: write nth=2 fatal", nvme)):
+            self.assertNotEqual(grammar.excluded(text, space), "", text)
+        self.assertEqual(grammar.excluded("a: write every=4 error=eio dnr", nvme), "")
+        self.assertIn("not supplied", grammar.device_problem("syncblk", "a: write sq=1 delay=1us"))
+        self.assertIn("not supplied", grammar.device_problem("nvme", "a: write cpu=1 delay=1us"))
+        self.assertIn("hang forever", grammar.device_problem("virtio-scsi", "a: write drop"))
+
+    def test_mutations_are_reproducible_and_change_something(self):
+        _, space = spaces()[0]
+        a = [s.text() for s in schedules(space, random.Random(3), 50)]
+        b = [s.text() for s in schedules(space, random.Random(3), 50)]
+        self.assertEqual(a, b)
+        rng = random.Random(4)
+        s = grammar.generate(rng, space)
+        kinds = set()
+        for _ in range(200):
+            m, what = grammar.mutate(rng, space, s)
+            kinds.add(what)
+            if what != "seed":
+                self.assertNotEqual(m.text(), s.text(), what)
+            else:
+                self.assertNotEqual(m.seed, s.seed)
+            s = m
+        self.assertEqual(kinds, {"distribution", "range", "seed", "add", "drop", "regen"})
+
+    def test_schedule_text_round_trips(self):
+        rng = random.Random(5)
+        for _, space in spaces():
+            for s in schedules(space, rng, 100):
+                back = explore.parse_schedule({"seed": s.seed, "rules": s.text()})
+                self.assertEqual(back.text(), s.text())
+
+
+class FeedbackTest(unittest.TestCase):
+    def test_bucket(self):
+        self.assertEqual([feedback.bucket(n) for n in (0, 1, 2, 3, 4, 15, 16, 64, -5)],
+                         [0, 1, 1, 1, 2, 2, 3, 4, -2])
+        self.assertIsNone(feedback.bucket("x"))
+
+    def test_recorded_runs(self):
+        plain = feedback.features(os.path.join(FIXTURES, "pass"))
+        errs = feedback.features(os.path.join(FIXTURES, "w3dnr"))
+        # Same scenario, same kernel: a run is nothing new after itself.
+        self.assertEqual(feedback.new_features(plain, plain), [])
+        new = feedback.new_features(errs, plain)
+        # Every third swap write failed (write every=3 error=eio dnr): the
+        # kernel's write-error path is what is new, with numbers masked.
+        self.assertIn("klog:Write-error on swap-device:4", new)
+        self.assertIn("dmesg:Write-error on swap-device (N:N:N)", new)
+        self.assertIn("diag:vmstat pswpout:8", errs)
+        self.assertFalse(any(f.startswith(("diag:seed", "diag:elapsed")) for f in errs))
+        self.assertFalse(any(c.isdigit() for f in errs if f.startswith(("dmesg:", "ktap:"))
+                             for c in f))
+
+    def test_probes(self):
+        ktap = ("# kretprobe swap_writepage_bdev_sync=0 12\n"
+                "# kretprobe swap_writepage_bdev_sync!=0 3\n"
+                "# kprobe end_swap_bio_write 40\n"
+                "# kprobe end_swap_bio_write hardirq 40\n"
+                "# kprobe folio_end_writeback n/a\n"
+                "# kprobe zswap_writeback_entry 0\n")
+        got = feedback.probe_features(ktap)
+        f = "swap_writepage_bdev_sync"
+        self.assertEqual(got, {f"ret:{f}=0", f"ret:{f}=0:2", f"ret:{f}!=0", f"ret:{f}!=0:1",
+                               "probe:end_swap_bio_write:3",
+                               "probe:end_swap_bio_write:hardirq:3"})
+
+
+class ResumeTest(unittest.TestCase):
+    def explorer(self, out):
+        return explore.Explorer(out, RunOptions(quiet=True), seed=11)
+
+    def test_resume_goes_on_as_an_uninterrupted_search(self):
+        with tempfile.TemporaryDirectory() as d:
+            a = self.explorer(d)
+            a.prepare(["smoke", "syncblk-task"])
+            # A search 6 trials in, with two schedules kept.
+            for trial in (0, 3):
+                name, s, _ = a.schedule_for(trial)
+                a.corpus.append({"id": f"c{trial}", "scenario": name, "seed": s.seed,
+                                 "rules": s.text(), "new": 1, "trial": trial})
+            a.tried, a.kept, a.seen = 6, 2, {"diag:vmstat pswpout:8", "ret:f=0"}
+            a.failures.append({"trial": 4, "signature": "hang", "scenario": "smoke"})
+            a.elapsed_s = 99.0
+            a.save()
+            b = self.explorer(d)
+            st = b.load()
+            b.prepare(b.scenarios)
+            self.assertEqual((b.tried, b.kept, b.seen, b.elapsed_s, b.scenarios),
+                             (6, 2, a.seen, 99.0, ["smoke", "syncblk-task"]))
+            self.assertEqual(b.signatures, {"hang"})
+            self.assertEqual(st["seed"], 11)
+            for trial in range(6, 30):
+                x, y = a.schedule_for(trial), b.schedule_for(trial)
+                self.assertEqual((x[0], x[1].text(), x[1].seed, x[2]),
+                                 (y[0], y[1].text(), y[1].seed, y[2]))
+            # Mutations of kept schedules happen (not only fresh ones).
+            self.assertTrue(any(" of c" in b.schedule_for(t)[2] for t in range(6, 30)))
+
+    def test_bad_input_is_one_line_before_any_vm(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump({"scenarios": ["smoke"]}, f)
+            for argv in (["explore", "--resume", d], ["explore", "smoke", "--out", d],
+                         ["explore", "smoke", "--budget", "10x"],
+                         ["explore", "no-such-scenario"], ["explore"]):
+                res = subprocess.run([sys.executable, "-m", "faultline", *argv],
+                                     capture_output=True, text=True,
+                                     cwd=os.path.join(TOP, "python"))
+                self.assertEqual(res.returncode, 2, argv)
+                self.assertEqual(len(res.stderr.strip().splitlines()), 1, (argv, res.stderr))
+                self.assertEqual(res.stdout, "", argv)
+
+    def test_command_is_registered(self):
+        self.assertIn("explore", cli.COMMANDS)
+        self.assertEqual(explore.parse_budget("90s"), 90)
+        self.assertEqual(explore.parse_budget("1.5h"), 5400)
+
+
+if __name__ == "__main__":
+    unittest.main()
