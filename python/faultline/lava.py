@@ -26,7 +26,7 @@ import signal
 import subprocess
 import time
 
-from . import abort
+from . import abort, lavaqemu
 from .build import CACHE
 from .errors import SetupError
 from .machine import Machine, WatchResult
@@ -338,97 +338,6 @@ def compare_cases(cases, ktap_results):
 
 # ---------------------------------------------------------------- the backend
 
-WRAPPER = '''#!/usr/bin/python3
-# faultline: the qemu-system-x86_64 LAVA runs (first on its PATH).  Runs
-# faultline's QEMU with a QMP socket and -no-shutdown; when the guest powers
-# off (or resets: -no-reboot), saves the fault injector's statistics into
-# the run directory and quits, so LAVA sees the end of the stream.
-# It dies with lava-run and QEMU dies with it (the parent-death signal):
-# lava-run dies with the launcher, so a killed launcher leaves no QEMU.
-import ctypes, json, os, signal, socket, subprocess, sys, time
-QEMU, SOCK, STATS, INJECTOR = {qemu!r}, {sock!r}, {stats!r}, {injector!r}
-LAUNCHER = {launcher!r}
-S = None
-LIBC = ctypes.CDLL(None)
-def die_with_parent(parent):
-    LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGKILL)
-def launcher_alive():
-    try:
-        with open("/proc/%d/stat" % LAUNCHER["pid"]) as f:
-            st = f.read()
-    except OSError:
-        return False
-    fields = st[st.rindex(")") + 2:].split()
-    return int(fields[19]) == LAUNCHER["start"] and fields[0] not in "ZX"
-die_with_parent(os.getppid())
-# lava-run may have died (with the launcher) before that prctl.
-if not launcher_alive():
-    sys.exit(1)
-args = sys.argv[1:]
-if args == ["--version"] or not args:
-    os.execv(QEMU, [QEMU] + args)
-me = os.getpid()
-proc = subprocess.Popen([QEMU] + args + ["-no-shutdown", "-qmp",
-                        "unix:" + SOCK + ",server=on,wait=off"],
-                        preexec_fn=lambda: die_with_parent(me))
-with open(SOCK + ".wrapper-pid", "w") as p:
-    p.write(str(os.getpid()))
-def task_dump(signum, frame):
-    # SIGUSR1 from the launcher's watchdog: console loglevel 7, then the
-    # task dump.  Replies are read (and ignored) by the loop below.
-    for key in ("7", "t"):
-        keys = [{{"type": "qcode", "data": k}} for k in ("alt", "sysrq", key)]
-        S.sendall(json.dumps({{"execute": "send-key", "arguments": {{"keys": keys}}}}).encode()
-                  + b"\\n")
-        time.sleep(0.3)
-signal.signal(signal.SIGUSR1, task_dump)
-def qmp_connect():
-    for _ in range(200):
-        if proc.poll() is not None:
-            return None
-        try:
-            global S
-            S = socket.socket(socket.AF_UNIX)
-            S.connect(SOCK)
-            f = S.makefile("rwb")
-            f.readline()
-            return f
-        except OSError:
-            time.sleep(0.05)
-    return None
-def cmd(f, name, **a):
-    f.write(json.dumps({{"execute": name, "arguments": a}}).encode() + b"\\n")
-    f.flush()
-    while True:
-        msg = json.loads(f.readline())
-        if "event" not in msg:
-            return msg
-f = qmp_connect()
-if f is None:
-    sys.exit(proc.wait())
-cmd(f, "qmp_capabilities")
-try:
-    while True:
-        line = f.readline()
-        if not line:
-            break
-        msg = json.loads(line)
-        if msg.get("event") in ("SHUTDOWN", "GUEST_PANICKED"):
-            if INJECTOR:
-                st = cmd(f, "x-fault-query-stats", id=INJECTOR)
-                with open(STATS + ".tmp", "w") as out:
-                    json.dump(st.get("return", st), out)
-                os.rename(STATS + ".tmp", STATS)
-            cmd(f, "quit")
-            break
-except (OSError, ValueError):
-    pass
-sys.exit(proc.wait())
-'''
-
-
 def dispatcher_config(prefix):
     # Without a default IPv4 route lava-run fails (LAVABug KeyError: 2)
     # unless the dispatcher's address is given.  The prefix keeps LAVA's
@@ -490,10 +399,9 @@ class LavaMachine(Machine):
                 f.write(text)
         wrapper = os.path.join(p["bin"], "qemu-system-x86_64")
         with open(wrapper, "w") as f:
-            f.write(WRAPPER.format(qemu=spec.qemu_binary,
-                                   sock=os.path.join(self.lava_dir, "qmp.sock"),
-                                   stats=self.stats_path, injector=spec.injector_id,
-                                   launcher=abort.identity()))
+            f.write(lavaqemu.program(os.path.dirname(os.path.dirname(lavaqemu.__file__)),
+                                     spec.qemu_binary, os.path.join(self.lava_dir, "qmp.sock"),
+                                     self.stats_path, spec.injector_id, abort.identity()))
         os.chmod(wrapper, 0o755)
         return job
 
@@ -540,7 +448,7 @@ class LavaMachine(Machine):
         self._log = open(self.log_path, "w")
         try:
             # SIGKILL when the launcher dies: its QEMU wrapper, then QEMU,
-            # die with it (WRAPPER); the next launcher removes the rest.
+            # die with it (lavaqemu); the next launcher removes the rest.
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                          stderr=subprocess.STDOUT, env=env, cwd=self.lava_dir,
                                          start_new_session=True,
