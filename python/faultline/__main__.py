@@ -37,11 +37,12 @@ import shutil
 import subprocess
 import sys
 
-from . import abort, guest, inputs, kernel, mutate, report, runner, scenario
+from . import abort, inputs, kernel, mutate, report, runner, scenario
 from .build import build_all, run_script, say
 from .errors import EXIT_SETUP, SetupError
-from .machine import BACKENDS, make_spec
+from .machine import BACKENDS
 from .runner import DEFAULT_OUT, RunOptions
+from .vmspec import prepare_spec
 
 
 def run_options(args):
@@ -129,9 +130,8 @@ def cmd_cmdline(args):
                                                                            args.modules)
     outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "cmdline-" + sc.name))
     os.makedirs(outdir, exist_ok=True)
-    initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
-    spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), outdir,
-                     outdir, seed, opts.deterministic, opts.accel)
+    spec = prepare_spec(sc, builds, outdir, seed=seed, deterministic=opts.deterministic,
+                        accel=opts.accel)
     say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); console.log and "
         "ktap.log are written there; QMP on qmp.sock")
     print(shlex.join(spec.qemu_argv(os.path.join(outdir, "qmp.sock"))))

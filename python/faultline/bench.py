@@ -43,12 +43,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-from . import TOP, guest, rules, scenario, stats
+from . import TOP, rules, scenario, stats
 from .build import build_all, git_describe, say
 from .errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
-from .machine import make_spec
 from .qemu import QemuMachine
 from .runner import DEFAULT_OUT, new_dir, scratch_dir
+from .vmspec import prepare_spec
 
 GROUPS = ("engine", "latency", "overhead", "deterministic")
 ENGINE_TARGET_NS = 30.0
@@ -582,13 +582,8 @@ class Boot:
         scratch = scratch_dir()
         seed = self.sc.faults.seed
         try:
-            initrd = guest.prepare(self.sc, self.builds.guest_dir, self.dir, scratch, seed)
-            spec = make_spec(self.sc, self.builds, self.builds.kernel, initrd,
-                             guest.kernel_cmdline(self.sc), self.dir, scratch, seed,
-                             self.deterministic)
-            if self.backend:
-                spec.device_args = [self.backend if a.startswith("driver=file,") else a
-                                    for a in spec.device_args]
+            spec = prepare_spec(self.sc, self.builds, self.dir, scratch=scratch, seed=seed,
+                                deterministic=self.deterministic, blockdev=self.backend)
             # Named threads (vCPU, worker...): CPU per I/O by thread role.
             spec.extra_args += ["-name", "bench,debug-threads=on"]
             if self.trace:

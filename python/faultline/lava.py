@@ -650,9 +650,9 @@ def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=Fals
     empty disk.  @scenarios: loaded Scenarios; @kernels: [(bzImage or None,
     modules or None)]; @seeds: list or None (each scenario's own seed).
     Returns the job files."""
-    from . import guest, runner
+    from . import runner
     from .build import build_all, git_describe
-    from .machine import make_spec
+    from .vmspec import prepare_spec
     os.makedirs(os.path.join(out, "jobs"), exist_ok=True)
     version = git_describe()
     jobs, disks = [], {}
@@ -672,17 +672,16 @@ def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=Fals
                 name = f"{sc.name}-seed{seed}-kernel{ki}"
                 jdir = os.path.join(out, name)
                 os.makedirs(jdir, exist_ok=True)
-                initrd = guest.prepare(sc, sc_builds.guest_dir, jdir, jdir, seed)
+                spec = prepare_spec(sc, sc_builds, jdir, seed=seed,
+                                    deterministic=deterministic, kernel=kimage)
                 os.unlink(os.path.join(jdir, "disk.img"))   # the shared one serves
-                spec = make_spec(sc, sc_builds, kimage, initrd, guest.kernel_cmdline(sc),
-                                 jdir, jdir, seed, deterministic)
                 opts = runner.RunOptions(kernel=kernel, modules=modules,
                                          deterministic=deterministic)
                 meta = job_metadata(sc.name, seed, version,
                                     runner.run_command(sc.path, seed, opts),
                                     os.path.abspath(kernel) if kernel else None)
                 urls = {"kernel": _url(base_url, out, kimage),
-                        "initrd": _url(base_url, out, initrd),
+                        "initrd": _url(base_url, out, spec.initrd),
                         "disk": _url(base_url, out, disks[size])}
                 if spec.rules_file:
                     urls["rules"] = _url(base_url, out, spec.rules_file)

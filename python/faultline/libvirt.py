@@ -637,12 +637,10 @@ def _one_line(e):
 def write_inputs(sc, builds, outdir, seed, deterministic, accel="tcg"):
     """`faultline libvirt-xml`: the run's inputs (disk, initramfs, rules) and
     a domain XML in @outdir for `virsh create`; returns the XML's path."""
-    from . import guest
-    from .machine import make_spec
+    from .vmspec import prepare_spec
     os.makedirs(outdir, exist_ok=True)
-    initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
-    spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), outdir,
-                     outdir, seed, deterministic, accel)
+    spec = prepare_spec(sc, builds, outdir, seed=seed, deterministic=deterministic,
+                        accel=accel)
     path = os.path.join(outdir, "domain.xml")
     with open(path, "w") as f:
         f.write(domain_xml(spec, new_domain_name(sc.name), by_hand=True))

@@ -73,11 +73,13 @@ def machine_args(cpus, deterministic):
     return ["-smp", str(cpus)]
 
 
-def device_args(sc, disk, rundir, seed, deterministic):
+def device_args(sc, disk, rundir, seed, deterministic, blockdev=None):
     """-blockdev/-object/-device of the swap disk, its injector and device;
-    returns (argv, injector id or None)."""
+    returns (argv, injector id or None).  @blockdev: the disk's -blockdev
+    options instead of the raw image's (node-name disk0)."""
     dev = sc.device
-    q = ["-blockdev", f"driver=file,filename={disk},node-name=disk0,cache.direct=off"]
+    q = ["-blockdev",
+         blockdev or f"driver=file,filename={disk},node-name=disk0,cache.direct=off"]
     # The devices do their I/O in the MMIO write and complete on virtual
     # timers only with an injector that says so (rules or not).
     det = ",deterministic=on" if deterministic else ""
@@ -117,10 +119,11 @@ def device_args(sc, disk, rundir, seed, deterministic):
 
 
 def make_spec(sc, builds, kernel, initrd, append, rundir, scratch, seed, deterministic,
-              accel="tcg"):
-    """The MachineSpec of one run of scenario @sc."""
+              accel="tcg", blockdev=None):
+    """The MachineSpec of one run of scenario @sc (commands use
+    vmspec.prepare_spec, which writes the inputs first)."""
     disk = os.path.join(scratch, "disk.img")
-    devargs, injector = device_args(sc, disk, rundir, seed, deterministic)
+    devargs, injector = device_args(sc, disk, rundir, seed, deterministic, blockdev)
     return MachineSpec(
         scenario=sc.name, qemu_binary=builds.qemu_binary, firmware_dirs=builds.firmware_dirs,
         kernel=kernel, initrd=initrd, append=append, memory=sc.vm.memory, cpus=sc.vm.cpus,

@@ -12,13 +12,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, abort, guest, kcidb, kconfig, mutate, report, rules, scenario
+from . import TOP, abort, kcidb, kconfig, mutate, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
-from .machine import backend_class, make_spec
+from .machine import backend_class
 from .progress import Progress
 from .report import load_report
+from .vmspec import prepare_spec
 
 DEFAULT_SCENARIO = "smoke"
 DEFAULT_OUT = os.path.join(TOP, "runs")
@@ -176,9 +177,8 @@ def boot_and_judge(sc, seed, opts, builds, rundir):
     t0 = time.monotonic()
     scratch = scratch_dir(rundir)
     try:
-        initrd = guest.prepare(sc, builds.guest_dir, rundir, scratch, seed)
-        spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), rundir,
-                         scratch, seed, opts.deterministic, opts.accel)
+        spec = prepare_spec(sc, builds, rundir, scratch=scratch, seed=seed,
+                            deterministic=opts.deterministic, accel=opts.accel)
         with backend_class(opts.backend)(spec, **opts.backend_options) as m:
             m.start()
             watch = m.run(sc.timeout_s, Progress(len(sc.tests), opts.quiet))
