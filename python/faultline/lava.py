@@ -29,7 +29,8 @@ import time
 from . import abort, lavaqemu
 from .build import CACHE
 from .errors import SetupError
-from .machine import Machine, WatchResult
+from .logtail import LogTail
+from .machine import Machine
 
 try:
     import yaml
@@ -254,16 +255,40 @@ def parse_lava_log(text):
     return target, results, errors
 
 
-def ktap_from_target(lines):
-    """The ttyS1 (KTAP) stream from LAVA's target lines: from '# kernel' on."""
-    out, started = [], False
+def _ktap_lines(lines, started=False):
+    """(KTAP lines among LAVA's target @lines, whether KTAP has started):
+    from '# kernel' on."""
+    out = []
     for ln in lines:
         s = ln.rstrip("\r")
-        if s.startswith("# kernel "):
-            started = True
+        started = started or s.startswith("# kernel ")
         if started:
-            out.append(s)
-    return "\n".join(out) + ("\n" if out else "")
+            out.append(s + "\n")
+    return out, started
+
+
+def ktap_from_target(lines):
+    """The ttyS1 (KTAP) stream from LAVA's target lines."""
+    return "".join(_ktap_lines(lines)[0])
+
+
+class LavaKtap:
+    """The KTAP stream as LAVA logs it, read incrementally from lava.log (a
+    LogTail of KTAP text: text, partial, poll(), lines())."""
+
+    def __init__(self, log_path):
+        self.log = LogTail(log_path)
+        self.text, self.partial = "", ""
+        self.started = False
+
+    def poll(self):
+        target, _, _ = parse_lava_log(self.log.poll())
+        new, self.started = _ktap_lines(target, self.started)
+        self.text += "".join(new)
+        return "".join(new)
+
+    def lines(self):
+        return self.text.splitlines()
 
 
 def case_results(results):
@@ -374,6 +399,7 @@ class LavaMachine(Machine):
         self._log = None
         self._diag = []
         self._cases = []
+        self._give_up = None
 
     def _paths(self):
         d = self.lava_dir
@@ -503,63 +529,53 @@ class LavaMachine(Machine):
         except OSError:
             return ""
 
-    def run(self, timeout_s, progress=None):
-        """Wait for lava-run, showing the KTAP stream as LAVA logs it, then
-        convert LAVA's results (see convert()).  The watchdog counts from
-        QEMU's start, as on the qemu backend; when it fires before the
-        guest reported, the QEMU wrapper asks the guest for a sysrq task
-        dump, then lava-run is stopped (LAVA's own test timeout is later)."""
-        t0 = time.monotonic()
-        self._spawn(timeout_s + DUMP_GRACE_S)
-        boot_t0, dump, hang = None, None, False
-        deadline = t0 + timeout_s + LAVA_MARGIN_S + DUMP_GRACE_S + 60
-        wrapper_pid = os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
-        while self.running():
-            time.sleep(0.5)
-            abort.check()
-            now = time.monotonic()
-            target, _, _ = parse_lava_log(self._read_log())
-            ktap = ktap_from_target(target)
-            if progress:
-                progress.update(ktap, now - t0, {})
-            if boot_t0 is None and os.path.exists(wrapper_pid):
-                boot_t0 = now
-            reported = any(ln.startswith(EXIT_CASE + " ") for ln in ktap.splitlines())
-            if boot_t0 is not None and not reported and now > boot_t0 + timeout_s:
-                hang = True
-                dump = self._task_dump(wrapper_pid)
-                self.kill()
-            elif now > deadline:
-                hang = True
-                self.kill()
-        if progress:
-            progress.finish()
-        w = WatchResult(backend=self.backend)
-        self.convert(w, hang)
-        if hang:
-            w.hang, w.task_dump = w.guest_exit is None, dump
-        w.elapsed_s = time.monotonic() - t0
-        w.backend_info = self.info()
-        return w
+    # -- the watch loop's primitives (watch.watch): LAVA's QEMU has no QMP of
+    # ours; KTAP comes from LAVA's log, as LAVA logs it.  The watchdog counts
+    # from QEMU's start, as on the qemu backend; when it fires before the
+    # guest reported, the QEMU wrapper asks the guest for a sysrq task dump,
+    # then lava-run is stopped (LAVA's own test timeout is later).
+    has_qmp = False
 
-    def _task_dump(self, wrapper_pid):
-        """SIGUSR1 to the QEMU wrapper (alt-sysrq-7, alt-sysrq-t over its
-        QMP), then wait for the console to settle; the dump's offset or None."""
-        console = os.path.join(self.spec.rundir, "console.log")
-        size0 = os.path.getsize(console)
+    def begin(self, timeout_s):
+        self._spawn(timeout_s + DUMP_GRACE_S)
+
+    def streams(self):
+        return {"ktap": LavaKtap(self.log_path),
+                "console": LogTail(os.path.join(self.spec.rundir, "console.log"))}
+
+    def _wrapper_pid(self):
+        return os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
+
+    def watchdog_armed(self):
+        return os.path.exists(self._wrapper_pid())
+
+    def give_up_at(self, t0, timeout_s):
+        self._give_up = t0 + timeout_s + LAVA_MARGIN_S + DUMP_GRACE_S + 60
+        return self._give_up
+
+    def request_task_dump(self):
+        """SIGUSR1 to the QEMU wrapper: alt-sysrq-7, alt-sysrq-t over its QMP."""
         try:
-            with open(wrapper_pid) as f:
+            with open(self._wrapper_pid()) as f:
                 os.kill(int(f.read()), signal.SIGUSR1)
         except (OSError, ValueError):
-            return None
-        deadline, last = time.monotonic() + 10, -1
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            size = os.path.getsize(console)
-            if size == last and size > size0:
+            return False
+        return True
+
+    def finish(self, w, hang):
+        """Wait for lava-run to end (the wrapper quits QEMU once the guest
+        is off), then convert LAVA's results (see convert())."""
+        while not hang and self.running():
+            if time.monotonic() > self._give_up:
+                hang = True
                 break
-            last = size
-        return size0 if os.path.getsize(console) > size0 else None
+            time.sleep(0.5)
+            abort.check()
+        if hang:
+            self.kill()
+        self.convert(w, hang)
+        if hang:
+            w.hang = w.guest_exit is None
 
     def convert(self, w, killed=False):
         """LAVA's log and result.yaml -> ktap.log, lava-results.json and @w."""
