@@ -75,7 +75,7 @@ def cmd_matrix(args):
 
 
 def cmd_lava(args):
-    from . import lava
+    from . import lavajobs
     if args.seed is not None and args.seeds:
         raise SetupError("--seed and --seeds exclude each other")
     if args.modules and len(args.modules) != len(args.kernel or []):
@@ -90,8 +90,8 @@ def cmd_lava(args):
     opts = RunOptions(deterministic=args.deterministic)
     scs = [runner.load_scenario(name, opts) for name in args.scenarios]
     out = args.out or runner.new_dir(DEFAULT_OUT, "lava-jobs")
-    jobs = lava.write_jobs(scs, kernels, seeds, os.path.abspath(out), args.base_url,
-                           args.deterministic)
+    jobs = lavajobs.write_jobs(scs, kernels, seeds, os.path.abspath(out), args.base_url,
+                               args.deterministic)
     for j in jobs:
         print(j)
     say(f"{len(jobs)} LAVA job(s); submit with: lavacli jobs submit FILE (docs/ci.md)")
@@ -139,13 +139,13 @@ def cmd_cmdline(args):
 
 
 def cmd_libvirt_xml(args):
-    from . import libvirt
+    from . import libvirtxml
     opts = run_options(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
     builds = build_all(args.kernel, args.modules, quiet=True)
     outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "libvirt-xml-" + sc.name))
-    path = libvirt.write_inputs(sc, builds, outdir, seed, opts.deterministic, opts.accel)
+    path = libvirtxml.write_inputs(sc, builds, outdir, seed, opts.deterministic, opts.accel)
     say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); the guest writes "
         "console.log and ktap.log there; run it with")
     print(f"virsh -c qemu:///system create {shlex.quote(path)}")
