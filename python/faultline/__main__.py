@@ -46,19 +46,7 @@ from .vmspec import prepare_spec
 
 
 def run_options(args):
-    backend = getattr(args, "backend", "qemu")
-    backend_options = {}
-    if getattr(args, "connect", None):
-        if backend != "libvirt":
-            raise SetupError("--connect is an option of --backend libvirt")
-        backend_options["connect"] = inputs.check_libvirt_uri(args.connect)
-    return RunOptions(kernel=args.kernel, modules=args.modules,
-                      deterministic=args.deterministic, accel=args.accel,
-                      memory=args.memory, cpus=args.cpus, timeout=args.timeout,
-                      quiet=getattr(args, "quiet", False),
-                      backend=backend, backend_options=backend_options,
-                      mutate=getattr(args, "mutate", None),
-                      rules=getattr(args, "rules", None))
+    return RunOptions.from_args(args)
 
 
 def cmd_run(args):
