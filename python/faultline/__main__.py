@@ -43,27 +43,16 @@ import shutil
 import subprocess
 import sys
 
-from . import abort, guest, inputs, kernel, mutate, report, runner, scenario
+from . import abort, inputs, kernel, mutate, report, runner, scenario
 from .build import build_all, run_script, say
 from .errors import EXIT_SETUP, SetupError
-from .machine import BACKENDS, make_spec
+from .machine import BACKENDS
 from .runner import DEFAULT_OUT, RunOptions
+from .vmspec import prepare_spec
 
 
 def run_options(args):
-    backend = getattr(args, "backend", "qemu")
-    backend_options = {}
-    if getattr(args, "connect", None):
-        if backend != "libvirt":
-            raise SetupError("--connect is an option of --backend libvirt")
-        backend_options["connect"] = inputs.check_libvirt_uri(args.connect)
-    return RunOptions(kernel=args.kernel, modules=args.modules,
-                      deterministic=args.deterministic, accel=args.accel,
-                      memory=args.memory, cpus=args.cpus, timeout=args.timeout,
-                      quiet=getattr(args, "quiet", False),
-                      backend=backend, backend_options=backend_options,
-                      mutate=getattr(args, "mutate", None),
-                      rules=getattr(args, "rules", None))
+    return RunOptions.from_args(args)
 
 
 def cmd_run(args):
@@ -80,7 +69,7 @@ def cmd_matrix(args):
 
 
 def cmd_lava(args):
-    from . import lava
+    from . import lavajobs
     if args.seed is not None and args.seeds:
         raise SetupError("--seed and --seeds exclude each other")
     if args.modules and len(args.modules) != len(args.kernel or []):
@@ -95,8 +84,8 @@ def cmd_lava(args):
     opts = RunOptions(deterministic=args.deterministic)
     scs = [runner.load_scenario(name, opts) for name in args.scenarios]
     out = args.out or runner.new_dir(DEFAULT_OUT, "lava-jobs")
-    jobs = lava.write_jobs(scs, kernels, seeds, os.path.abspath(out), args.base_url,
-                           args.deterministic)
+    jobs = lavajobs.write_jobs(scs, kernels, seeds, os.path.abspath(out), args.base_url,
+                               args.deterministic)
     for j in jobs:
         print(j)
     say(f"{len(jobs)} LAVA job(s); submit with: lavacli jobs submit FILE (docs/ci.md)")
@@ -142,9 +131,8 @@ def cmd_cmdline(args):
                                                                            args.modules)
     outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "cmdline-" + sc.name))
     os.makedirs(outdir, exist_ok=True)
-    initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
-    spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), outdir,
-                     outdir, seed, opts.deterministic, opts.accel)
+    spec = prepare_spec(sc, builds, outdir, seed=seed, deterministic=opts.deterministic,
+                        accel=opts.accel)
     say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); console.log and "
         "ktap.log are written there; QMP on qmp.sock")
     print(shlex.join(spec.qemu_argv(os.path.join(outdir, "qmp.sock"))))
@@ -152,13 +140,13 @@ def cmd_cmdline(args):
 
 
 def cmd_libvirt_xml(args):
-    from . import libvirt
+    from . import libvirtxml
     opts = run_options(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
     builds = build_all(args.kernel, args.modules, quiet=True)
     outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "libvirt-xml-" + sc.name))
-    path = libvirt.write_inputs(sc, builds, outdir, seed, opts.deterministic, opts.accel)
+    path = libvirtxml.write_inputs(sc, builds, outdir, seed, opts.deterministic, opts.accel)
     say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); the guest writes "
         "console.log and ktap.log there; run it with")
     print(f"virsh -c qemu:///system create {shlex.quote(path)}")

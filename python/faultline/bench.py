@@ -41,14 +41,21 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from . import TOP, guest, rules, scenario, stats
+from . import TOP, rules, scenario
 from .build import build_all, git_describe, say
 from .errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
-from .machine import make_spec
 from .qemu import QemuMachine
 from .runner import DEFAULT_OUT, new_dir, scratch_dir
+from .benchproc import (EXITED, ROLE_ORDER, proc_cpu_seconds, proc_thread_cpu_seconds,
+                        thread_cpu_between)
+from .benchreport import Row, compare_lines, format_rows, load_json, to_json
+from .benchtrace import (NVME_EVENTS, SEGMENT_MIB, SYNCBLK_EVENTS, device_latencies,
+                         parse_engine_bench, per_segment)
+from .stats import (LEVEL, ci_verdict, mean, mean_interval, median, paired_ratio, ratio,
+                    tolerance_verdict)
+from .vmspec import prepare_spec
 
 GROUPS = ("engine", "latency", "overhead", "deterministic")
 ENGINE_TARGET_NS = 30.0
@@ -56,29 +63,7 @@ DEVICE_TOLERANCE_US = 15.0
 MATCH_FRACTION = 0.10   # a reference write this close to the injected one's time
 OVERHEAD_TARGET = 1.01
 DELAYS_US = (100, 1000, 10000)
-LEVEL = 0.95
-SEGMENT_MIB = 64                      # each latency segment's LBA range
 
-
-@dataclass
-class Row:
-    """One printed line: value against baseline; ratio = value / baseline."""
-    group: str
-    name: str
-    value: float
-    baseline: float
-    unit: str
-    ratio: float | None = None
-    ci_low: float | None = None       # of the ratio
-    ci_high: float | None = None
-    n: int = 1
-    target: str = ""
-    ok: bool | None = None
-    note: str = ""
-
-    @property
-    def key(self):
-        return f"{self.group}/{self.name}"
 
 
 MAX_ROUNDS = 100     # --rounds: about 35 s each
@@ -101,122 +86,6 @@ class Sizes:
         return cls(20_000_000, {0: 2000, 100: 2000, 1000: 1000, 10000: 200}, 8, 40_000, 5, 2)
 
 
-# ---------------------------------------------------------------- arithmetic
-
-def ratio(value, base):
-    return value / base if base else None
-
-
-def median(xs):
-    xs = sorted(xs)
-    if not xs:
-        raise ValueError("median of no samples")
-    mid = len(xs) // 2
-    return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
-
-
-def mean(xs):
-    return stats.summary(xs).mean
-
-
-def paired_ratio(base, other, level=LEVEL):
-    """Mean of the per-round ratios other[i] / base[i] and its Student t
-    confidence interval (rounds are interleaved, so each pair shares the
-    host's load of that moment).  (mean, low, high); low/high None for n<2."""
-    if len(base) != len(other) or not base:
-        raise ValueError("paired_ratio needs equally many rounds on both sides")
-    return mean_interval([o / b for b, o in zip(base, other)], level)
-
-
-def mean_interval(xs, level=LEVEL):
-    """Mean of @xs and its Student t interval: (mean, low, high), low/high
-    None for one sample."""
-    s = stats.summary(xs)
-    if s.n < 2:
-        return s.mean, None, None
-    half = stats.t_isf((1.0 - level) / 2.0, s.n - 1) * s.stddev / s.n ** 0.5
-    return s.mean, s.mean - half, s.mean + half
-
-
-def ci_verdict(r, lo, hi, target):
-    """Ratio <= target: True when the whole confidence interval is at or
-    below it, False when the whole interval is above, None (inconclusive)
-    when it straddles; without an interval, the ratio itself decides."""
-    if lo is None:
-        return r <= target
-    if hi <= target:
-        return True
-    return False if lo > target else None
-
-
-def proc_cpu_seconds(stat_text, clk_tck):
-    """utime+stime of a /proc/PID/stat line, in seconds.  The command name
-    (field 2) may hold spaces and parentheses: fields count from the last ')'."""
-    rest = stat_text[stat_text.rindex(")") + 2:].split()
-    # rest[0] is field 3 (state): utime is field 14, stime field 15.
-    return (int(rest[11]) + int(rest[12])) / clk_tck
-
-
-# QEMU's thread names under -name ...,debug-threads=on, by role.
-THREAD_ROLES = (("CPU ", "vCPU"), ("worker", "thread pool"), ("qemu-system", "main loop"))
-EXITED = "exited threads"
-ROLE_ORDER = ("vCPU", "main loop", "thread pool", "other", EXITED)
-
-
-def thread_role(comm):
-    for prefix, role in THREAD_ROLES:
-        if comm.startswith(prefix):
-            return role
-    return "other"
-
-
-def proc_thread_cpu_seconds(pid, clk_tck):
-    """{tid: (role, utime+stime)} of @pid's live threads (thread_role())."""
-    threads = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return threads
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                text = f.read()
-        except OSError:
-            continue            # the thread just exited
-        threads[int(tid)] = (thread_role(text[text.index("(") + 1:text.rindex(")")]),
-                             proc_cpu_seconds(text, clk_tck))
-    return threads
-
-
-def thread_cpu_between(start, end):
-    """{role: CPU seconds} from mark @start to mark @end ({tid: (role, s)}),
-    of the threads alive at @end (one born in between counts from 0)."""
-    by_role = {}
-    for tid, (role, secs) in end.items():
-        by_role[role] = by_role.get(role, 0.0) + secs - start.get(tid, (role, 0.0))[1]
-    return by_role
-
-
-ENGINE_LINE = re.compile(r"^(?P<case>\S.*?)\s+(?P<rules>\d+) rules:\s+(?P<ns>[\d.]+) ns/decision")
-ENGINE_BASE = re.compile(r"^baseline.*?:\s+(?P<ns>[\d.]+) ns")
-
-
-def parse_engine_bench(text):
-    """engine-bench output -> (baseline ns, [(case, rules, ns)])."""
-    base, cases = None, []
-    for ln in text.splitlines():
-        m = ENGINE_BASE.match(ln)
-        if m:
-            base = float(m["ns"])
-            continue
-        m = ENGINE_LINE.match(ln)
-        if m:
-            cases.append((m["case"], int(m["rules"]), float(m["ns"])))
-    if base is None or not cases:
-        raise SetupError("engine-bench printed no baseline or no cases")
-    return base, cases
-
-
 def engine_rows(text):
     base, cases = parse_engine_bench(text)
     out = []
@@ -224,107 +93,6 @@ def engine_rows(text):
         row = Row("engine", f"{case}, {n} rules", ns, base, "ns", ratio(ns, base),
                   target=f"<= {ENGINE_TARGET_NS:g} ns", ok=ns <= ENGINE_TARGET_NS)
         out.append(row)
-    return out
-
-
-# Trace lines of QEMU's log backend with -msg timestamp=on:
-#   PID@SECONDS.MICROS:event args...
-TRACE_LINE = re.compile(r"^\d+@(?P<sec>\d+)\.(?P<us>\d{6}):(?P<ev>\w+) ?(?P<args>.*)$")
-NVME_EVENTS = ("pci_nvme_mmio_doorbell_sq", "pci_nvme_write", "pci_nvme_fault_delay",
-               "pci_nvme_irq_msix")
-# pci_nvme_fault_delay: the held command's delay, timer wait and early margin.
-FAULT_DELAY_ARGS = re.compile(r"delay (?P<delay>\d+)ns from submission, "
-                              r"timer in (?P<wait>-?\d+)ns \((?P<early>-?\d+)ns early")
-SYNCBLK_EVENTS = ("syncblk_submit", "syncblk_complete")
-
-
-def _args(text):
-    """'sqid 1 new_tail 3' -> {'sqid': '1', 'new_tail': '3'}"""
-    words = text.replace("'", "").split()
-    return dict(zip(words[0::2], words[1::2]))
-
-
-def _seconds(m):
-    """Seconds since the first trace line's second, exact to the microsecond
-    (a float of the whole epoch time keeps only about 0.2 us)."""
-    return (int(m["sec"]) % 100000) + int(m["us"]) * 1e-6
-
-
-def device_latencies(trace_text, kind, gaps=None, shares=None):
-    """[(first LBA, seconds from doorbell to interrupt)] of the writes in a
-    trace of one QD1 run.  NVMe: an I/O queue's SQ doorbell, the write it
-    carries (its LBA), the next I/O-queue MSI-X.  A delayed NVMe write is
-    timed from the submission stamp its delay counts from (its doorbell's,
-    recovered from pci_nvme_fault_delay), not from the doorbell's trace
-    line: writing that line took 4-17 us (more when the writes come 10 ms
-    apart), which no untraced run pays; @gaps, if given, gets (LBA, seconds
-    from doorbell line to stamp) of those.  syncblk: submit to complete of
-    the same slot (complete is where the MSI-X is raised).  @shares, if
-    given, gets (LBA, seconds) of the guest's own time after each write:
-    from its interrupt to the next submission (doorbell or submit line)."""
-    out = []
-    after = None            # (lba, time) of the last write's interrupt
-
-    def next_submission(t):
-        nonlocal after
-        if after is not None and shares is not None:
-            shares.append((after[0], t - after[1]))
-        after = None
-
-    if kind == "nvme":
-        t0 = lba = start = None
-        for ln in trace_text.splitlines():
-            m = TRACE_LINE.match(ln)
-            if not m:
-                continue
-            ev, a, t = m["ev"], _args(m["args"]), _seconds(m)
-            if ev == "pci_nvme_mmio_doorbell_sq" and a.get("sqid", "0") != "0":
-                next_submission(t)
-                if t0 is None:
-                    t0, lba, start = t, None, None
-            elif ev == "pci_nvme_write" and t0 is not None and lba is None:
-                lba = int(a["lba"], 16)
-            elif ev == "pci_nvme_fault_delay" and t0 is not None and start is None:
-                d = FAULT_DELAY_ARGS.search(m["args"])
-                # A timer armed for now (wait 0) may have been due earlier:
-                # its deadline is unknown, keep the doorbell.
-                if d and int(d["wait"]) > 0:
-                    start = t + (int(d["wait"]) + int(d["early"]) - int(d["delay"])) * 1e-9
-            elif ev == "pci_nvme_irq_msix" and t0 is not None and \
-                    not m["args"].endswith(" vector 0"):
-                if lba is not None:
-                    out.append((lba, t - (t0 if start is None else start)))
-                    if start is not None and gaps is not None:
-                        gaps.append((lba, start - t0))
-                    after = (lba, t)
-                t0 = lba = start = None
-        return out
-    started = {}
-    for ln in trace_text.splitlines():
-        m = TRACE_LINE.match(ln)
-        if not m:
-            continue
-        ev, a, t = m["ev"], _args(m["args"]), _seconds(m)
-        if ev == "syncblk_submit":
-            next_submission(t)
-            if a.get("op") == "1":
-                started[a["slot"]] = (int(a["lba"]), t)
-        elif ev == "syncblk_complete" and a.get("slot") in started:
-            lba, t0 = started.pop(a["slot"])
-            out.append((lba, t - t0))
-            after = (lba, t)
-    return out
-
-
-def segment_of(lba):
-    return lba * 512 // (SEGMENT_MIB << 20)
-
-
-def per_segment(pairs):
-    """{segment: [microseconds]} of device_latencies()' (lba, seconds)."""
-    out = {}
-    for lba, s in pairs:
-        out.setdefault(segment_of(lba), []).append(s * 1e6)
     return out
 
 
@@ -344,17 +112,6 @@ def waited_us(by_seg, by_gap):
     delayed NVMe write is timed from its stamp, @gap after that line."""
     return {dur: median(by_seg[i]) + (median(by_gap[i]) if i in by_gap else 0.0)
             for i, dur in enumerate(DELAYS_US, start=1) if i in by_seg}
-
-
-def tolerance_verdict(err, lo, hi, tol):
-    """|error| <= tol: True when the whole interval is inside, False when
-    it is wholly outside, None (inconclusive) otherwise; without an
-    interval, the error itself decides."""
-    if lo is None:
-        return abs(err) <= tol
-    if -tol <= lo and hi <= tol:
-        return True
-    return False if lo > tol or hi < -tol else None
 
 
 def latency_rows(kind, dev_lat, guest_p50_us, halt_p50_us, gaps=(), shares=(), refs=None):
@@ -471,60 +228,6 @@ def deterministic_rows(plain, delayed, delay_s, hits):
                 n=len(plain), note=f"{hits} writes delayed = {hits * delay_s:.1f} s virtual")]
 
 
-# ---------------------------------------------------------------- output
-
-def fmt(x, unit):
-    if x is None:
-        return "-"
-    if unit == "s":
-        return f"{x:.2f} s"
-    return f"{x:.1f} {unit}" if abs(x) >= 10 or unit == "us" else f"{x:.2f} {unit}"
-
-
-def format_rows(rows):
-    lines = [f"{'row':60} {'value':>11} {'baseline':>11} {'ratio':>7} {'95% CI':>15}  target"]
-    for r in rows:
-        ci = f"{r.ci_low:.3f}..{r.ci_high:.3f}" if r.ci_low is not None else ""
-        rat = f"{r.ratio:.3f}" if r.ratio is not None else "-"
-        verdict = " ok" if r.ok else " MISSED" if r.ok is False else " ?" if r.target else ""
-        tail = f"{r.target}{verdict}" + (f"  ({r.note})" if r.note else "")
-        lines.append(f"{r.key:60} {fmt(r.value, r.unit):>11} {fmt(r.baseline, r.unit):>11} "
-                     f"{rat:>7} {ci:>15}  {tail}".rstrip())
-    return "\n".join(lines)
-
-
-def to_json(rows, meta):
-    return {"format": "faultline-bench 1", **meta, "rows": [asdict(r) for r in rows]}
-
-
-def load_json(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise SetupError(f"--compare {path}: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != "faultline-bench 1":
-        raise SetupError(f"--compare {path}: not a faultline bench JSON file")
-    return doc
-
-
-def compare_lines(old, rows):
-    """old/new value and ratio of each row present in both runs."""
-    prev = {f"{r['group']}/{r['name']}": r for r in old.get("rows", [])}
-    lines = [f"against {old.get('git', '?')} ({old.get('date', '?')}):",
-             f"{'row':60} {'old':>11} {'new':>11} {'change':>8}  old ratio -> new ratio"]
-    for r in rows:
-        o = prev.get(r.key)
-        if o is None:
-            continue
-        change = f"{(r.value - o['value']) / abs(o['value']):+.1%}" if o["value"] else "-"
-        ro = f"{o['ratio']:.3f}" if o.get("ratio") is not None else "-"
-        rn = f"{r.ratio:.3f}" if r.ratio is not None else "-"
-        lines.append(f"{r.key:60} {fmt(o['value'], r.unit):>11} {fmt(r.value, r.unit):>11} "
-                     f"{change:>8}  {ro} -> {rn}")
-    return "\n".join(lines)
-
-
 # ---------------------------------------------------------------- machines
 
 class Boot:
@@ -582,13 +285,8 @@ class Boot:
         scratch = scratch_dir()
         seed = self.sc.faults.seed
         try:
-            initrd = guest.prepare(self.sc, self.builds.guest_dir, self.dir, scratch, seed)
-            spec = make_spec(self.sc, self.builds, self.builds.kernel, initrd,
-                             guest.kernel_cmdline(self.sc), self.dir, scratch, seed,
-                             self.deterministic)
-            if self.backend:
-                spec.device_args = [self.backend if a.startswith("driver=file,") else a
-                                    for a in spec.device_args]
+            spec = prepare_spec(self.sc, self.builds, self.dir, scratch=scratch, seed=seed,
+                                deterministic=self.deterministic, blockdev=self.backend)
             # Named threads (vCPU, worker...): CPU per I/O by thread role.
             spec.extra_args += ["-name", "bench,debug-threads=on"]
             if self.trace:

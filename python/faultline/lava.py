@@ -26,10 +26,11 @@ import signal
 import subprocess
 import time
 
-from . import abort
+from . import abort, lavaqemu
 from .build import CACHE
 from .errors import SetupError
-from .machine import Machine, WatchResult
+from .logtail import LogTail
+from .machine import Machine
 
 try:
     import yaml
@@ -254,16 +255,40 @@ def parse_lava_log(text):
     return target, results, errors
 
 
-def ktap_from_target(lines):
-    """The ttyS1 (KTAP) stream from LAVA's target lines: from '# kernel' on."""
-    out, started = [], False
+def _ktap_lines(lines, started=False):
+    """(KTAP lines among LAVA's target @lines, whether KTAP has started):
+    from '# kernel' on."""
+    out = []
     for ln in lines:
         s = ln.rstrip("\r")
-        if s.startswith("# kernel "):
-            started = True
+        started = started or s.startswith("# kernel ")
         if started:
-            out.append(s)
-    return "\n".join(out) + ("\n" if out else "")
+            out.append(s + "\n")
+    return out, started
+
+
+def ktap_from_target(lines):
+    """The ttyS1 (KTAP) stream from LAVA's target lines."""
+    return "".join(_ktap_lines(lines)[0])
+
+
+class LavaKtap:
+    """The KTAP stream as LAVA logs it, read incrementally from lava.log (a
+    LogTail of KTAP text: text, partial, poll(), lines())."""
+
+    def __init__(self, log_path):
+        self.log = LogTail(log_path)
+        self.text, self.partial = "", ""
+        self.started = False
+
+    def poll(self):
+        target, _, _ = parse_lava_log(self.log.poll())
+        new, self.started = _ktap_lines(target, self.started)
+        self.text += "".join(new)
+        return "".join(new)
+
+    def lines(self):
+        return self.text.splitlines()
 
 
 def case_results(results):
@@ -338,97 +363,6 @@ def compare_cases(cases, ktap_results):
 
 # ---------------------------------------------------------------- the backend
 
-WRAPPER = '''#!/usr/bin/python3
-# faultline: the qemu-system-x86_64 LAVA runs (first on its PATH).  Runs
-# faultline's QEMU with a QMP socket and -no-shutdown; when the guest powers
-# off (or resets: -no-reboot), saves the fault injector's statistics into
-# the run directory and quits, so LAVA sees the end of the stream.
-# It dies with lava-run and QEMU dies with it (the parent-death signal):
-# lava-run dies with the launcher, so a killed launcher leaves no QEMU.
-import ctypes, json, os, signal, socket, subprocess, sys, time
-QEMU, SOCK, STATS, INJECTOR = {qemu!r}, {sock!r}, {stats!r}, {injector!r}
-LAUNCHER = {launcher!r}
-S = None
-LIBC = ctypes.CDLL(None)
-def die_with_parent(parent):
-    LIBC.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGKILL)
-def launcher_alive():
-    try:
-        with open("/proc/%d/stat" % LAUNCHER["pid"]) as f:
-            st = f.read()
-    except OSError:
-        return False
-    fields = st[st.rindex(")") + 2:].split()
-    return int(fields[19]) == LAUNCHER["start"] and fields[0] not in "ZX"
-die_with_parent(os.getppid())
-# lava-run may have died (with the launcher) before that prctl.
-if not launcher_alive():
-    sys.exit(1)
-args = sys.argv[1:]
-if args == ["--version"] or not args:
-    os.execv(QEMU, [QEMU] + args)
-me = os.getpid()
-proc = subprocess.Popen([QEMU] + args + ["-no-shutdown", "-qmp",
-                        "unix:" + SOCK + ",server=on,wait=off"],
-                        preexec_fn=lambda: die_with_parent(me))
-with open(SOCK + ".wrapper-pid", "w") as p:
-    p.write(str(os.getpid()))
-def task_dump(signum, frame):
-    # SIGUSR1 from the launcher's watchdog: console loglevel 7, then the
-    # task dump.  Replies are read (and ignored) by the loop below.
-    for key in ("7", "t"):
-        keys = [{{"type": "qcode", "data": k}} for k in ("alt", "sysrq", key)]
-        S.sendall(json.dumps({{"execute": "send-key", "arguments": {{"keys": keys}}}}).encode()
-                  + b"\\n")
-        time.sleep(0.3)
-signal.signal(signal.SIGUSR1, task_dump)
-def qmp_connect():
-    for _ in range(200):
-        if proc.poll() is not None:
-            return None
-        try:
-            global S
-            S = socket.socket(socket.AF_UNIX)
-            S.connect(SOCK)
-            f = S.makefile("rwb")
-            f.readline()
-            return f
-        except OSError:
-            time.sleep(0.05)
-    return None
-def cmd(f, name, **a):
-    f.write(json.dumps({{"execute": name, "arguments": a}}).encode() + b"\\n")
-    f.flush()
-    while True:
-        msg = json.loads(f.readline())
-        if "event" not in msg:
-            return msg
-f = qmp_connect()
-if f is None:
-    sys.exit(proc.wait())
-cmd(f, "qmp_capabilities")
-try:
-    while True:
-        line = f.readline()
-        if not line:
-            break
-        msg = json.loads(line)
-        if msg.get("event") in ("SHUTDOWN", "GUEST_PANICKED"):
-            if INJECTOR:
-                st = cmd(f, "x-fault-query-stats", id=INJECTOR)
-                with open(STATS + ".tmp", "w") as out:
-                    json.dump(st.get("return", st), out)
-                os.rename(STATS + ".tmp", STATS)
-            cmd(f, "quit")
-            break
-except (OSError, ValueError):
-    pass
-sys.exit(proc.wait())
-'''
-
-
 def dispatcher_config(prefix):
     # Without a default IPv4 route lava-run fails (LAVABug KeyError: 2)
     # unless the dispatcher's address is given.  The prefix keeps LAVA's
@@ -465,6 +399,7 @@ class LavaMachine(Machine):
         self._log = None
         self._diag = []
         self._cases = []
+        self._give_up = None
 
     def _paths(self):
         d = self.lava_dir
@@ -490,10 +425,9 @@ class LavaMachine(Machine):
                 f.write(text)
         wrapper = os.path.join(p["bin"], "qemu-system-x86_64")
         with open(wrapper, "w") as f:
-            f.write(WRAPPER.format(qemu=spec.qemu_binary,
-                                   sock=os.path.join(self.lava_dir, "qmp.sock"),
-                                   stats=self.stats_path, injector=spec.injector_id,
-                                   launcher=abort.identity()))
+            f.write(lavaqemu.program(os.path.dirname(os.path.dirname(lavaqemu.__file__)),
+                                     spec.qemu_binary, os.path.join(self.lava_dir, "qmp.sock"),
+                                     self.stats_path, spec.injector_id, abort.identity()))
         os.chmod(wrapper, 0o755)
         return job
 
@@ -540,7 +474,7 @@ class LavaMachine(Machine):
         self._log = open(self.log_path, "w")
         try:
             # SIGKILL when the launcher dies: its QEMU wrapper, then QEMU,
-            # die with it (WRAPPER); the next launcher removes the rest.
+            # die with it (lavaqemu); the next launcher removes the rest.
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log,
                                          stderr=subprocess.STDOUT, env=env, cwd=self.lava_dir,
                                          start_new_session=True,
@@ -595,63 +529,53 @@ class LavaMachine(Machine):
         except OSError:
             return ""
 
-    def run(self, timeout_s, progress=None):
-        """Wait for lava-run, showing the KTAP stream as LAVA logs it, then
-        convert LAVA's results (see convert()).  The watchdog counts from
-        QEMU's start, as on the qemu backend; when it fires before the
-        guest reported, the QEMU wrapper asks the guest for a sysrq task
-        dump, then lava-run is stopped (LAVA's own test timeout is later)."""
-        t0 = time.monotonic()
-        self._spawn(timeout_s + DUMP_GRACE_S)
-        boot_t0, dump, hang = None, None, False
-        deadline = t0 + timeout_s + LAVA_MARGIN_S + DUMP_GRACE_S + 60
-        wrapper_pid = os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
-        while self.running():
-            time.sleep(0.5)
-            abort.check()
-            now = time.monotonic()
-            target, _, _ = parse_lava_log(self._read_log())
-            ktap = ktap_from_target(target)
-            if progress:
-                progress.update(ktap, now - t0, {})
-            if boot_t0 is None and os.path.exists(wrapper_pid):
-                boot_t0 = now
-            reported = any(ln.startswith(EXIT_CASE + " ") for ln in ktap.splitlines())
-            if boot_t0 is not None and not reported and now > boot_t0 + timeout_s:
-                hang = True
-                dump = self._task_dump(wrapper_pid)
-                self.kill()
-            elif now > deadline:
-                hang = True
-                self.kill()
-        if progress:
-            progress.finish()
-        w = WatchResult(backend=self.backend)
-        self.convert(w, hang)
-        if hang:
-            w.hang, w.task_dump = w.guest_exit is None, dump
-        w.elapsed_s = time.monotonic() - t0
-        w.backend_info = self.info()
-        return w
+    # -- the watch loop's primitives (watch.watch): LAVA's QEMU has no QMP of
+    # ours; KTAP comes from LAVA's log, as LAVA logs it.  The watchdog counts
+    # from QEMU's start, as on the qemu backend; when it fires before the
+    # guest reported, the QEMU wrapper asks the guest for a sysrq task dump,
+    # then lava-run is stopped (LAVA's own test timeout is later).
+    has_qmp = False
 
-    def _task_dump(self, wrapper_pid):
-        """SIGUSR1 to the QEMU wrapper (alt-sysrq-7, alt-sysrq-t over its
-        QMP), then wait for the console to settle; the dump's offset or None."""
-        console = os.path.join(self.spec.rundir, "console.log")
-        size0 = os.path.getsize(console)
+    def begin(self, timeout_s):
+        self._spawn(timeout_s + DUMP_GRACE_S)
+
+    def streams(self):
+        return {"ktap": LavaKtap(self.log_path),
+                "console": LogTail(os.path.join(self.spec.rundir, "console.log"))}
+
+    def _wrapper_pid(self):
+        return os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
+
+    def watchdog_armed(self):
+        return os.path.exists(self._wrapper_pid())
+
+    def give_up_at(self, t0, timeout_s):
+        self._give_up = t0 + timeout_s + LAVA_MARGIN_S + DUMP_GRACE_S + 60
+        return self._give_up
+
+    def request_task_dump(self):
+        """SIGUSR1 to the QEMU wrapper: alt-sysrq-7, alt-sysrq-t over its QMP."""
         try:
-            with open(wrapper_pid) as f:
+            with open(self._wrapper_pid()) as f:
                 os.kill(int(f.read()), signal.SIGUSR1)
         except (OSError, ValueError):
-            return None
-        deadline, last = time.monotonic() + 10, -1
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            size = os.path.getsize(console)
-            if size == last and size > size0:
+            return False
+        return True
+
+    def finish(self, w, hang):
+        """Wait for lava-run to end (the wrapper quits QEMU once the guest
+        is off), then convert LAVA's results (see convert())."""
+        while not hang and self.running():
+            if time.monotonic() > self._give_up:
+                hang = True
                 break
-            last = size
-        return size0 if os.path.getsize(console) > size0 else None
+            time.sleep(0.5)
+            abort.check()
+        if hang:
+            self.kill()
+        self.convert(w, hang)
+        if hang:
+            w.hang = w.guest_exit is None
 
     def convert(self, w, killed=False):
         """LAVA's log and result.yaml -> ktap.log, lava-results.json and @w."""
@@ -709,79 +633,3 @@ class LavaMachine(Machine):
     @property
     def cases(self):
         return self._cases
-
-
-
-# ---------------------------------------------------------------- `faultline lava`
-
-def _url(base_url, out, path):
-    if base_url:
-        return base_url.rstrip("/") + "/" + os.path.relpath(path, out).replace(os.sep, "/")
-    return "file://" + os.path.abspath(path)
-
-
-def _zero_disk_gz(path, size):
-    """A gzip of @size zero bytes (what the guest sees as an empty disk):
-    a lab downloads a few MB instead of the whole image."""
-    import gzip
-    block = bytes(1 << 20)
-    with gzip.open(path + ".tmp", "wb", compresslevel=1) as f:
-        left = size
-        while left > 0:
-            n = min(left, len(block))
-            f.write(block[:n])
-            left -= n
-    os.replace(path + ".tmp", path)
-
-
-def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=False,
-               quiet=False):
-    """One LAVA job per (kernel, scenario, seed) in @out/jobs/, with the
-    artefacts it deploys beside it: per kernel the image, per job the
-    initramfs (with its run.sh) and rules, per disk size one compressed
-    empty disk.  @scenarios: loaded Scenarios; @kernels: [(bzImage or None,
-    modules or None)]; @seeds: list or None (each scenario's own seed).
-    Returns the job files."""
-    from . import guest, runner
-    from .build import build_all, git_describe
-    from .machine import make_spec
-    os.makedirs(os.path.join(out, "jobs"), exist_ok=True)
-    version = git_describe()
-    jobs, disks = [], {}
-    for ki, (kernel, modules) in enumerate(kernels):
-        builds = build_all(kernel, modules, quiet)
-        kdir = os.path.join(out, f"kernel{ki}")
-        os.makedirs(kdir, exist_ok=True)
-        kimage = os.path.join(kdir, "vmlinuz")
-        shutil.copyfile(builds.kernel, kimage)
-        for sc in scenarios:
-            sc_builds = builds.for_scenario(sc, kernel, modules)
-            size = sc.device.size_bytes
-            if size not in disks:
-                disks[size] = os.path.join(out, f"disk-{size}.img.gz")
-                _zero_disk_gz(disks[size], size)
-            for seed in seeds or [sc.faults.seed]:
-                name = f"{sc.name}-seed{seed}-kernel{ki}"
-                jdir = os.path.join(out, name)
-                os.makedirs(jdir, exist_ok=True)
-                initrd = guest.prepare(sc, sc_builds.guest_dir, jdir, jdir, seed)
-                os.unlink(os.path.join(jdir, "disk.img"))   # the shared one serves
-                spec = make_spec(sc, sc_builds, kimage, initrd, guest.kernel_cmdline(sc),
-                                 jdir, jdir, seed, deterministic)
-                opts = runner.RunOptions(kernel=kernel, modules=modules,
-                                         deterministic=deterministic)
-                meta = job_metadata(sc.name, seed, version,
-                                    runner.run_command(sc.path, seed, opts),
-                                    os.path.abspath(kernel) if kernel else None)
-                urls = {"kernel": _url(base_url, out, kimage),
-                        "initrd": _url(base_url, out, initrd),
-                        "disk": _url(base_url, out, disks[size])}
-                if spec.rules_file:
-                    urls["rules"] = _url(base_url, out, spec.rules_file)
-                job = make_job(spec, urls, sc.timeout_s, meta,
-                               name=f"faultline {sc.name} seed {seed} kernel{ki}")
-                path = os.path.join(out, "jobs", name + ".yaml")
-                with open(path, "w") as f:
-                    f.write(_yaml_dump(job))
-                jobs.append(path)
-    return jobs

@@ -632,21 +632,3 @@ def _version(n):
 def _one_line(e):
     """A libvirt error in one line, without QEMU's -msg timestamps."""
     return " ".join(QEMU_MSG_STAMP_ANYWHERE.sub("", str(e)).split())
-
-
-def write_inputs(sc, builds, outdir, seed, deterministic, accel="tcg"):
-    """`faultline libvirt-xml`: the run's inputs (disk, initramfs, rules) and
-    a domain XML in @outdir for `virsh create`; returns the XML's path."""
-    from . import guest
-    from .machine import make_spec
-    os.makedirs(outdir, exist_ok=True)
-    initrd = guest.prepare(sc, builds.guest_dir, outdir, outdir, seed)
-    spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), outdir,
-                     outdir, seed, deterministic, accel)
-    path = os.path.join(outdir, "domain.xml")
-    with open(path, "w") as f:
-        f.write(domain_xml(spec, new_domain_name(sc.name), by_hand=True))
-    problem = validate_xml(path)
-    if problem:
-        raise SetupError(f"{path}: virt-xml-validate: {problem}")
-    return path

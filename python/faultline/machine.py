@@ -1,10 +1,10 @@
 """Machines: what to boot (MachineSpec), what came of it (WatchResult), and
 the Machine base class every backend (qemu, libvirt, lava) derives from.
 
-The base class owns the watch loop: it reads the run directory's serial
-logs, polls rule hits over qmp(), fires the watchdog and asks a hung guest
-for a task dump.  A backend provides the process (start, running, kill,
-cleanup, qmp); docs/launcher.md has the contract.
+A backend provides the process (start, running, kill, cleanup, qmp) and
+the primitives the one watch loop (watch.py) drives: where the guest's
+streams come from, when the watchdog counts, how to ask for a task dump,
+how to finish the result.  docs/launcher.md has the contract.
 """
 
 import importlib
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from . import abort
 from .errors import SetupError
+from .logtail import LogTail
 from .qmp import QmpError
 from .scenario import HOTPLUG_ID
 
@@ -73,11 +74,13 @@ def machine_args(cpus, deterministic):
     return ["-smp", str(cpus)]
 
 
-def device_args(sc, disk, rundir, seed, deterministic):
+def device_args(sc, disk, rundir, seed, deterministic, blockdev=None):
     """-blockdev/-object/-device of the swap disk, its injector and device;
-    returns (argv, injector id or None)."""
+    returns (argv, injector id or None).  @blockdev: the disk's -blockdev
+    options instead of the raw image's (node-name disk0)."""
     dev = sc.device
-    q = ["-blockdev", f"driver=file,filename={disk},node-name=disk0,cache.direct=off"]
+    q = ["-blockdev",
+         blockdev or f"driver=file,filename={disk},node-name=disk0,cache.direct=off"]
     # The devices do their I/O in the MMIO write and complete on virtual
     # timers only with an injector that says so (rules or not).
     det = ",deterministic=on" if deterministic else ""
@@ -117,10 +120,11 @@ def device_args(sc, disk, rundir, seed, deterministic):
 
 
 def make_spec(sc, builds, kernel, initrd, append, rundir, scratch, seed, deterministic,
-              accel="tcg"):
-    """The MachineSpec of one run of scenario @sc."""
+              accel="tcg", blockdev=None):
+    """The MachineSpec of one run of scenario @sc (commands use
+    vmspec.prepare_spec, which writes the inputs first)."""
     disk = os.path.join(scratch, "disk.img")
-    devargs, injector = device_args(sc, disk, rundir, seed, deterministic)
+    devargs, injector = device_args(sc, disk, rundir, seed, deterministic, blockdev)
     return MachineSpec(
         scenario=sc.name, qemu_binary=builds.qemu_binary, firmware_dirs=builds.firmware_dirs,
         kernel=kernel, initrd=initrd, append=append, memory=sc.vm.memory, cpus=sc.vm.cpus,
@@ -150,21 +154,6 @@ class WatchResult:
 def rule_hits(stats):
     """{rule name: hits} from x-fault-query-stats."""
     return {r["name"]: r["hits"] for r in stats.get("rules", [])}
-
-
-def _size(path):
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def _read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 class Machine:
@@ -223,78 +212,55 @@ class Machine:
     def fault_stats(self):
         return self.qmp("x-fault-query-stats", id=self.spec.injector_id)
 
-    def _fire_actions(self, pending, texts, elapsed, w):
-        """Send each pending [[qmp]] action (indices into spec.qmp_actions)
-        whose line has appeared, in file order."""
-        for i in list(pending):
-            a = self.spec.qmp_actions[i]
-            if not any(a.when in ln for ln in texts[a.source].splitlines()):
-                continue
-            pending.remove(i)
-            w.actions[i]["at_s"] = round(elapsed, 1)
-            try:
-                self.qmp(a.execute, **a.arguments)
-            except QmpError as e:
-                w.actions[i]["error"] = (str(e).splitlines() or ["QMP error"])[0]
+    # -- what the watch loop (watch.watch) calls; backends override these
+    has_qmp = True      # rule hits, [[qmp]] actions and final statistics over qmp()
 
-    def run(self, timeout_s, progress=None):
-        """Watch a started machine until the guest reports, the kernel
-        panics, or the watchdog fires; returns a WatchResult."""
+    def begin(self, timeout_s):
+        """Called as the watch starts (LAVA starts its job here)."""
+
+    def streams(self):
+        """The guest's KTAP (ttyS1) and console (ttyS0) streams, as LogTails."""
+        return {"ktap": LogTail(os.path.join(self.spec.rundir, "ktap.log")),
+                "console": LogTail(os.path.join(self.spec.rundir, "console.log"))}
+
+    def watchdog_armed(self):
+        """Whether the guest's watchdog counts yet (it counts from here)."""
+        return True
+
+    def give_up_at(self, t0, timeout_s):
+        """A monotonic time to stop watching regardless, or None."""
+        return None
+
+    def request_task_dump(self):
+        """Ask the hung guest for its tasks (console loglevel 7 first: the
+        task lines are KERN_INFO); False when it cannot be asked."""
+        try:
+            for key in ("7", "t"):
+                self.send_sysrq(key)
+                time.sleep(0.3)
+        except QmpError:
+            return False
+        return True
+
+    def finish(self, w, hang):
+        """Complete WatchResult @w once the watch ended (@hang: the watchdog
+        fired)."""
         spec = self.spec
-        ktap_path = os.path.join(spec.rundir, "ktap.log")
-        console_path = os.path.join(spec.rundir, "console.log")
-        poll = spec.injector_id is not None and spec.rules_file is not None
-        w = WatchResult(backend=self.backend)
-        w.actions = [{"when": a.when, "execute": a.execute, "at_s": None, "error": None}
-                     for a in spec.qmp_actions]
-        pending = list(range(len(spec.qmp_actions)))
-        hits, last_poll = {}, 0.0
-        t0 = time.monotonic()
-        deadline = t0 + timeout_s
-        while True:
-            time.sleep(0.2)
-            abort.check()
-            text = _read(ktap_path)
-            now = time.monotonic()
-            if poll and now - last_poll > 1.0:
-                last_poll = now
-                try:
-                    hits = rule_hits(self.fault_stats())
-                except QmpError:
-                    pass
-            if pending:
-                self._fire_actions(pending, {"ktap": text, "console": _read(console_path)},
-                                   now - t0, w)
-            if progress:
-                progress.update(text, now - t0, hits)
-            for ln in text.splitlines():
-                if ln.startswith("FAULTLINE-EXIT "):
-                    try:
-                        w.guest_exit = int(ln.split()[1])
-                    except (IndexError, ValueError):
-                        pass
-            if w.guest_exit is not None or not self.running():
-                break
-            if "Kernel panic" in _read(console_path):
-                break
-            if now > deadline:
-                w.hang = True
-                w.task_dump = self._task_dump(console_path)
-                break
-        if progress:
-            progress.finish()
+        w.hang = hang
         if w.guest_exit is not None:
             self._wait_powered_off()
         # The guest powered off: the machine is paused (-no-shutdown); read the injector.
-        if poll and self.running():
+        if spec.injector_id is not None and spec.rules_file is not None and self.running():
             try:
                 w.faults = self.fault_stats()
             except QmpError as e:
                 w.faults = {"error": str(e)}
-        w.elapsed_s = time.monotonic() - t0
-        w.stderr = self.diagnostics()
-        w.backend_info = self.info()
-        return w
+
+    def run(self, timeout_s, progress=None):
+        """Watch a started machine until the guest reports, the kernel
+        panics, or the watchdog fires; returns a WatchResult."""
+        from .watch import watch   # watch builds on this module
+        return watch(self, timeout_s, progress)
 
     def _wait_powered_off(self, timeout_s=5.0):
         """After FAULTLINE-EXIT the guest prints its last console line and
@@ -308,27 +274,6 @@ class Machine:
             except QmpError:
                 return
             time.sleep(0.1)
-
-    def _task_dump(self, console_path):
-        """Ask a hung guest for alt-sysrq-t and wait for the dump to settle.
-
-        Returns the console offset where the dump starts, or None."""
-        size0 = _size(console_path)
-        try:
-            # Console loglevel 7 first: the task lines are KERN_INFO.
-            for key in ("7", "t"):
-                self.send_sysrq(key)
-                time.sleep(0.3)
-        except QmpError:
-            return None
-        deadline, last = time.monotonic() + 10, -1
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-            size = _size(console_path)
-            if size == last and size > size0:
-                break
-            last = size
-        return size0 if _size(console_path) > size0 else None
 
 
 def backend_class(name):

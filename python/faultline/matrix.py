@@ -100,9 +100,10 @@ def run_matrix(args):
     for k, m in kernels:
         kconfig.check(scs, k, m)
     if args.backend == "lava" and not args.run:
-        from . import lava
+        from . import lavajobs
         out = args.out_jobs or runner.new_dir(args.out, "matrix-lava")
-        jobs = lava.write_jobs(scs, kernels, seeds, out, args.base_url, args.deterministic)
+        jobs = lavajobs.write_jobs(scs, kernels, seeds, out, args.base_url,
+                                   args.deterministic)
         print(f"{len(jobs)} LAVA jobs in {os.path.join(out, 'jobs')} "
               "(submit: lavacli jobs submit FILE; --run runs them here with lava-run)")
         return EXIT_PASS

@@ -10,39 +10,20 @@ import shlex
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
 
-from . import TOP, abort, guest, kcidb, kconfig, mutate, report, rules, scenario
+from . import TOP, abort, kcidb, kconfig, mutate, report, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
-from .machine import backend_class, make_spec
+from .options import RunOptions
+from .machine import backend_class
 from .progress import Progress
 from .report import load_report
+from .vmspec import prepare_spec
 
 DEFAULT_SCENARIO = "smoke"
 DEFAULT_OUT = os.path.join(TOP, "runs")
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
-
-
-@dataclass
-class RunOptions:
-    """How to run: kernel, mode, overrides of the scenario, backend."""
-    kernel: str | None = None
-    modules: str | None = None
-    deterministic: bool = False
-    accel: str = "tcg"
-    memory: str | None = None
-    cpus: int | None = None
-    timeout: str | None = None
-    quiet: bool = False
-    backend: str = "qemu"
-    backend_options: dict = field(default_factory=dict)
-    mutate: str | None = None       # lie or corrupt: mutation self-test
-    rules: str | None = None    # a rules file replacing the scenario's rules
-
-    def overrides(self):
-        return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
 
 
 def parse_seeds(text):
@@ -98,25 +79,7 @@ def load_scenario(name, opts):
 
 def run_command(sc_path, seed, opts):
     """The `faultline run` line that repeats this run (with the same inputs)."""
-    cmd = [FAULTLINE, "run", sc_path, "--seed", str(seed)]
-    if opts.deterministic:
-        cmd.append("--deterministic")
-    if opts.mutate:
-        cmd += ["--mutate", opts.mutate]
-    if opts.backend != "qemu":
-        cmd += ["--backend", opts.backend]
-    if opts.backend_options.get("connect"):
-        cmd += ["--connect", opts.backend_options["connect"]]
-    if opts.rules:
-        cmd += ["--rules", os.path.abspath(opts.rules)]
-    if opts.kernel:
-        cmd += ["--kernel", os.path.abspath(opts.kernel)]
-    if opts.modules:
-        cmd += ["--modules", os.path.abspath(opts.modules)]
-    for opt, value in opts.overrides().items():
-        if value is not None:
-            cmd += [f"--{opt}", str(value)]
-    return shlex.join(cmd)
+    return shlex.join([FAULTLINE, "run", sc_path, "--seed", str(seed)] + opts.argv())
 
 
 def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time=None):
@@ -137,10 +100,7 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time
     meta = {
         "scenario": sc.name, "scenario_file": sc.path, "seed": seed,
         "kernel_mode": sc.kernel_mode,
-        "deterministic": opts.deterministic, "accel": opts.accel,
-        "kernel": os.path.abspath(opts.kernel) if opts.kernel else None,
-        "modules": os.path.abspath(opts.modules) if opts.modules else None,
-        "overrides": opts.overrides(),
+        **opts.meta(rules_copy),
         "kernel_image": builds.kernel,
         "kernel_sha256": sha256(builds.kernel),
         "initramfs_sha256": sha256(builds.initramfs),
@@ -150,9 +110,6 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time
         "faultline": git_describe(), "argv": sys.argv,
         "run_command": run_command(sc.path, seed, opts),
         "repro": shlex.join([FAULTLINE, "repro", rundir]),
-        "backend": opts.backend, "backend_options": opts.backend_options,
-        "mutate": opts.mutate,
-        "rules": rules_copy,
     }
     if opts.mutate:
         meta["mutate_rule"] = mutate.rule(opts.mutate).split("  #")[0]
@@ -176,9 +133,8 @@ def boot_and_judge(sc, seed, opts, builds, rundir):
     t0 = time.monotonic()
     scratch = scratch_dir(rundir)
     try:
-        initrd = guest.prepare(sc, builds.guest_dir, rundir, scratch, seed)
-        spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), rundir,
-                         scratch, seed, opts.deterministic, opts.accel)
+        spec = prepare_spec(sc, builds, rundir, scratch=scratch, seed=seed,
+                            deterministic=opts.deterministic, accel=opts.accel)
         with backend_class(opts.backend)(spec, **opts.backend_options) as m:
             m.start()
             watch = m.run(sc.timeout_s, Progress(len(sc.tests), opts.quiet))
@@ -282,17 +238,7 @@ def load_run(rundir):
 
 def repro_options(meta, deterministic, quiet):
     """The RunOptions of a run's run.json (@deterministic: the mode to rerun in)."""
-    ov = dict(meta.get("overrides") or {})
-    if meta["deterministic"] and ov.get("cpus") is None and "backend" not in meta:
-        # Written by a launcher that forced one vCPU under --deterministic.
-        ov["cpus"] = 1
-    return RunOptions(kernel=meta.get("kernel"), modules=meta.get("modules"),
-                      deterministic=deterministic, accel=meta.get("accel", "tcg"),
-                      memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
-                      quiet=quiet, backend=meta.get("backend", "qemu"),
-                      backend_options=meta.get("backend_options") or {},
-                      mutate=meta.get("mutate"),
-                      rules=meta.get("rules"))
+    return RunOptions.from_meta(meta, deterministic, quiet)
 
 
 def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):

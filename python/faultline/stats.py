@@ -277,3 +277,65 @@ def format_p(p):
     if p is None:
         return "n/a"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+# ---------------------------------------------------------------- bench's arithmetic
+
+LEVEL = 0.95
+
+
+def ratio(value, base):
+    return value / base if base else None
+
+
+def median(xs):
+    xs = sorted(xs)
+    if not xs:
+        raise ValueError("median of no samples")
+    mid = len(xs) // 2
+    return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
+
+
+def mean(xs):
+    return summary(xs).mean
+
+
+def paired_ratio(base, other, level=LEVEL):
+    """Mean of the per-round ratios other[i] / base[i] and its Student t
+    confidence interval (rounds are interleaved, so each pair shares the
+    host's load of that moment).  (mean, low, high); low/high None for n<2."""
+    if len(base) != len(other) or not base:
+        raise ValueError("paired_ratio needs equally many rounds on both sides")
+    return mean_interval([o / b for b, o in zip(base, other)], level)
+
+
+def mean_interval(xs, level=LEVEL):
+    """Mean of @xs and its Student t interval: (mean, low, high), low/high
+    None for one sample."""
+    s = summary(xs)
+    if s.n < 2:
+        return s.mean, None, None
+    half = t_isf((1.0 - level) / 2.0, s.n - 1) * s.stddev / s.n ** 0.5
+    return s.mean, s.mean - half, s.mean + half
+
+
+def ci_verdict(r, lo, hi, target):
+    """Ratio <= target: True when the whole confidence interval is at or
+    below it, False when the whole interval is above, None (inconclusive)
+    when it straddles; without an interval, the ratio itself decides."""
+    if lo is None:
+        return r <= target
+    if hi <= target:
+        return True
+    return False if lo > target else None
+
+
+def tolerance_verdict(err, lo, hi, tol):
+    """|error| <= tol: True when the whole interval is inside, False when
+    it is wholly outside, None (inconclusive) otherwise; without an
+    interval, the error itself decides."""
+    if lo is None:
+        return abs(err) <= tol
+    if -tol <= lo and hi <= tol:
+        return True
+    return False if lo > tol or hi < -tol else None

@@ -28,12 +28,12 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import guest, scenario  # noqa: E402
+from faultline import scenario  # noqa: E402
 from faultline.build import build_all  # noqa: E402
 from faultline.errors import SetupError  # noqa: E402
-from faultline.machine import make_spec  # noqa: E402
 from faultline.qemu import QemuMachine  # noqa: E402
 from faultline.runner import new_dir, scratch_dir  # noqa: E402
+from faultline.vmspec import prepare_spec  # noqa: E402
 
 # Matches every op but needs engine state 4294967295, which nothing sets.
 NEVER = "never: any state=4294967295 error=eio\n"
@@ -116,9 +116,7 @@ def main():
         rundir = new_dir(os.path.join(TOP, "runs"), "bench-filter-overhead")
         scratch = scratch_dir()
         try:
-            initrd = guest.prepare(sc, builds.guest_dir, rundir, scratch, 1)
-            spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc),
-                             rundir, scratch, 1, False)
+            spec = prepare_spec(sc, builds, rundir, scratch=scratch, seed=1)
             base_disk = os.path.join(scratch, "disk-base.img")
             with open(base_disk, "wb") as f:
                 f.truncate(sc.device.size_bytes)

@@ -14,7 +14,7 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import bench, rules, scenario  # noqa: E402
+from faultline import bench, benchproc, benchtrace, rules, scenario  # noqa: E402
 from faultline.errors import SetupError  # noqa: E402
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
@@ -93,7 +93,7 @@ class TraceTest(unittest.TestCase):
         self.assertEqual([lba for lba, _ in got], [0x10, 131080])
         self.assertAlmostEqual(got[0][1], 37e-6, places=12)
         self.assertAlmostEqual(got[1][1], 1.000123, places=12)
-        self.assertEqual([bench.segment_of(lba) for lba, _ in got], [0, 1])
+        self.assertEqual([benchtrace.segment_of(lba) for lba, _ in got], [0, 1])
 
     def test_nvme_delayed_write_timed_from_its_stamp(self):
         # Doorbell line at 0, stamp 14 us later: held at 80 us for a 10 ms
@@ -321,10 +321,10 @@ class RowsTest(unittest.TestCase):
         self.assertNotIn("vCPU", rows["boot/inj, first KTAP line"].note)
 
     def test_thread_roles_from_proc(self):
-        self.assertEqual(bench.thread_role("CPU 1/TCG"), "vCPU")
-        self.assertEqual(bench.thread_role("worker"), "thread pool")
-        self.assertEqual(bench.thread_role("qemu-system-x86"), "main loop")
-        self.assertEqual(bench.thread_role("call_rcu"), "other")
+        self.assertEqual(benchproc.thread_role("CPU 1/TCG"), "vCPU")
+        self.assertEqual(benchproc.thread_role("worker"), "thread pool")
+        self.assertEqual(benchproc.thread_role("qemu-system-x86"), "main loop")
+        self.assertEqual(benchproc.thread_role("call_rcu"), "other")
         sum(i * i for i in range(300000))       # some CPU time of our own
         clk = os.sysconf("SC_CLK_TCK")
         threads = bench.proc_thread_cpu_seconds(os.getpid(), clk)

@@ -1,0 +1,97 @@
+"""RunOptions: how to run (kernel, mode, overrides of the scenario,
+backend), and its three forms in one place: the command line (from_args,
+argv), run.json (meta, from_meta)."""
+
+import os
+from dataclasses import dataclass, field
+
+from . import inputs
+from .errors import SetupError
+
+
+@dataclass
+class RunOptions:
+    """How to run: kernel, mode, overrides of the scenario, backend."""
+    kernel: str | None = None
+    modules: str | None = None
+    deterministic: bool = False
+    accel: str = "tcg"
+    memory: str | None = None
+    cpus: int | None = None
+    timeout: str | None = None
+    quiet: bool = False
+    backend: str = "qemu"
+    backend_options: dict = field(default_factory=dict)
+    mutate: str | None = None       # lie or corrupt: mutation self-test
+    rules: str | None = None    # a rules file replacing the scenario's rules
+
+    def overrides(self):
+        return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
+
+    @classmethod
+    def from_args(cls, args):
+        """From a parsed command line (run, cmdline, libvirt-xml: options a
+        command lacks take their defaults)."""
+        backend = getattr(args, "backend", "qemu")
+        backend_options = {}
+        if getattr(args, "connect", None):
+            if backend != "libvirt":
+                raise SetupError("--connect is an option of --backend libvirt")
+            backend_options["connect"] = inputs.check_libvirt_uri(args.connect)
+        return cls(kernel=args.kernel, modules=args.modules,
+                   deterministic=args.deterministic, accel=args.accel,
+                   memory=args.memory, cpus=args.cpus, timeout=args.timeout,
+                   quiet=getattr(args, "quiet", False),
+                   backend=backend, backend_options=backend_options,
+                   mutate=getattr(args, "mutate", None),
+                   rules=getattr(args, "rules", None))
+
+    def argv(self):
+        """The `faultline run` options that give these options back (the
+        repro command of run.json; accel is in run.json only)."""
+        cmd = []
+        if self.deterministic:
+            cmd.append("--deterministic")
+        if self.mutate:
+            cmd += ["--mutate", self.mutate]
+        if self.backend != "qemu":
+            cmd += ["--backend", self.backend]
+        if self.backend_options.get("connect"):
+            cmd += ["--connect", self.backend_options["connect"]]
+        if self.rules:
+            cmd += ["--rules", os.path.abspath(self.rules)]
+        if self.kernel:
+            cmd += ["--kernel", os.path.abspath(self.kernel)]
+        if self.modules:
+            cmd += ["--modules", os.path.abspath(self.modules)]
+        for opt, value in self.overrides().items():
+            if value is not None:
+                cmd += [f"--{opt}", str(value)]
+        return cmd
+
+    def meta(self, rules_copy=None):
+        """The fields of run.json that from_meta reads back; @rules_copy: the
+        run directory's copy of the --rules file."""
+        return {
+            "deterministic": self.deterministic, "accel": self.accel,
+            "kernel": os.path.abspath(self.kernel) if self.kernel else None,
+            "modules": os.path.abspath(self.modules) if self.modules else None,
+            "overrides": self.overrides(),
+            "backend": self.backend, "backend_options": self.backend_options,
+            "mutate": self.mutate, "rules": rules_copy,
+        }
+
+    @classmethod
+    def from_meta(cls, meta, deterministic, quiet):
+        """From a run's run.json (@deterministic: the mode to rerun in)."""
+        ov = dict(meta.get("overrides") or {})
+        if meta["deterministic"] and ov.get("cpus") is None and "backend" not in meta:
+            # Written by a launcher that forced one vCPU under --deterministic.
+            ov["cpus"] = 1
+        return cls(kernel=meta.get("kernel"), modules=meta.get("modules"),
+                   deterministic=deterministic, accel=meta.get("accel", "tcg"),
+                   memory=ov.get("memory"), cpus=ov.get("cpus"), timeout=ov.get("timeout"),
+                   quiet=quiet, backend=meta.get("backend", "qemu"),
+                   backend_options=meta.get("backend_options") or {},
+                   mutate=meta.get("mutate"),
+                   rules=meta.get("rules"))
