@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from . import TOP, abort, guest, kcidb, kconfig, mutate, report, rules, scenario
+from . import TOP, abort, guest, kcidb, kconfig, mutate, report, restore, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -40,6 +40,7 @@ class RunOptions:
     backend_options: dict = field(default_factory=dict)
     mutate: str | None = None       # lie or corrupt: mutation self-test
     rules: str | None = None    # a rules file replacing the scenario's rules
+    restore: bool = False       # start from a saved guest (restore.py)
 
     def overrides(self):
         return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
@@ -78,6 +79,8 @@ def _load(name, opts):
         scenario.check_deterministic(sc)
     if opts.mutate:
         mutate.apply(sc, opts.mutate)
+    if opts.restore:
+        restore.check(sc, opts)
     return sc
 
 
@@ -101,6 +104,8 @@ def run_command(sc_path, seed, opts):
     cmd = [FAULTLINE, "run", sc_path, "--seed", str(seed)]
     if opts.deterministic:
         cmd.append("--deterministic")
+    if opts.restore:
+        cmd.append("--restore")
     if opts.mutate:
         cmd += ["--mutate", opts.mutate]
     if opts.backend != "qemu":
@@ -153,6 +158,7 @@ def write_run_meta(rundir, sc, opts, seed, builds, backend_info=None, start_time
         "backend": opts.backend, "backend_options": opts.backend_options,
         "mutate": opts.mutate,
         "rules": rules_copy,
+        "restore": opts.restore,
     }
     if opts.mutate:
         meta["mutate_rule"] = mutate.rule(opts.mutate).split("  #")[0]
@@ -175,16 +181,26 @@ def boot_and_judge(sc, seed, opts, builds, rundir):
     """Prepare the inputs, boot the machine, watch it, judge it: a Report."""
     t0 = time.monotonic()
     scratch = scratch_dir(rundir)
+    clock = restore.PhaseClock(Progress(len(sc.tests), opts.quiet))
     try:
-        initrd = guest.prepare(sc, builds.guest_dir, rundir, scratch, seed)
-        spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), rundir,
-                         scratch, seed, opts.deterministic, opts.accel)
-        with backend_class(opts.backend)(spec, **opts.backend_options) as m:
+        if opts.restore:
+            m = restore.machine(sc, seed, opts, builds, rundir, scratch)
+        else:
+            initrd = guest.prepare(sc, builds.guest_dir, rundir, scratch, seed)
+            spec = make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc), rundir,
+                             scratch, seed, opts.deterministic, opts.accel)
+            m = backend_class(opts.backend)(spec, **opts.backend_options)
+        t_start = time.monotonic()
+        with m:
             m.start()
-            watch = m.run(sc.timeout_s, Progress(len(sc.tests), opts.quiet))
+            t_run = time.monotonic()
+            watch = m.run(sc.timeout_s, clock)
     finally:
         abort.remove_scratch(scratch)
-    return judge(sc, rundir, seed, opts.deterministic, watch, time.monotonic() - t0), watch
+    r = judge(sc, rundir, seed, opts.deterministic, watch, time.monotonic() - t0)
+    watch.backend_info["phases"] = clock.phases(t_start - t0, t_run - t_start, watch.elapsed_s,
+                                                time.monotonic() - t0)
+    return r, watch
 
 
 @abort.tracks_run
@@ -216,7 +232,7 @@ def one_run(sc, seed, opts, builds, rundir, verbose=True):
 
 
 def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
-             out=DEFAULT_OUT, junit=None, name=None, kcidb_path=None):
+             out=DEFAULT_OUT, junit=None, name=None, kcidb_path=None, jobs=1):
     """Every (scenario, seed, repeat); (worst status, [(Report, rundir)]).
 
     @name renames the scenario in run directories and reports (repro)."""
@@ -238,7 +254,10 @@ def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
     if len(plan) > 1:
         group = new_dir(out, (scs[0].name if len(scs) == 1 else "multi") + "-sweep")
     results, repro_cmds = [], {}
-    for sc, s, i in plan:
+    if group and jobs > 1:
+        results, repro_cmds = restore.run_parallel(plan, opts, builds, group, jobs, keep_going,
+                                                   one_run)
+    for sc, s, i in ([] if group and jobs > 1 else plan):
         if group:
             rundir = os.path.join(group, f"{sc.name}-seed{s}" + (f"-r{i}" if i else ""))
             os.makedirs(rundir)
@@ -292,7 +311,7 @@ def repro_options(meta, deterministic, quiet):
                       quiet=quiet, backend=meta.get("backend", "qemu"),
                       backend_options=meta.get("backend_options") or {},
                       mutate=meta.get("mutate"),
-                      rules=meta.get("rules"))
+                      rules=meta.get("rules"), restore=meta.get("restore", False))
 
 
 def repro(rundir, out=DEFAULT_OUT, deterministic=None, quiet=False):
