@@ -378,7 +378,8 @@ def parser():
                         "measured in the same run (docs/bench.md)")
     bn.add_argument("--quick", action="store_true", help="fewer I/Os and rounds (about 4x less)")
     bn.add_argument("--only", metavar="GROUPS",
-                    help="comma-separated: engine,latency,overhead,deterministic (default: all)")
+                    help="comma-separated: engine,latency,overhead,deterministic,restore "
+                         "(default: all)")
     bn.add_argument("--rounds", metavar="N", type=int,
                     help="interleaved rounds of the overhead group (default 5, --quick 2): "
                     "more narrow its confidence interval")

@@ -321,3 +321,57 @@ def run_parallel(plan, opts, builds, group, jobs, keep_going, one_run):
     if stop:
         say(f"stopped after the first failure (seed {stop[0]}); --keep-going runs the rest")
     return [done[i] for i in sorted(done)], repro_cmds
+
+
+# ---------------------------------------------------------------- bench
+
+BENCH_SCENARIO = "smoke"
+RESTORE_TARGET = 3.0     # issue 31: restored runs at least 3x the runs per hour
+
+
+def bench_rows(seeds, out, log):
+    """`faultline bench` row: runs per hour of a @seeds-seed smoke sweep,
+    cold boots against restored runs.  The two take turns per seed, so each
+    pair shares the host's load of that moment; the ratio is the mean of the
+    per-seed wall ratios with its 95 % interval.  The save is made (or found)
+    first and reported apart: it is paid once per machine, not per run.
+    ([Row], samples)."""
+    from . import runner
+    from .bench import Row, mean, paired_ratio
+    from .build import build_all
+    opts = {m: runner.RunOptions(quiet=True, restore=m == "restore") for m in ("cold", "restore")}
+    sc = runner.load_scenario(BENCH_SCENARIO, opts["restore"])
+    builds = build_all(quiet=True)
+    t0 = time.monotonic()
+    _, saved_s = ensure_snapshot(sc, builds, opts["restore"])
+    walls = {"cold": [], "restore": []}
+    phases = {"cold": [], "restore": []}
+    failed = []
+    for seed in range(1, seeds + 1):
+        for mode in ("cold", "restore"):
+            rundir = runner.new_dir(out, f"bench-{mode}-seed{seed}")
+            t = time.monotonic()
+            r, meta = runner.one_run(sc, seed, opts[mode], builds, rundir, verbose=False)
+            walls[mode].append(time.monotonic() - t)
+            phases[mode].append(meta.get("backend_info", {}).get("phases"))
+            if r.status != EXIT_PASS:
+                failed.append(f"{mode} seed {seed}: {r.outcome}")
+            log(f"restore: seed {seed} {mode:7} {walls[mode][-1]:6.1f} s  {r.outcome}")
+    if failed:
+        raise SetupError("runs failed: " + "; ".join(failed))
+    # runs/hour restored over cold = cold wall / restored wall, per seed.
+    r, lo, hi = paired_ratio(walls["restore"], walls["cold"])
+    # The target is a floor: met when the whole interval is at or above it.
+    if lo is None:
+        ok = r >= RESTORE_TARGET
+    else:
+        ok = True if lo >= RESTORE_TARGET else False if hi < RESTORE_TARGET else None
+    note = (f"{seeds} seeds; save {saved_s if saved_s is not None else 'cached'}"
+            f"{' s' if saved_s is not None else ''}, not per run")
+    if ok is None:
+        note += "; undecided on this host: the interval straddles the target"
+    row = Row("restore", f"{BENCH_SCENARIO} runs per hour, restored vs cold boot",
+              3600.0 / mean(walls["restore"]), 3600.0 / mean(walls["cold"]), "runs/h",
+              r, lo, hi, n=seeds, target=f">= {RESTORE_TARGET:g}x", ok=ok, note=note)
+    return [row], {"walls": walls, "phases": phases,
+                   "seconds": round(time.monotonic() - t0, 1)}
