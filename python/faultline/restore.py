@@ -196,8 +196,12 @@ def ensure_snapshot(sc, builds, opts, timeout_s=None):
         if os.path.exists(os.path.join(d, "state")):
             return d, None
         t0 = time.monotonic()
+        # Under the lock no one else saves this machine: any KEY.tmp.* is
+        # left by a launcher killed mid-save.
+        for stale in os.listdir(SNAPSHOTS):
+            if stale.startswith(key + ".tmp."):
+                shutil.rmtree(os.path.join(SNAPSHOTS, stale), ignore_errors=True)
         tmp = f"{d}.tmp.{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         if not opts.quiet:
             say(f"--restore: booting and saving the guest for {sc.name}'s machine ({key})")
