@@ -26,7 +26,7 @@ import os
 import shutil
 import time
 
-from . import abort, guest
+from . import abort, guest, kconfig
 from .build import CACHE, say
 from .errors import EXIT_PASS, SetupError
 from .machine import make_spec
@@ -42,6 +42,8 @@ ROOT_PORT = ["-device", "pcie-root-port,id=swaprp,chassis=1,slot=1"]
 FORMAT = 1
 # Hot-pluggable on the root port: one PCI function carrying the disk.
 KINDS = ("nvme", "syncblk", "virtio-blk")
+# guest/tools/fwcfg reads fw_cfg with ioperm().
+IOPERM = "X86_IOPL_IOPERM"
 
 
 def check(sc, opts):
@@ -51,6 +53,11 @@ def check(sc, opts):
     if sc.device.kind not in KINDS:
         raise SetupError(f"--restore: scenario {sc.name}: a {sc.device.kind} device cannot be "
                          f"hot-added on one root port (restorable: {', '.join(KINDS)})")
+    where, config = kconfig.find_config(opts.kernel, opts.modules)
+    if config is not None and config.get(IOPERM) != "y":
+        raise SetupError(f"--restore: kernel {opts.kernel or 'default'} ({where}) lacks "
+                         f"CONFIG_{IOPERM}=y: the restored guest reads its /run.sh from "
+                         "fw_cfg's I/O ports (ioperm)")
 
 
 class PhaseClock:

@@ -193,6 +193,21 @@ class RefusalTest(unittest.TestCase):
             restore.check(scenario.load("smoke"), opts(backend="libvirt"))
         restore.check(scenario.load("syncblk-task"), opts())
 
+    def test_kernel_without_ioperm(self):
+        with tempfile.TemporaryDirectory() as d:
+            kernel = os.path.join(d, "bzImage")
+            open(kernel, "w").close()
+            for val, refused in (("# CONFIG_X86_IOPL_IOPERM is not set", True),
+                                 ("CONFIG_X86_IOPL_IOPERM=y", False)):
+                with open(os.path.join(d, ".config"), "w") as f:
+                    f.write(val + "\n")
+                o = opts(kernel=kernel)
+                if refused:
+                    with self.assertRaisesRegex(SetupError, "lacks CONFIG_X86_IOPL_IOPERM=y"):
+                        restore.check(scenario.load("smoke"), o)
+                else:
+                    restore.check(scenario.load("smoke"), o)
+
     def test_cli_one_line_before_any_work(self):
         with tempfile.TemporaryDirectory() as out:
             p = subprocess.run([FAULTLINE, "run", "write-error-redirty-virtio-scsi", "--restore",
