@@ -117,6 +117,31 @@ class KeyTest(unittest.TestCase):
         self.assertNotEqual(base, self.key(sc))
 
 
+class ClockTest(unittest.TestCase):
+    """A saved guest whose boot miscalibrated its TSC is not kept."""
+
+    def console(self, up):
+        return ("[    0.032000] tsc: PIT calibration deviates from PMTIMER: 398637 2596341\n"
+                f"faultline-init: 6.12.118+deb12-amd64 up {up}s\n{restore.READY}\n")
+
+    def test_real_time(self):
+        self.assertEqual(restore.check_clock(self.console("14.10"), 25.7), 14.1)
+        self.assertEqual(restore.check_clock(self.console("4.60"), 6.0), 4.6)
+
+    def test_fast_clock(self):
+        # Seen: a guest up "115.88 s" 18 s after QEMU started.
+        with self.assertRaisesRegex(restore.BadClock, "uptime 115.9 s after 18.0 s"):
+            restore.check_clock(self.console("115.88"), 18.0)
+
+    def test_slow_clock(self):
+        with self.assertRaises(restore.BadClock):
+            restore.check_clock(self.console("5.00"), 40.0)
+
+    def test_no_uptime(self):
+        with self.assertRaisesRegex(restore.BadClock, "no uptime"):
+            restore.check_clock(restore.READY + "\n", 10.0)
+
+
 class PhaseTest(unittest.TestCase):
     def test_phases(self):
         clock = restore.PhaseClock(Progress(1, quiet=True, stream=io.StringIO()))
