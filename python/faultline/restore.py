@@ -32,7 +32,7 @@ from .build import CACHE, say
 from .errors import EXIT_PASS, SetupError
 from .machine import make_spec
 from .qemu import QemuMachine
-from .qmp import QmpError
+from .qmp import Qmp, QmpError
 
 SNAPSHOTS = os.path.join(CACHE, "snapshots")
 # The line init prints when it waits for /run.sh (guest/rootfs/init).
@@ -43,6 +43,8 @@ ROOT_PORT = ["-device", "pcie-root-port,id=swaprp,chassis=1,slot=1"]
 FORMAT = 1
 # Hot-pluggable on the root port: one PCI function carrying the disk.
 KINDS = ("nvme", "syncblk", "virtio-blk")
+# How long loading a saved guest and its QMP answers may take.
+LOAD_TIMEOUT_S = 120
 # Boots a save may take to get a guest whose clock runs at real time.
 SAVE_ATTEMPTS = 3
 # guest/tools/fwcfg reads fw_cfg with ioperm().
@@ -312,8 +314,12 @@ class RestoredMachine(QemuMachine):
                         os.path.join(self.spec.rundir, "console.log"))
         t0 = time.monotonic()
         try:
+            # QEMU loads a file: migration in its main loop, and QMP answers
+            # only when it is done (over 5 s on a loaded host, seen): a
+            # connection of its own with a longer timeout, closed after.
+            self._qmp = Qmp(self.qmp_socket, timeout=LOAD_TIMEOUT_S)
             self.qmp("migrate-incoming", uri="file:" + os.path.join(self.snapshot, "state"))
-            _wait_migration(self, "--restore: loading the saved guest", 120)
+            _wait_migration(self, "--restore: loading the saved guest", LOAD_TIMEOUT_S)
             t1 = time.monotonic()
             for opt, val in self.hotplug:
                 if opt == "-blockdev":
@@ -325,6 +331,8 @@ class RestoredMachine(QemuMachine):
             self.qmp("cont")
         except QmpError as e:
             raise SetupError(f"--restore: {e}") from None
+        finally:
+            self._close_qmp()
         self.timing = {"load_s": round(t1 - t0, 2), "hotplug_s": round(time.monotonic() - t1, 2)}
 
     def info(self):
