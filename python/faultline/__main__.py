@@ -59,7 +59,7 @@ def cmd_run(args):
     status, _ = runner.run_plan(args.scenarios, run_options(args), seed=args.seed,
                                 seeds=args.seeds, repeat=args.repeat,
                                 keep_going=args.keep_going, out=args.out, junit=args.junit,
-                                kcidb_path=args.kcidb)
+                                kcidb_path=args.kcidb, jobs=args.jobs)
     return status
 
 
@@ -261,6 +261,11 @@ def parser():
     r.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
     r.add_argument("--kcidb", metavar="FILE", help="also write KCIDB v5 JSON of all runs")
     r.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    r.add_argument("--restore", action="store_true",
+                   help="start from a guest booted and saved once per machine (cached), "
+                        "the swap device hot-added: no boot per run")
+    r.add_argument("--jobs", type=inputs.positive_int, default=1,
+                   help="with --seeds/--repeat: run N at a time (default 1)")
     r.add_argument("--mutate", choices=mutate.KINDS,
                    help="self-test of the data check: add a rule that lies about "
                         "(or corrupts) some swap writes; the run must FAIL on its data check")
@@ -404,7 +409,8 @@ def parser():
                         "measured in the same run (docs/bench.md)")
     bn.add_argument("--quick", action="store_true", help="fewer I/Os and rounds (about 4x less)")
     bn.add_argument("--only", metavar="GROUPS",
-                    help="comma-separated: engine,latency,overhead,deterministic (default: all)")
+                    help="comma-separated: engine,latency,overhead,deterministic,restore "
+                         "(default: all)")
     bn.add_argument("--rounds", metavar="N", type=int,
                     help="interleaved rounds of the overhead group (default 5, --quick 2): "
                     "more narrow its confidence interval")

@@ -30,6 +30,8 @@ Rows, by group:
   boot           time to the first KTAP line (same boots as overhead).
   deterministic  wall time of a swap run with 10 ms per write under
                  --deterministic against the same run without the rule.
+  restore        runs per hour of a smoke sweep (20 seeds, --quick 4):
+                 restored runs against cold boots (restore.bench_rows).
 """
 
 import json
@@ -57,7 +59,7 @@ from .stats import (LEVEL, ci_verdict, mean, mean_interval, median, paired_ratio
                     tolerance_verdict)
 from .vmspec import prepare_spec
 
-GROUPS = ("engine", "latency", "overhead", "deterministic")
+GROUPS = ("engine", "latency", "overhead", "deterministic", "restore")
 ENGINE_TARGET_NS = 30.0
 DEVICE_TOLERANCE_US = 15.0
 MATCH_FRACTION = 0.10   # a reference write this close to the injected one's time
@@ -676,8 +678,13 @@ def bench(args):
     if "overhead" in only:
         log(f"overhead: {sizes.overhead_rounds} interleaved rounds")
         group("overhead", lambda: run_overhead(sizes, out, builds, log))
+    if "restore" in only:
+        from . import restore
+        seeds = 4 if args.quick else 20
+        log(f"restore: {seeds}-seed smoke sweep, cold boot and restored runs taking turns")
+        group("restore", lambda: restore.bench_rows(seeds, out, log))
     rows.sort(key=lambda r: ("engine", "latency", "idle", "wakeup", "overhead", "boot",
-                             "deterministic").index(r.group))
+                             "deterministic", "restore").index(r.group))
     print(format_rows(rows))
     meta = {"failed": failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git": git_describe(),

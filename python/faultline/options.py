@@ -24,6 +24,7 @@ class RunOptions:
     backend_options: dict = field(default_factory=dict)
     mutate: str | None = None       # lie or corrupt: mutation self-test
     rules: str | None = None    # a rules file replacing the scenario's rules
+    restore: bool = False       # start from a saved guest (restore.py)
 
     def overrides(self):
         return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
@@ -44,7 +45,8 @@ class RunOptions:
                    quiet=getattr(args, "quiet", False),
                    backend=backend, backend_options=backend_options,
                    mutate=getattr(args, "mutate", None),
-                   rules=getattr(args, "rules", None))
+                   rules=getattr(args, "rules", None),
+                   restore=getattr(args, "restore", False))
 
     def argv(self):
         """The `faultline run` options that give these options back (the
@@ -52,6 +54,8 @@ class RunOptions:
         cmd = []
         if self.deterministic:
             cmd.append("--deterministic")
+        if self.restore:
+            cmd.append("--restore")
         if self.mutate:
             cmd += ["--mutate", self.mutate]
         if self.backend != "qemu":
@@ -78,7 +82,7 @@ class RunOptions:
             "modules": os.path.abspath(self.modules) if self.modules else None,
             "overrides": self.overrides(),
             "backend": self.backend, "backend_options": self.backend_options,
-            "mutate": self.mutate, "rules": rules_copy,
+            "mutate": self.mutate, "rules": rules_copy, "restore": self.restore,
         }
 
     @classmethod
@@ -94,4 +98,4 @@ class RunOptions:
                    quiet=quiet, backend=meta.get("backend", "qemu"),
                    backend_options=meta.get("backend_options") or {},
                    mutate=meta.get("mutate"),
-                   rules=meta.get("rules"))
+                   rules=meta.get("rules"), restore=meta.get("restore", False))

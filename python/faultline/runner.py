@@ -11,7 +11,7 @@ import shutil
 import sys
 import time
 
-from . import TOP, abort, kcidb, kconfig, mutate, report, rules, scenario
+from . import TOP, abort, kcidb, kconfig, mutate, report, restore, rules, scenario
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
@@ -59,6 +59,8 @@ def _load(name, opts):
         scenario.check_deterministic(sc)
     if opts.mutate:
         mutate.apply(sc, opts.mutate)
+    if opts.restore:
+        restore.check(sc, opts)
     return sc
 
 
@@ -132,15 +134,25 @@ def boot_and_judge(sc, seed, opts, builds, rundir):
     """Prepare the inputs, boot the machine, watch it, judge it: a Report."""
     t0 = time.monotonic()
     scratch = scratch_dir(rundir)
+    clock = restore.PhaseClock(Progress(len(sc.tests), opts.quiet))
     try:
-        spec = prepare_spec(sc, builds, rundir, scratch=scratch, seed=seed,
-                            deterministic=opts.deterministic, accel=opts.accel)
-        with backend_class(opts.backend)(spec, **opts.backend_options) as m:
+        if opts.restore:
+            m = restore.machine(sc, seed, opts, builds, rundir, scratch)
+        else:
+            spec = prepare_spec(sc, builds, rundir, scratch=scratch, seed=seed,
+                                deterministic=opts.deterministic, accel=opts.accel)
+            m = backend_class(opts.backend)(spec, **opts.backend_options)
+        t_start = time.monotonic()
+        with m:
             m.start()
-            watch = m.run(sc.timeout_s, Progress(len(sc.tests), opts.quiet))
+            t_run = time.monotonic()
+            watch = m.run(sc.timeout_s, clock)
     finally:
         abort.remove_scratch(scratch)
-    return judge(sc, rundir, seed, opts.deterministic, watch, time.monotonic() - t0), watch
+    r = judge(sc, rundir, seed, opts.deterministic, watch, time.monotonic() - t0)
+    watch.backend_info["phases"] = clock.phases(t_start - t0, t_run - t_start, watch.elapsed_s,
+                                                time.monotonic() - t0)
+    return r, watch
 
 
 @abort.tracks_run
@@ -172,7 +184,7 @@ def one_run(sc, seed, opts, builds, rundir, verbose=True):
 
 
 def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
-             out=DEFAULT_OUT, junit=None, name=None, kcidb_path=None):
+             out=DEFAULT_OUT, junit=None, name=None, kcidb_path=None, jobs=1):
     """Every (scenario, seed, repeat); (worst status, [(Report, rundir)]).
 
     @name renames the scenario in run directories and reports (repro)."""
@@ -194,7 +206,10 @@ def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
     if len(plan) > 1:
         group = new_dir(out, (scs[0].name if len(scs) == 1 else "multi") + "-sweep")
     results, repro_cmds = [], {}
-    for sc, s, i in plan:
+    if group and jobs > 1:
+        results, repro_cmds = restore.run_parallel(plan, opts, builds, group, jobs, keep_going,
+                                                   one_run)
+    for sc, s, i in ([] if group and jobs > 1 else plan):
         if group:
             rundir = os.path.join(group, f"{sc.name}-seed{s}" + (f"-r{i}" if i else ""))
             os.makedirs(rundir)

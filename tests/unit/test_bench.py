@@ -387,7 +387,7 @@ class JsonTest(unittest.TestCase):
         self.assertEqual(res.returncode, 2)
         self.assertEqual(res.stderr.strip().splitlines(),
                          ["faultline: error: --only bogus: groups are "
-                          "engine, latency, overhead, deterministic"])
+                          "engine, latency, overhead, deterministic, restore"])
 
 
 class ScenarioTest(unittest.TestCase):
