@@ -66,21 +66,27 @@ def main(settings, args):
     proc = subprocess.Popen([qemu] + args + ["-no-shutdown", "-qmp",
                             "unix:" + sock + ",server=on,wait=off"],
                             preexec_fn=abort.die_with_parent())
+    qmp = None
+
+    def task_dump(signum, frame):
+        # Console loglevel 7, then the task dump; the main loop below is
+        # blocked reading events and skips the replies.  Before QMP is up
+        # there is no way to ask: the signal is dropped.
+        if qmp is None:
+            return
+        for key in ("7", "t"):
+            qmp.send("send-key", keys=[{"type": "qcode", "data": k}
+                                       for k in ("alt", "sysrq", key)])
+            time.sleep(0.3)
+    # Before the pid file: the watchdog signals the pid it reads there, and
+    # SIGUSR1's default action would kill the wrapper (and QEMU with it).
+    signal.signal(signal.SIGUSR1, task_dump)
     with open(sock + ".wrapper-pid", "w") as p:
         p.write(str(os.getpid()))
     try:
         qmp = Qmp(sock, alive=lambda: proc.poll() is None)
     except QmpError:
         return proc.wait()
-
-    def task_dump(signum, frame):
-        # Console loglevel 7, then the task dump; the main loop below is
-        # blocked reading events and skips the replies.
-        for key in ("7", "t"):
-            qmp.send("send-key", keys=[{"type": "qcode", "data": k}
-                                       for k in ("alt", "sysrq", key)])
-            time.sleep(0.3)
-    signal.signal(signal.SIGUSR1, task_dump)
     try:
         qmp.wait_event(END_EVENTS)
         if settings["injector"]:

@@ -68,6 +68,35 @@ class LavaQemuTest(unittest.TestCase):
             stats = json.load(f)
         self.assertEqual(stats["seed"], 7)
 
+    def test_watchdog_signal_before_qmp_is_up(self):
+        """The watchdog may signal the pid as soon as the pid file exists,
+        before the wrapper reached QEMU's QMP: the wrapper lives on."""
+        mine = os.path.join(self.dir, "test.sock")
+        proc = subprocess.Popen([self.wrapper(abort.identity()), "-machine", "none",
+                                 "-nodefaults", "-display", "none", "-no-reboot",
+                                 "-object", "fault-injector,id=fi0,seed=7",
+                                 "-qmp", f"unix:{mine},server=on,wait=off"])
+        try:
+            pid_file = self.sock + ".wrapper-pid"
+            deadline = time.monotonic() + 60
+            while not os.path.exists(pid_file) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            while time.monotonic() < deadline:
+                with open(pid_file) as f:
+                    if f.read():
+                        break
+                time.sleep(0.001)
+            os.kill(proc.pid, 10)   # SIGUSR1, at once
+            time.sleep(1)
+            self.assertIsNone(proc.poll())
+            q = Qmp(mine, timeout=60)
+            q.cmd("system_reset")
+            q.close()
+            self.assertEqual(proc.wait(timeout=60), 0)
+        finally:
+            proc.kill()
+            proc.wait()
+
     def test_version_is_qemus(self):
         out = subprocess.run([self.wrapper(abort.identity()), "--version"],
                              capture_output=True, text=True, timeout=60)
