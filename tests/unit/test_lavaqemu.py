@@ -38,14 +38,19 @@ class LavaQemuTest(unittest.TestCase):
         os.chmod(path, 0o755)
         return path
 
-    def test_shutdown_saves_stats_and_quits(self):
-        mine = os.path.join(self.dir, "test.sock")
+    def start(self, mine):
+        """The wrapper on a machine with injector fi0 and a QMP socket @mine
+        of the test's own; returns the process and its pid file's path."""
         proc = subprocess.Popen([self.wrapper(abort.identity()), "-machine", "none",
                                  "-nodefaults", "-display", "none", "-no-reboot",
                                  "-object", "fault-injector,id=fi0,seed=7",
                                  "-qmp", f"unix:{mine},server=on,wait=off"])
+        return proc, self.sock + ".wrapper-pid"
+
+    def test_shutdown_saves_stats_and_quits(self):
+        mine = os.path.join(self.dir, "test.sock")
+        proc, pid_file = self.start(mine)
         try:
-            pid_file = self.sock + ".wrapper-pid"
             deadline = time.monotonic() + 60
             while not os.path.exists(pid_file) and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -72,12 +77,8 @@ class LavaQemuTest(unittest.TestCase):
         """The watchdog may signal the pid as soon as the pid file exists,
         before the wrapper reached QEMU's QMP: the wrapper lives on."""
         mine = os.path.join(self.dir, "test.sock")
-        proc = subprocess.Popen([self.wrapper(abort.identity()), "-machine", "none",
-                                 "-nodefaults", "-display", "none", "-no-reboot",
-                                 "-object", "fault-injector,id=fi0,seed=7",
-                                 "-qmp", f"unix:{mine},server=on,wait=off"])
+        proc, pid_file = self.start(mine)
         try:
-            pid_file = self.sock + ".wrapper-pid"
             deadline = time.monotonic() + 60
             while not os.path.exists(pid_file) and time.monotonic() < deadline:
                 time.sleep(0.001)
