@@ -5,15 +5,14 @@ QEMU 10.0's nvme and our syncblk refuse migration (.unmigratable), so the
 guest is saved before its swap device exists: init finds no /run.sh in the
 initramfs and waits for one on fw_cfg (guest/tools/fwcfg.c).  A saved guest
 depends only on the machine (QEMU build, kernel, initramfs, command line,
-memory, vCPUs, accelerator and icount), not on the device, rules or tests,
+memory, vCPUs and accelerator), not on the device, rules or tests,
 so one save serves every scenario of that shape.  Each run restores it with
 `-incoming`, then adds over QMP what the scenario's device arguments
 describe (a fresh zeroed disk, the fault injector, the device on a
 pcie-root-port: ACPI hot-plug, the guest probes it), hands the run's /run.sh
 to the guest as fw_cfg file opt/faultline/run.sh and continues.  Under
---deterministic both the restored state and the moment of the hot-add (the
-VM is stopped) are fixed, and fw_cfg reads are synchronous with the vCPU, so
-two restored runs of a seed give the same digest and KTAP.
+--deterministic they are refused: two restored runs of one seed diverged
+on a loaded host (the cause is not found yet).
 
 docs/launcher.md ("Restored runs") is the user side.
 """
@@ -55,6 +54,11 @@ def check(sc, opts):
     """One line (SetupError) when @sc cannot run restored with @opts."""
     if opts.backend != "qemu":
         raise SetupError(f"--restore runs on the qemu backend only (not {opts.backend})")
+    if opts.deterministic:
+        # Measured: two restored --deterministic runs of one seed gave two
+        # fault digests in 2 of 3 CI runs on a loaded host.
+        raise SetupError("--restore --deterministic: restored runs are not reproducible yet; "
+                         "use --deterministic without --restore")
     if sc.device.kind not in KINDS:
         raise SetupError(f"--restore: scenario {sc.name}: a {sc.device.kind} device cannot be "
                          f"hot-added on one root port (restorable: {', '.join(KINDS)})")

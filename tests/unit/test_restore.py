@@ -216,6 +216,8 @@ class RefusalTest(unittest.TestCase):
             restore.check(scenario.load("write-error-redirty-virtio-scsi"), opts())
         with self.assertRaisesRegex(SetupError, "qemu backend only"):
             restore.check(scenario.load("smoke"), opts(backend="libvirt"))
+        with self.assertRaisesRegex(SetupError, "not reproducible yet"):
+            restore.check(scenario.load("smoke"), opts(deterministic=True))
         restore.check(scenario.load("syncblk-task"), opts())
 
     def test_kernel_without_ioperm(self):
