@@ -47,15 +47,25 @@ class LavaQemuTest(unittest.TestCase):
                                  "-qmp", f"unix:{mine},server=on,wait=off"])
         return proc, self.sock + ".wrapper-pid"
 
+    def pid_in(self, pid_file):
+        """The pid the wrapper wrote into @pid_file, read as soon as it is there."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with open(pid_file) as f:
+                    text = f.read()
+                if text:
+                    return int(text)
+            except FileNotFoundError:
+                pass
+            time.sleep(0.001)
+        self.fail(f"no pid in {pid_file} within 60 s")
+
     def test_shutdown_saves_stats_and_quits(self):
         mine = os.path.join(self.dir, "test.sock")
         proc, pid_file = self.start(mine)
         try:
-            deadline = time.monotonic() + 60
-            while not os.path.exists(pid_file) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            with open(pid_file) as f:
-                self.assertEqual(int(f.read()), proc.pid)
+            self.assertEqual(self.pid_in(pid_file), proc.pid)
             q = Qmp(mine, timeout=60)
             # The watchdog's task dump: keys into a machine without a
             # keyboard are refused, and the wrapper carries on.
@@ -79,15 +89,7 @@ class LavaQemuTest(unittest.TestCase):
         mine = os.path.join(self.dir, "test.sock")
         proc, pid_file = self.start(mine)
         try:
-            deadline = time.monotonic() + 60
-            while not os.path.exists(pid_file) and time.monotonic() < deadline:
-                time.sleep(0.001)
-            while time.monotonic() < deadline:
-                with open(pid_file) as f:
-                    if f.read():
-                        break
-                time.sleep(0.001)
-            os.kill(proc.pid, 10)   # SIGUSR1, at once
+            os.kill(self.pid_in(pid_file), 10)   # SIGUSR1, at once
             time.sleep(1)
             self.assertIsNone(proc.poll())
             q = Qmp(mine, timeout=60)
