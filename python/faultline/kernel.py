@@ -779,7 +779,9 @@ def install_extmod_tree(srctree, objtree, dest):
 def flavour(args):
     """What a build tree is kept for: the base config and --kasan/--kcov.
     Those change most of the kernel; anything else (faultline's fragment,
-    a patch, the user's --base file) is a small change of one tree."""
+    a patch, the user's --base file) is usually a small change of one tree
+    (not always: an option that reshapes a core struct, such as
+    X86_IOPL_IOPERM, recompiles nearly everything)."""
     base = args.base if args.base in ("tinyconfig", "defconfig") else \
         "file-" + re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(args.base))
     return base + ("-kasan" if args.kasan else "") + ("-kcov" if args.kcov else "")
