@@ -1,6 +1,6 @@
 """faultline: fault injection into swap I/O, for Linux kernel developers.
 
-The launcher package (standard library only).  The CLI is __main__.py;
+The launcher package (standard library only).  The CLI is cli/;
 docs/launcher.md describes the modules and the machine backend contract.
 """
 

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import __main__ as cli  # noqa: E402
+from faultline import cli  # noqa: E402
 from faultline import compare, guest, inputs, judge, kernlog, machine  # noqa: E402
 from faultline import mutate, report, rules, runner  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
@@ -939,7 +939,7 @@ class InputsTest(unittest.TestCase):
         with open(os.path.join(self.rundir, "run.json"), "w") as f:
             f.write("{}")
         patches = [mock.patch("faultline.runner.build_all", _no_build),
-                   mock.patch("faultline.__main__.build_all", _no_build),
+                   mock.patch("faultline.cli.commands.build_all", _no_build),
                    mock.patch("faultline.compare.build_all", _no_build)]
         for p in patches:
             p.start()

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import libvirt, scenario  # noqa: E402
 from faultline.build import Builds  # noqa: E402
-from faultline import __main__ as cli  # noqa: E402
+from faultline import cli  # noqa: E402
 from faultline.errors import EXIT_SETUP, SetupError  # noqa: E402
 from faultline.machine import FIXED_RTC, ICOUNT, make_spec  # noqa: E402
 

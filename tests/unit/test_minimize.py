@@ -14,7 +14,7 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import __main__ as cli  # noqa: E402
+from faultline import cli  # noqa: E402
 from faultline import minimize as mz  # noqa: E402
 from faultline import rules, scenario  # noqa: E402
 from faultline.report import Report  # noqa: E402

@@ -11,7 +11,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import runner  # noqa: E402
-from faultline.__main__ import parser  # noqa: E402
+from faultline.cli import parser  # noqa: E402
 from faultline.options import RunOptions  # noqa: E402
 
 CASES = [

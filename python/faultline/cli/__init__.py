@@ -1,0 +1,52 @@
+"""The command line: the parser (parser.py) and the command front ends
+(commands.py) that hand typed options to the domain modules."""
+
+import os
+import subprocess
+import sys
+
+from .. import abort, kernel, scenario
+from ..build import say
+from ..errors import EXIT_SETUP, SetupError
+from .commands import COMMANDS
+from .parser import parser
+
+
+def main(argv=None):
+    p = parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        p.print_help(sys.stderr)
+        return EXIT_SETUP
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:     # a bad value (one line printed), --help, --version
+        return e.code
+    if args.cmd in ("run", "check", "build", "cmdline", "libvirt-xml") and args.modules and not args.kernel:
+        p.error("--modules needs --kernel")
+    try:
+        # Here, not per command: a signal stops any command in order
+        # (docs/launcher.md); and what a killed launcher left is removed.
+        abort.install()
+        abort.sweep()
+        kernel.resolve_args(args)     # --kernel NAME: a kernel built by `faultline kernel`
+        status = COMMANDS[args.cmd](args)
+        abort.check()
+        return abort.settle(status)
+    except abort.Aborted as e:
+        return abort.finish(e)
+    except (SetupError, scenario.ScenarioError) as e:
+        say(f"error: {e}")
+        return EXIT_SETUP
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    except (OSError, subprocess.CalledProcessError) as e:
+        say(f"error: {e}")
+        return EXIT_SETUP
+    except Exception as e:  # noqa: BLE001 - one line for users, traceback on request
+        if os.environ.get("FAULTLINE_DEBUG"):
+            raise
+        say(f"internal error: {type(e).__name__}: {e} (FAULTLINE_DEBUG=1 shows the traceback)")
+        return EXIT_SETUP
+

@@ -1,0 +1,155 @@
+"""The command front ends: each turns its parsed command line into the
+typed options of a domain module and calls it (exit status back)."""
+
+import os
+import shlex
+import shutil
+import sys
+
+from .. import kernel, report, runner, scenario
+from ..build import build_all, run_script, say
+from ..errors import SetupError
+from ..runner import DEFAULT_OUT, RunOptions
+from ..vmspec import prepare_spec
+
+
+def run_options(args):
+    return RunOptions.from_args(args)
+
+
+def cmd_run(args):
+    status, _ = runner.run_plan(args.scenarios, run_options(args), seed=args.seed,
+                                seeds=args.seeds, repeat=args.repeat,
+                                keep_going=args.keep_going, out=args.out, junit=args.junit,
+                                kcidb_path=args.kcidb, jobs=args.jobs)
+    return status
+
+
+def cmd_matrix(args):
+    from .. import matrix
+    return matrix.run_matrix(args)
+
+
+def cmd_lava(args):
+    from .. import lavajobs
+    if args.seed is not None and args.seeds:
+        raise SetupError("--seed and --seeds exclude each other")
+    if args.modules and len(args.modules) != len(args.kernel or []):
+        raise SetupError("--modules: give one per --kernel, in the same order")
+    kernels = list(zip(args.kernel, args.modules or [None] * len(args.kernel))) \
+        if args.kernel else [(None, None)]
+    for k, _ in kernels:
+        if k and not os.path.isfile(k):
+            raise SetupError(f"no kernel image {k}")
+    seeds = runner.parse_seeds(args.seeds) if args.seeds else (
+        [args.seed] if args.seed is not None else None)
+    opts = RunOptions(deterministic=args.deterministic)
+    scs = [runner.load_scenario(name, opts) for name in args.scenarios]
+    out = args.out or runner.new_dir(DEFAULT_OUT, "lava-jobs")
+    jobs = lavajobs.write_jobs(scs, kernels, seeds, os.path.abspath(out), args.base_url,
+                               args.deterministic)
+    for j in jobs:
+        print(j)
+    say(f"{len(jobs)} LAVA job(s); submit with: lavacli jobs submit FILE (docs/ci.md)")
+    return 0
+
+
+def cmd_repro(args):
+    status, _ = runner.repro(args.rundir, args.out, args.deterministic, args.quiet)
+    return status
+
+
+def cmd_minimize(args):
+    from .. import minimize
+    return minimize.minimize(args.rundir, args.budget, args.jobs, args.quiet)
+
+
+def cmd_explore(args):
+    from .. import explore
+    return explore.explore(args.scenarios, run_options(args), args.budget, args.jobs,
+                           args.out, args.resume, args.seed, args.allow_lies,
+                           args.max_runs, args.quiet, args.minimize_budget)
+
+
+def cmd_list(args):
+    width = shutil.get_terminal_size((100, 20)).columns
+    every = scenario.list_all()
+    user = [(n, d) for n, d in every if not scenario.is_selftest(n, d)]
+    selftests = [(n, d) for n, d in every if scenario.is_selftest(n, d)]
+    for heading, group in ((None, user), ("self-tests of faultline itself:", selftests)):
+        if heading and group:
+            print(f"\n{heading}")
+        for name, desc in group:
+            line = f"{name:32} {desc}"
+            print(line if args.long or not sys.stdout.isatty() else line[:width - 1])
+    return 0
+
+
+def cmd_cmdline(args):
+    opts = run_options(args)
+    sc = runner.load_scenario(args.scenario, opts)
+    seed = args.seed if args.seed is not None else sc.faults.seed
+    builds = build_all(args.kernel, args.modules, quiet=True).for_scenario(sc, args.kernel,
+                                                                           args.modules)
+    outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "cmdline-" + sc.name))
+    os.makedirs(outdir, exist_ok=True)
+    spec = prepare_spec(sc, builds, outdir, seed=seed, deterministic=opts.deterministic,
+                        accel=opts.accel)
+    say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); console.log and "
+        "ktap.log are written there; QMP on qmp.sock")
+    print(shlex.join(spec.qemu_argv(os.path.join(outdir, "qmp.sock"))))
+    return 0
+
+
+def cmd_libvirt_xml(args):
+    from .. import libvirtxml
+    opts = run_options(args)
+    sc = runner.load_scenario(args.scenario, opts)
+    seed = args.seed if args.seed is not None else sc.faults.seed
+    builds = build_all(args.kernel, args.modules, quiet=True)
+    outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "libvirt-xml-" + sc.name))
+    path = libvirtxml.write_inputs(sc, builds, outdir, seed, opts.deterministic, opts.accel)
+    say(f"inputs in {outdir} (disk.img, initramfs.cpio, rules.txt); the guest writes "
+        "console.log and ktap.log there; run it with")
+    print(f"virsh -c qemu:///system create {shlex.quote(path)}")
+    return 0
+
+
+def cmd_compare(args):
+    from .. import compare
+    if args.mutate is not None:
+        raise SetupError("compare does not take --mutate: a mutated run fails its data check "
+                         "on every kernel, so there is nothing to compare (use "
+                         "`faultline run SCENARIO --mutate lie`)")
+    return compare.compare(args)
+
+
+def cmd_show(args):
+    return report.show(args.rundir)
+
+
+def cmd_bench(args):
+    from .. import bench
+    return bench.bench(args)
+
+
+def cmd_bugs(args):
+    from .. import bugsrun
+    return bugsrun.campaign(args)
+
+
+def cmd_check(args):
+    from .. import check
+    return check.check(args.suite, args.junit, args.kernel, args.modules)
+
+
+COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check,
+            "bench": cmd_bench, "repro": cmd_repro, "list": cmd_list,
+            "minimize": cmd_minimize, "bugs": cmd_bugs, "explore": cmd_explore,
+            "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
+            "libvirt-xml": cmd_libvirt_xml,
+            "build": lambda a: build_all(a.kernel, a.modules) and 0,
+            "kernel": kernel.main,
+            "setup": lambda a: run_script("setup") or 0}
+
+

@@ -1,0 +1,290 @@
+"""faultline: boot fault-injecting swap stress VMs, run the test suites.
+
+  faultline run [SCENARIO ...] [--kernel BZIMAGE --modules DIR]
+                [--seed N | --seeds A..B] [--repeat N] [--keep-going]
+                [--memory M] [--cpus N] [--timeout S] [--deterministic]
+                [--rules FILE] [--backend qemu|libvirt|lava] [--connect URI]
+                [--out DIR] [--junit FILE] [--quiet] [--mutate lie|corrupt]
+  faultline list                      scenarios with one-line descriptions
+  faultline show RUN_DIR              summary of a past run or sweep
+  faultline repro RUN_DIR             rerun exactly, compare outcome and digest
+  faultline minimize RUN_DIR [--budget N] [--jobs J]
+                                      shrink a failing --deterministic run to
+                                      the few faults that make it fail
+  faultline explore SCENARIO... [--kernel K] [--budget 30m] [--jobs N] [--out DIR]
+                    [--resume DIR] [--seed S] [--max-runs N] [--minimize-budget N]
+                    [--allow-lies]
+                                      search fault schedules for kernel failures
+  faultline cmdline SCENARIO          print the QEMU command line
+  faultline libvirt-xml SCENARIO      write a domain XML for `virsh create`
+  faultline compare SCENARIO --baseline BZIMAGE --series BZIMAGE [--runs N]
+  faultline matrix --scenarios A,B --seeds A..B [--kernel K ...] [--jobs N]
+                   [--backend qemu|libvirt|lava [--run]]
+  faultline lava SCENARIO ... [--kernel K [--modules M]] [--seed N | --seeds A..B]
+                 [--out DIR] [--base-url URL]   LAVA jobs and their artefacts
+  faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
+  faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
+  faultline kernel config|build|list  guest kernels from source (docs/kernels.md)
+  faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
+                                      recall on the real-bug corpus (docs/bugs.md)
+  faultline build | setup
+
+Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
+3 kernel crash or hang (report.json says which: outcome "crash" / "hang"),
+128+N stopped by signal N (SIGTERM 143, SIGINT 130, SIGHUP 129; outcome "aborted").
+matrix: 0 all pass, 1 any failure, 3 any crash or hang.  git bisect run:
+docs/ci.md maps these (a setup error is "skip", not "bad").
+"""
+import argparse
+
+from .. import inputs, kernel, mutate
+from ..machine import BACKENDS
+from ..runner import DEFAULT_OUT
+
+EXIT_CODES = """exit status:
+  run, repro, compare            0 pass, 1 test or expectation failed,
+                                 2 setup or usage error (one line says what),
+                                 3 kernel crash or hang
+  minimize                       0 minimal set found, 1 the failure did not
+                                 reproduce, 2 the run cannot be minimized
+  matrix                         0 all pass, 1 any failure, 2 a run could not be
+                                 set up, 3 any crash or hang
+  check                          0 every suite passed, 1 otherwise
+`faultline COMMAND --help` for a command's options; docs/launcher.md."""
+
+
+class VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..build import version_lines
+        print("\n".join(version_lines()), flush=True)
+        parser.exit(0)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A bad flag is one line on stderr (exit 2), as every other bad input:
+    no usage block in front of it (-h has that)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def parser():
+    p = OneLineParser(prog="faultline", description=__doc__.split("\n")[0],
+                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=VersionAction,
+                   help="faultline's version, the QEMU source version and build cache key")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    def kernel_opts(sp):
+        sp.add_argument("--kernel", type=inputs.kernel_image,
+                        help="your own bzImage instead of Debian's 6.12")
+        sp.add_argument("--modules", type=inputs.modules_dir,
+                        help="its build tree or lib/modules/VERSION directory")
+
+    def vm_opts(sp, accel=True):
+        sp.add_argument("--seed", type=inputs.seed_value,
+                        help="fault seed, 0 to 2^64-1 (default: the scenario's)")
+        sp.add_argument("--memory", type=inputs.memory_size,
+                        help="guest RAM, e.g. 1G (overrides vm.memory)")
+        sp.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
+        sp.add_argument("--timeout", type=inputs.duration,
+                        help="watchdog, e.g. 300s (overrides timeout)")
+        sp.add_argument("--deterministic", action="store_true",
+                        help="icount (vCPUs round-robin in one thread), fixed RTC: "
+                             "same seed gives the same run")
+        if accel:
+            sp.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
+                            help="tcg (default, works everywhere) or kvm (needs /dev/kvm)")
+
+    r = sub.add_parser("run", help="boot and run scenarios (default: smoke)")
+    r.add_argument("scenarios", nargs="*", help="scenario name or .toml path")
+    kernel_opts(r)
+    vm_opts(r)
+    r.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
+                   help="sweep seeds A to B (inclusive)")
+    r.add_argument("--repeat", type=inputs.positive_int, default=1,
+                   help="run each seed N times")
+    r.add_argument("--keep-going", action="store_true",
+                   help="in a sweep, record failures and go on (default: stop)")
+    r.add_argument("--rules", metavar="FILE",
+                   help="fault rules from FILE instead of the scenario's "
+                        "(e.g. minimize/minimal.rules)")
+    r.add_argument("--backend", default="qemu", choices=BACKENDS,
+                   help="how to run the machine (default: qemu, started here)")
+    r.add_argument("--connect", metavar="URI", type=inputs.libvirt_uri,
+                   help="libvirt URI for --backend libvirt (default: qemu:///system)")
+    r.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                   help="run directories go here")
+    r.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
+    r.add_argument("--kcidb", metavar="FILE", help="also write KCIDB v5 JSON of all runs")
+    r.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    r.add_argument("--restore", action="store_true",
+                   help="start from a guest booted and saved once per machine (cached), "
+                        "the swap device hot-added: no boot per run")
+    r.add_argument("--jobs", type=inputs.positive_int, default=1,
+                   help="with --seeds/--repeat: run N at a time (default 1)")
+    r.add_argument("--mutate", choices=mutate.KINDS,
+                   help="self-test of the data check: add a rule that lies about "
+                        "(or corrupts) some swap writes; the run must FAIL on its data check")
+    mx = sub.add_parser("matrix", help="scenarios x seeds x kernels, in parallel")
+    mx.add_argument("--scenarios", required=True, metavar="A,B,...",
+                    help="comma-separated scenario names or .toml paths")
+    mx.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
+                    help="default: each scenario's own seed")
+    mx.add_argument("--kernel", action="append", metavar="BZIMAGE", type=inputs.kernel_image,
+                    help="a kernel (repeat for more; default: Debian's 6.12)")
+    mx.add_argument("--modules", action="append", metavar="DIR", type=inputs.modules_dir,
+                    help="modules of each --kernel, in the same order")
+    mx.add_argument("--jobs", type=inputs.positive_int,
+                    help="VMs at a time (default: what the cores allow)")
+    mx.add_argument("--backend", default="qemu", choices=BACKENDS,
+                    help="how to run the machines (default: qemu, started here)")
+    mx.add_argument("--run", action="store_true",
+                    help="with --backend lava: run the jobs here with lava-run")
+    mx.add_argument("--base-url", help="with --backend lava: artefact URL prefix")
+    mx.add_argument("--out-jobs", metavar="DIR", type=inputs.out_dir,
+                    help="with --backend lava: job directory")
+    mx.add_argument("--deterministic", action="store_true",
+                    help="every run --deterministic (icount, same seed same run)")
+    mx.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                    help="the matrix directory goes here")
+    mx.add_argument("--junit", metavar="FILE", help="also copy the JUnit XML here")
+    mx.add_argument("--kcidb", metavar="FILE", help="also copy the KCIDB JSON here")
+    lv = sub.add_parser("lava", help="write LAVA jobs (device_type qemu) and artefacts")
+    lv.add_argument("scenarios", nargs="+", help="scenario name or .toml path")
+    lv.add_argument("--kernel", action="append", metavar="BZIMAGE", type=inputs.kernel_image,
+                    help="a kernel (repeat for more; default: Debian's 6.12)")
+    lv.add_argument("--modules", action="append", metavar="DIR", type=inputs.modules_dir,
+                    help="modules of each --kernel, in the same order")
+    lv.add_argument("--seed", type=inputs.seed_value, help="fault seed (default: the scenario's)")
+    lv.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
+                    help="one job per seed A to B")
+    lv.add_argument("--deterministic", action="store_true",
+                    help="jobs run --deterministic (icount)")
+    lv.add_argument("--out", type=inputs.out_dir, help="directory for jobs/ and artefacts")
+    lv.add_argument("--base-url", help="URL the out directory is served at "
+                    "(default: file:// URLs)")
+    sub.add_parser("list", help="scenarios and what they test").add_argument(
+        "--long", action="store_true", help="do not cut descriptions to the terminal")
+    sh = sub.add_parser("show", help="summary of a past run or sweep directory")
+    sh.add_argument("rundir", type=inputs.existing_dir)
+    rp = sub.add_parser("repro", help="rerun a run directory exactly, compare the outcome")
+    rp.add_argument("rundir", type=inputs.run_dir)
+    rp.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+                    help="default: as the original run")
+    rp.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                    help="the rerun's directory goes here (default: runs/)")
+    rp.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    mn = sub.add_parser("minimize", help="shrink a failing --deterministic run to the "
+                        "faults that make it fail (delta debugging)")
+    mn.add_argument("rundir", type=inputs.run_dir)
+    mn.add_argument("--budget", type=inputs.positive_int, default=200,
+                    help="at most N runs, the schedule check included (default 200)")
+    mn.add_argument("--jobs", type=inputs.positive_int, default=1,
+                    help="runs at a time (default 1; each run is one VM)")
+    mn.add_argument("--quiet", action="store_true", help="only the summary")
+    ex = sub.add_parser("explore", help="search fault schedules for kernel failures "
+                        "(feedback-driven; docs/explore.md)")
+    ex.add_argument("scenarios", nargs="*", help="scenario names or .toml paths")
+    kernel_opts(ex)
+    ex.add_argument("--budget", default="30m", help="wall time, e.g. 90s, 30m, 2h (default 30m)")
+    ex.add_argument("--max-runs", type=inputs.positive_int, help="stop after N runs")
+    ex.add_argument("--minimize-budget", type=int, metavar="N",
+                    help="runs to minimize a failure with (default 40; 0: do not)")
+    ex.add_argument("--jobs", type=inputs.positive_int, default=1,
+                    help="runs at a time (default 1; each run is one VM)")
+    ex.add_argument("--out", type=inputs.out_dir,
+                    help="the explore directory (default: runs/DATE-explore)")
+    ex.add_argument("--resume", metavar="DIR", type=inputs.existing_dir,
+                    help="continue the explore in DIR")
+    ex.add_argument("--seed", type=inputs.seed_value, default=1,
+                    help="seed of the search (default 1)")
+    ex.add_argument("--allow-lies", action="store_true",
+                    help="also lie, corrupt, read errors and unrecoverable faults")
+    ex.add_argument("--deterministic", action="store_true",
+                    help="every run --deterministic (icount)")
+    ex.add_argument("--memory", type=inputs.memory_size, help="guest RAM (overrides vm.memory)")
+    ex.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
+    ex.add_argument("--timeout", type=inputs.duration, help="watchdog per run")
+    ex.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
+                    help="tcg (default) or kvm (needs /dev/kvm)")
+    ex.add_argument("--quiet", action="store_true", help="only failures and the summary")
+    cl = sub.add_parser("cmdline", help="print the QEMU command line of a scenario")
+    cl.add_argument("scenario")
+    kernel_opts(cl)
+    vm_opts(cl)
+    cl.add_argument("--out", type=inputs.out_dir,
+                    help="directory for its disk image and initramfs")
+    lx = sub.add_parser("libvirt-xml",
+                        help="write a scenario's inputs and domain XML for `virsh create`")
+    lx.add_argument("scenario")
+    kernel_opts(lx)
+    vm_opts(lx)
+    lx.add_argument("--out", type=inputs.out_dir,
+                    help="directory for the inputs and domain.xml")
+    cp = sub.add_parser("compare", help="A/B: one scenario on two kernels, statistics")
+    cp.add_argument("scenario")
+    cp.add_argument("--baseline", required=True, metavar="BZIMAGE", type=inputs.kernel_image,
+                    help="the kernel without the change")
+    cp.add_argument("--baseline-modules", metavar="DIR", type=inputs.modules_dir,
+                    help="its build tree or lib/modules/VERSION directory")
+    cp.add_argument("--series", required=True, metavar="BZIMAGE", type=inputs.kernel_image,
+                    help="the kernel with the change (the patch series)")
+    cp.add_argument("--series-modules", metavar="DIR", type=inputs.modules_dir,
+                    help="its build tree or lib/modules/VERSION directory")
+    cp.add_argument("--runs", type=inputs.positive_int, default=3,
+                    help="runs per kernel (default 3)")
+    cp.add_argument("--seed", type=inputs.seed_value, help="one seed for every run")
+    cp.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
+                    help="run i uses the i-th seed")
+    cp.add_argument("--metrics", help="comma-separated metric names (default: [compare])")
+    cp.add_argument("--kernel-modes", metavar="BASELINE,SERIES",
+                    help="kernel_mode of each side, e.g. stock,patched "
+                         "(default: [compare] kernel_modes)")
+    cp.add_argument("--level", type=float, default=0.95, help="confidence level")
+    cp.add_argument("--deterministic", action="store_true",
+                    help="icount runs: samples differ only by seed (use --seeds)")
+    cp.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                    help="the comparison directory goes here (default: runs/)")
+    cp.add_argument("--memory", type=inputs.memory_size,
+                    help="guest RAM, e.g. 1G (overrides vm.memory)")
+    cp.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
+    cp.add_argument("--timeout", type=inputs.duration,
+                    help="watchdog per run, e.g. 300s (overrides timeout)")
+    cp.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    # Not in --help: a mutated run fails on both kernels; the refusal says so.
+    cp.add_argument("--mutate", metavar="KIND", help=argparse.SUPPRESS)
+    cp.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
+    cp.add_argument("--kcidb", metavar="FILE",
+                    help="also write KCIDB v5 JSON (runs and metrics)")
+    c = sub.add_parser("check", help="build everything and run the test suites")
+    c.add_argument("--suite", default="unit,qtest,asan,vm",
+                   help="comma-separated meson suites (default: unit,qtest,asan,vm)")
+    c.add_argument("--junit", metavar="FILE", help="copy meson's JUnit XML here")
+    kernel_opts(c)
+    bn = sub.add_parser("bench", help="performance figures as ratios against baselines "
+                        "measured in the same run (docs/bench.md)")
+    bn.add_argument("--quick", action="store_true", help="fewer I/Os and rounds (about 4x less)")
+    bn.add_argument("--only", metavar="GROUPS",
+                    help="comma-separated: engine,latency,overhead,deterministic,restore "
+                         "(default: all)")
+    bn.add_argument("--rounds", metavar="N", type=int,
+                    help="interleaved rounds of the overhead group (default 5, --quick 2): "
+                    "more narrow its confidence interval")
+    bn.add_argument("--json", metavar="FILE", help="write rows and samples as JSON")
+    bn.add_argument("--compare", metavar="OLD.json", help="also print changes against a "
+                    "previous --json")
+    bn.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                    help="its run directories go here")
+    from .. import bugsrun
+    bugsrun.add_parser(sub, inputs.out_dir)
+    kernel.add_parser(sub)
+    b = sub.add_parser("build", help="build QEMU and the guest image")
+    kernel_opts(b)
+    sub.add_parser("setup", help="install dependencies (root)")
+    return p
+
+
