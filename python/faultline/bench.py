@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from . import TOP, rules, scenario
 from .build import build_all, git_describe, say
 from .errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .options import BenchOptions
 from .qemu import QemuMachine
 from .runner import DEFAULT_OUT, new_dir, scratch_dir
 from .benchproc import (EXITED, ROLE_ORDER, proc_cpu_seconds, proc_thread_cpu_seconds,
@@ -629,20 +630,20 @@ def run_deterministic(sizes, out, builds, log, delay="10ms"):
 
 # ---------------------------------------------------------------- command
 
-def bench(args):
-    only = GROUPS if not args.only else tuple(args.only.split(","))
+def bench(opts: BenchOptions):
+    only = GROUPS if not opts.only else tuple(opts.only.split(","))
     bad = [g for g in only if g not in GROUPS]
     if bad:
         raise SetupError(f"--only {','.join(bad)}: groups are {', '.join(GROUPS)}")
-    old = load_json(args.compare) if args.compare else None
-    sizes = Sizes.for_mode(args.quick)
-    if args.rounds is not None:
-        if not 2 <= args.rounds <= MAX_ROUNDS:
-            raise SetupError(f"--rounds {args.rounds}: between 2 (a confidence interval needs "
+    old = load_json(opts.compare) if opts.compare else None
+    sizes = Sizes.for_mode(opts.quick)
+    if opts.rounds is not None:
+        if not 2 <= opts.rounds <= MAX_ROUNDS:
+            raise SetupError(f"--rounds {opts.rounds}: between 2 (a confidence interval needs "
                              f"two) and {MAX_ROUNDS}")
-        sizes.overhead_rounds = args.rounds
+        sizes.overhead_rounds = opts.rounds
     builds = build_all(quiet=True)
-    out = tempfile.mkdtemp(prefix="bench-", dir=_out_base(args.out))
+    out = tempfile.mkdtemp(prefix="bench-", dir=_out_base(opts.out))
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
@@ -680,7 +681,7 @@ def bench(args):
         group("overhead", lambda: run_overhead(sizes, out, builds, log))
     if "restore" in only:
         from . import restore
-        seeds = 4 if args.quick else 20
+        seeds = 4 if opts.quick else 20
         log(f"restore: {seeds}-seed smoke sweep, cold boot and restored runs taking turns")
         group("restore", lambda: restore.bench_rows(seeds, out, log))
     rows.sort(key=lambda r: ("engine", "latency", "idle", "wakeup", "overhead", "boot",
@@ -688,15 +689,15 @@ def bench(args):
     print(format_rows(rows))
     meta = {"failed": failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git": git_describe(),
-            "quick": bool(args.quick), "seconds": round(time.monotonic() - t0, 1),
+            "quick": bool(opts.quick), "seconds": round(time.monotonic() - t0, 1),
             "runs": out, "samples": samples}
     if old is not None:
         print()
         print(compare_lines(old, rows))
-    if args.json:
-        with open(args.json, "w") as f:
+    if opts.json:
+        with open(opts.json, "w") as f:
             json.dump(to_json(rows, meta), f, indent=1)
-        say(f"bench: {len(rows)} rows in {args.json}; run directories in {out}")
+        say(f"bench: {len(rows)} rows in {opts.json}; run directories in {out}")
     missed = [r.key for r in rows if r.ok is False]
     if missed:
         say(f"bench: {len(missed)} target(s) missed: {', '.join(missed)}")

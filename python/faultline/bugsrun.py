@@ -17,7 +17,6 @@ Resume: a run directory whose report.json exists, whose run was not
 stopped, and whose kernel image is the one built now is reused.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -26,8 +25,9 @@ import time
 from . import TOP, bugs, kcidb, kernel, minimize, runner, scenario
 from .build import build_all, say, sha256
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .options import BugsOptions
 from .report import load_report
-from .runner import DEFAULT_OUT, RunOptions
+from .runner import RunOptions
 
 DEFAULT_SEEDS = 10
 SIDES = ("buggy", "fixed", "nofaults")
@@ -77,12 +77,11 @@ def kernel_names(bug):
 def build_kernel(bug, buggy, jobs=None):
     """Build (or take from the cache) one of @bug's kernels: (image, modules)."""
     fixed_name, buggy_name = kernel_names(bug)
-    args = argparse.Namespace(src=bug.base, patch=[bug.patch] if buggy else None,
-                              name=buggy_name if buggy else fixed_name, jobs=jobs,
-                              kasan=bug.kasan, kcov=False, base=kernel.DEFAULT_BASE)
-    say(f"bugs: {bug.name}: {'buggy' if buggy else 'fixed'} kernel {args.name}")
-    kernel.build(args)
-    return kernel.resolve(args.name)
+    name = buggy_name if buggy else fixed_name
+    say(f"bugs: {bug.name}: {'buggy' if buggy else 'fixed'} kernel {name}")
+    kernel.build(bug.base, kernel.KernelConfig(kasan=bug.kasan),
+                 patch_files=[bug.patch] if buggy else None, name=name, jobs=jobs)
+    return kernel.resolve(name)
 
 
 # ---------------------------------------------------------------- runs
@@ -291,7 +290,7 @@ def write_outputs(out, rows, all_runs, seeds_text, deterministic, docs):
 
 # ---------------------------------------------------------------- command
 
-def campaign(args):
+def campaign(args: BugsOptions):
     """`faultline bugs`: 0 when every buggy kernel failed at least once and
     every fixed kernel passed every seed, 1 otherwise."""
     if args.list:
@@ -351,26 +350,3 @@ def campaign(args):
     ok = all(r["buggy"]["failed"] > 0 and r["fixed"]["failed"] == 0 for r in rows)
     return EXIT_PASS if ok else EXIT_FAIL
 
-
-def add_parser(sub, out_dir_type):
-    bp = sub.add_parser("bugs", help="recall on the real-bug corpus: buggy and fixed "
-                        "kernels, seeds, repro and minimize (docs/bugs.md)")
-    bp.add_argument("names", nargs="*", metavar="NAME", help="corpus bugs (default: all)")
-    bp.add_argument("--list", action="store_true", help="list the corpus and stop")
-    bp.add_argument("--seeds", default=str(DEFAULT_SEEDS), metavar="N|A..B",
-                    help=f"seeds 1..N or A..B (default {DEFAULT_SEEDS})")
-    bp.add_argument("--deterministic", action="store_true",
-                    help="runs --deterministic where the scenario allows (needed by minimize)")
-    bp.add_argument("--no-faults", action="store_true",
-                    help="also run the buggy kernel's seeds with the scenario's rules "
-                         "removed (--rules /dev/null): what the fault device adds")
-    bp.add_argument("--no-repro", action="store_true",
-                    help="skip repro and minimize of the first failure")
-    bp.add_argument("--budget", type=int, default=40,
-                    help="minimize's run budget (default 40)")
-    bp.add_argument("--jobs", type=int, help="make -jN for kernel builds")
-    bp.add_argument("--out", default=os.path.join(DEFAULT_OUT, "bugs"), type=out_dir_type,
-                    help="results (default runs/bugs; reused on the next run: resume)")
-    bp.add_argument("--docs", action="store_true",
-                    help="also write the table into docs/bugs.md")
-    return bp

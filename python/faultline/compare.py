@@ -12,6 +12,7 @@ from . import kcidb, kconfig, plot, runner, table
 from .report import write_junit
 from .build import build_all
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .options import CompareOptions
 from .scenario import KERNEL_MODES
 from .stats import all_zero
 
@@ -98,47 +99,46 @@ def parse_kernel_modes(text, sc):
     return {"baseline": modes[0], "series": modes[1]}
 
 
-def plan_seeds(args, sc):
-    if args.seed is not None and args.seeds:
+def plan_seeds(opts, sc):
+    if opts.seed is not None and opts.seeds:
         raise SetupError("--seed and --seeds exclude each other")
-    if args.seeds:
-        return runner.parse_seeds(args.seeds)
-    if args.runs < 1:
+    if opts.seeds:
+        return runner.parse_seeds(opts.seeds)
+    if opts.runs < 1:
         raise SetupError("--runs must be >= 1")
-    return [args.seed if args.seed is not None else sc.faults.seed] * args.runs
+    return [opts.seed if opts.seed is not None else sc.faults.seed] * opts.runs
 
 
-def compare(args):
+def compare(opts: CompareOptions):
     """Run the comparison; exit 0 when every declared expectation holds
     and every run passed, 1 when not, 3 when a run crashed or hung."""
-    base_opts = runner.RunOptions(deterministic=args.deterministic, quiet=args.quiet,
-                                  memory=args.memory, cpus=args.cpus, timeout=args.timeout)
-    sc = runner.load_scenario(args.scenario, base_opts)
-    modes = parse_kernel_modes(getattr(args, "kernel_modes", None), sc)
-    metrics = parse_metrics(args.metrics) or sc.compare.metrics or DEFAULT_METRICS
+    base_opts = opts.run_options
+    sc = runner.load_scenario(opts.scenario, base_opts)
+    modes = parse_kernel_modes(opts.kernel_modes, sc)
+    metrics = parse_metrics(opts.metrics) or sc.compare.metrics or DEFAULT_METRICS
     expect = {m: e for m, e in sc.compare.expect.items() if m in metrics}
-    if not 0.5 <= args.level < 1:
-        raise SetupError(f"--level {args.level}: expected e.g. 0.95")
-    for k in (args.baseline, args.series):
+    if not 0.5 <= opts.level < 1:
+        raise SetupError(f"--level {opts.level}: expected e.g. 0.95")
+    for k in (opts.baseline, opts.series):
         if not os.path.isfile(k):
             raise SetupError(f"no kernel image {k}")
-    seeds = plan_seeds(args, sc)
-    kernels = {"baseline": (os.path.abspath(args.baseline), args.baseline_modules),
-               "series": (os.path.abspath(args.series), args.series_modules)}
+    seeds = plan_seeds(opts, sc)
+    kernels = {"baseline": (os.path.abspath(opts.baseline), opts.baseline_modules),
+               "series": (os.path.abspath(opts.series), opts.series_modules)}
     for k, m in kernels.values():
         kconfig.check([sc], k, m)
-    builds = {side: build_all(k, m, args.quiet) for side, (k, m) in kernels.items()}
-    group = runner.new_dir(args.out, sc.name + "-compare")
+    builds = {side: build_all(k, m, base_opts.quiet) for side, (k, m) in kernels.items()}
+    group = runner.new_dir(opts.out, sc.name + "-compare")
     runs = {"baseline": [], "series": []}
     table_runs, worst, all_runs = [], EXIT_PASS, []
     for i, seed in enumerate(seeds, 1):
         for side in ("baseline", "series"):       # interleaved: A B A B
             kernel, modules = kernels[side]
-            opts = dataclasses.replace(base_opts, kernel=kernel, modules=modules)
+            run_opts = dataclasses.replace(base_opts, kernel=kernel, modules=modules)
             rundir = os.path.join(group, f"{side}-{i}")
             os.makedirs(rundir)
             side_sc = dataclasses.replace(sc, kernel_mode=modes[side])
-            r, meta = runner.one_run(side_sc, seed, opts, builds[side], rundir)
+            r, meta = runner.one_run(side_sc, seed, run_opts, builds[side], rundir)
             all_runs.append((r, rundir))
             table_runs.append({"side": side, "run": i, "seed": seed, "rundir": rundir,
                                "status": r.status, "outcome": r.outcome,
@@ -150,15 +150,15 @@ def compare(args):
             runs[side].append(r)
     rows, missing = collect(metrics, expect, runs)
     labels = _labels(runs, kernels)
-    text = table.format_table(rows, labels[0], labels[1], args.level) if rows else ""
-    failed = table.failed_expectations(table.compare_rows(rows, args.level))
+    text = table.format_table(rows, labels[0], labels[1], opts.level) if rows else ""
+    failed = table.failed_expectations(table.compare_rows(rows, opts.level))
     failed += [f"{m} (baseline not zero)" for m in zero_on_both(rows)]
     failed += unjudged_expectations(expect, runs)
     failed += failed_runs(table_runs)
-    report = _write(group, args, sc, rows, labels, table_runs, missing, failed)
-    _write_ci(group, args, all_runs)
+    report = _write(group, opts, sc, rows, labels, table_runs, missing, failed)
+    _write_ci(group, opts, all_runs)
     print(f"\n{sc.name}: {labels[0]} vs {labels[1]}, {len(seeds)} run(s) each, "
-          f"level {args.level}\n")
+          f"level {opts.level}\n")
     print(text, end="")
     for m in missing:
         print(f"  (metric {m!r}: no value in the runs; see a run's ktap.log for names)")
@@ -179,16 +179,16 @@ def compare(args):
     return worst
 
 
-def _write_ci(group, args, all_runs):
+def _write_ci(group, opts, all_runs):
     """junit.xml and kcidb.json of every run; the metrics as numeric KCIDB tests."""
     with open(os.path.join(group, "compare.json")) as f:
         data = json.load(f)
     write_junit(os.path.join(group, "junit.xml"), all_runs)
     kcidb.write(os.path.join(group, "kcidb.json"), all_runs, compare=data)
-    if getattr(args, "junit", None):
-        write_junit(args.junit, all_runs)
-    if getattr(args, "kcidb", None):
-        kcidb.write(args.kcidb, all_runs, compare=data)
+    if opts.junit:
+        write_junit(opts.junit, all_runs)
+    if opts.kcidb:
+        kcidb.write(opts.kcidb, all_runs, compare=data)
 
 
 def _labels(runs, kernels):
@@ -203,22 +203,22 @@ def _labels(runs, kernels):
     return names if names[0] != names[1] else ["baseline", "series"]
 
 
-def _write(group, args, sc, rows, labels, table_runs, missing, failed):
-    data = table.to_json(rows, labels[0], labels[1], args.level) if rows else {}
+def _write(group, opts, sc, rows, labels, table_runs, missing, failed):
+    data = table.to_json(rows, labels[0], labels[1], opts.level) if rows else {}
     data.update({"scenario": sc.name, "command": shlex.join(["faultline", *sys.argv[1:]]),
-                 "baseline_kernel": os.path.abspath(args.baseline),
-                 "series_kernel": os.path.abspath(args.series),
+                 "baseline_kernel": os.path.abspath(opts.baseline),
+                 "series_kernel": os.path.abspath(opts.series),
                  "runs": table_runs, "missing_metrics": missing,
                  "failed_expectations": failed})
     with open(os.path.join(group, "compare.json"), "w") as f:
         json.dump(data, f, indent=1)
     with open(os.path.join(group, "compare.txt"), "w") as f:
-        f.write(table.format_table(rows, labels[0], labels[1], args.level) if rows else "")
+        f.write(table.format_table(rows, labels[0], labels[1], opts.level) if rows else "")
         f.write("\nruns:\n")
         for t in table_runs:
             f.write(f"  {t['side']}-{t['run']} seed {t['seed']} {t['outcome']}: {t['repro']}\n")
     if rows:
-        stats = table.compare_rows(rows, args.level)
+        stats = table.compare_rows(rows, opts.level)
         svg = plot.bars_svg(f"{sc.name}: {labels[0]} vs {labels[1]}",
                               [(s.metric, s.baseline, s.series) for s in stats],
                               labels[0], labels[1])

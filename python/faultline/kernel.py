@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -45,6 +44,15 @@ CONFIG_DIR = os.path.join(TOP, "configs", "kernel")
 FRAGMENTS = {"faultline": "faultline.config", "kasan": "kasan.config", "kcov": "kcov.config"}
 BASES = ("tinyconfig", "defconfig")
 DEFAULT_BASE = "tinyconfig"
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Which config a kernel is built with: the base config (defconfig,
+    tinyconfig or a file) and the KASAN/KCOV fragments."""
+    base: str = DEFAULT_BASE
+    kasan: bool = False
+    kcov: bool = False
 
 # debian:X -> (package, where it comes from, the apt suite for a private
 # configuration or None for the system's own sources).
@@ -396,28 +404,6 @@ def label(image):
     return os.path.basename(entry)
 
 
-def resolve_args(args):
-    """Resolve every kernel name in parsed CLI arguments in place: --kernel
-    (one or a list), with its --modules, and compare's --baseline/--series."""
-    k = getattr(args, "kernel", None)
-    if isinstance(k, list):
-        mods = getattr(args, "modules", None)
-        pairs = [resolve(x, mods[i] if mods and i < len(mods) else None)
-                 for i, x in enumerate(k)]
-        args.kernel = [a for a, _ in pairs]
-        if any(looks_like_name(x) for x in k) or mods:
-            args.modules = [m for _, m in pairs]
-    elif k:
-        args.kernel, args.modules = resolve(k, getattr(args, "modules", None))
-    for side in ("baseline", "series"):
-        v = getattr(args, side, None)
-        if v:
-            img, mods = resolve(v, getattr(args, side + "_modules", None))
-            setattr(args, side, img)
-            setattr(args, side + "_modules", mods)
-    return args
-
-
 # ---------------------------------------------------------------- sources
 
 @dataclass
@@ -657,23 +643,17 @@ def _last_error(out):
     return (errs[0] if errs else (lines[-1] if lines else "no output")).strip()
 
 
-def cmd_config(args):
-    """faultline kernel config: print or write the merged .config."""
-    check_base(args.base)
-    tree = args.src or _default_config_tree()
-    src = get_source(tree)
+def merged_config(tree, cfg):
+    """faultline kernel config: the merged .config of @tree (default: the
+    newest Debian tree in the cache) and the source it came from."""
+    check_base(cfg.base)
+    src = get_source(tree or _default_config_tree())
     with _holding(os.path.join(KCACHE, "locks", src.family + ".lock")):
         if src.pristine:
             _reset(src.tree)
-        text = make_config(src.tree, args.base, args.kasan, args.kcov,
+        text = make_config(src.tree, cfg.base, cfg.kasan, cfg.kcov,
                            scratch=os.path.join(KCACHE, "kconfig", src.family))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-        say(f"wrote {args.out} ({len(text.splitlines())} lines, from {src.ident})")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return text, src.ident
 
 
 def _default_config_tree():
@@ -776,15 +756,15 @@ def install_extmod_tree(srctree, objtree, dest):
     _copy_tree_files(objtree, [p for p in obj if os.path.lexists(os.path.join(objtree, p))], dest)
 
 
-def flavour(args):
+def flavour(cfg):
     """What a build tree is kept for: the base config and --kasan/--kcov.
     Those change most of the kernel; anything else (faultline's fragment,
     a patch, the user's --base file) is usually a small change of one tree
     (not always: an option that reshapes a core struct, such as
     X86_IOPL_IOPERM, recompiles nearly everything)."""
-    base = args.base if args.base in ("tinyconfig", "defconfig") else \
-        "file-" + re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(args.base))
-    return base + ("-kasan" if args.kasan else "") + ("-kcov" if args.kcov else "")
+    base = cfg.base if cfg.base in ("tinyconfig", "defconfig") else \
+        "file-" + re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(cfg.base))
+    return base + ("-kasan" if cfg.kasan else "") + ("-kcov" if cfg.kcov else "")
 
 
 def build_tree(family, flav, config):
@@ -816,20 +796,22 @@ def build_tree(family, flav, config):
     return objdir
 
 
-def build(args):
-    """faultline kernel build: the whole pipeline, printing phase times."""
+def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
+    """faultline kernel build: the whole pipeline, printing phase times.
+    @tree: a kernel tree or debian:VERSION; @patch_files: applied in order;
+    @name: for --kernel (default: debian-VERSION[-kasan][-kcov])."""
     t_start = time.monotonic()
     phases = {}
-    jobs = args.jobs or os.cpu_count() or 1
-    check_base(args.base)
-    patches = read_patches(args.patch or [])
-    src = get_source(args.src)
+    jobs = jobs or os.cpu_count() or 1
+    check_base(cfg.base)
+    patches = read_patches(patch_files or [])
+    src = get_source(tree)
     phases.update(src.phases)
     if patches and not src.pristine:
         raise SetupError(f"--patch needs a source faultline owns ({debian_versions()}); "
                          f"in your own tree {src.tree}, apply them there (git am) and build it")
-    name = args.name or (src.family + ("-kasan" if args.kasan else "") +
-                         ("-kcov" if args.kcov else ""))
+    name = name or (src.family + ("-kasan" if cfg.kasan else "") +
+                    ("-kcov" if cfg.kcov else ""))
     if "/" in name or name.startswith("."):
         raise SetupError(f"--name {name!r}: a name has no '/' and does not start with '.'")
     compiler = compiler_id()
@@ -842,7 +824,7 @@ def build(args):
                 apply_patches(src.tree, patches, plog)
         phases["patch"] = time.monotonic() - t
         t = time.monotonic()
-        config = make_config(src.tree, args.base, args.kasan, args.kcov,
+        config = make_config(src.tree, cfg.base, cfg.kasan, cfg.kcov,
                              scratch=os.path.join(KCACHE, "kconfig", src.family))
         phases["config"] = time.monotonic() - t
         key = cache_key(src.ident, patches, config, compiler)
@@ -854,7 +836,7 @@ def build(args):
             return 0
         say(f"building {src.ident}" + (f" + {len(patches)} patch(es)" if patches else "")
             + f" (key {key}, {len(config.splitlines())} config lines, make -j{jobs})")
-        objdir = build_tree(src.family, flavour(args), config)
+        objdir = build_tree(src.family, flavour(cfg), config)
         cfg = os.path.join(objdir, ".config")
         if not os.path.exists(cfg) or open(cfg).read() != config:
             with open(cfg, "w") as f:
@@ -879,7 +861,7 @@ def build(args):
                                  f"(full log: {logpath})")
         t = time.monotonic()
         _publish(src, objdir, entry, key, patches, config, compiler, logpath, jobs,
-                 make_extra, args)
+                 make_extra, cfg)
         phases["install"] = time.monotonic() - t
         _name(name, key)
     total = time.monotonic() - t_start
@@ -896,7 +878,7 @@ def build(args):
 
 
 def _publish(src, objdir, entry, key, patches, config, compiler, logpath, jobs, make_extra,
-             args):
+             cfg):
     """Everything into entries/KEY.tmp.PID, then one rename: a failure (disk
     full included) leaves no entry."""
     tmp = f"{entry}.tmp.{os.getpid()}"
@@ -934,7 +916,7 @@ def _publish(src, objdir, entry, key, patches, config, compiler, logpath, jobs, 
         shutil.copy2(logpath, os.path.join(tmp, "build.log"))
         with open(os.path.join(tmp, "BUILDINFO"), "w") as f:
             f.write(f"key={key}\nsource={src.ident}\nrelease={release}\n"
-                    f"base={args.base}\nkasan={int(args.kasan)}\nkcov={int(args.kcov)}\n"
+                    f"base={cfg.base}\nkasan={int(cfg.kasan)}\nkcov={int(cfg.kcov)}\n"
                     f"compiler={compiler}\npatches={len(patches)}\n"
                     f"built={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         shutil.rmtree(entry, ignore_errors=True)
@@ -955,7 +937,8 @@ def _name(name, key):
     os.replace(tmp, os.path.join(d, name))
 
 
-def cmd_list(args):
+def list_built():
+    """faultline kernel list: the built names, one line each."""
     for n in built_names():
         info = {}
         try:
@@ -967,34 +950,3 @@ def cmd_list(args):
               f"patches={info.get('patches', '?')} key={info.get('key', '?')}")
     return 0
 
-
-def add_parser(sub):
-    """The `kernel` subcommand (config, build, list) for __main__'s parser."""
-    k = sub.add_parser("kernel", help="guest kernels from source (config, build, list)")
-    ks = k.add_subparsers(dest="kernel_cmd", required=True)
-
-    def common(sp):
-        sp.add_argument("--kasan", action="store_true", help="add configs/kernel/kasan.config")
-        sp.add_argument("--kcov", action="store_true", help="add configs/kernel/kcov.config")
-        sp.add_argument("--base", default=DEFAULT_BASE,
-                        help="defconfig, tinyconfig (default) or a config FILE")
-
-    c = ks.add_parser("config", help="print (or --out FILE) the merged .config")
-    c.add_argument("--src", help="kernel tree or debian:6.1|6.12|7.2 whose Kconfig to use "
-                   "(default: the newest Debian tree in the cache)")
-    c.add_argument("--out", metavar="FILE")
-    common(c)
-    b = ks.add_parser("build", help="build and cache a kernel; prints its bzImage")
-    b.add_argument("src", help="kernel tree, or debian:6.1, debian:6.12, debian:7.2")
-    b.add_argument("--patch", action="append", metavar="FILE",
-                   help="a diff or an mbox of patches, applied in order (repeatable)")
-    b.add_argument("--name", help="name for --kernel (default: debian-VERSION[-kasan] "
-                   "or the tree's directory name)")
-    b.add_argument("--jobs", type=int, help="make -jN (default: all cores)")
-    common(b)
-    ks.add_parser("list", help="built kernels and their names")
-    return k
-
-
-def main(args):
-    return {"config": cmd_config, "build": build, "list": cmd_list}[args.kernel_cmd](args)

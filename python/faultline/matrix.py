@@ -15,6 +15,7 @@ from . import kcidb, kconfig, runner
 from .abort import Executor
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .options import MatrixOptions
 from .report import status_word, write_junit
 
 
@@ -81,42 +82,42 @@ def kernel_label(kernel):
     return os.path.basename(tree) if tree else os.path.basename(kernel)
 
 
-def run_matrix(args):
-    scenario_names = [s for s in (args.scenarios or "").split(",") if s]
+def run_matrix(opts: MatrixOptions):
+    scenario_names = [s for s in (opts.scenarios or "").split(",") if s]
     if not scenario_names:
         raise SetupError("--scenarios A,B,...: at least one scenario")
-    kernels = [(k, None) for k in args.kernel] if args.kernel else [(None, None)]
-    if args.modules:
-        if len(args.modules) != len(kernels) or not args.kernel:
+    kernels = [(k, None) for k in opts.kernel] if opts.kernel else [(None, None)]
+    if opts.modules:
+        if len(opts.modules) != len(kernels) or not opts.kernel:
             raise SetupError("--modules: give one per --kernel, in the same order")
-        kernels = [(k, m) for (k, _), m in zip(kernels, args.modules)]
+        kernels = [(k, m) for (k, _), m in zip(kernels, opts.modules)]
     for k, _ in kernels:
         if k and not os.path.isfile(k):
             raise SetupError(f"no kernel image {k}")
-    seeds = runner.parse_seeds(args.seeds) if args.seeds else None
-    opts = runner.RunOptions(deterministic=args.deterministic, backend=args.backend,
-                             quiet=True)
-    scs = runner.load_scenarios(scenario_names, opts)
+    seeds = runner.parse_seeds(opts.seeds) if opts.seeds else None
+    load_opts = runner.RunOptions(deterministic=opts.deterministic, backend=opts.backend,
+                                  quiet=True)
+    scs = runner.load_scenarios(scenario_names, load_opts)
     for k, m in kernels:
         kconfig.check(scs, k, m)
-    if args.backend == "lava" and not args.run:
+    if opts.backend == "lava" and not opts.run:
         from . import lavajobs
-        out = args.out_jobs or runner.new_dir(args.out, "matrix-lava")
-        jobs = lavajobs.write_jobs(scs, kernels, seeds, out, args.base_url,
-                                   args.deterministic)
+        out = opts.out_jobs or runner.new_dir(opts.out, "matrix-lava")
+        jobs = lavajobs.write_jobs(scs, kernels, seeds, out, opts.base_url,
+                                   opts.deterministic)
         print(f"{len(jobs)} LAVA jobs in {os.path.join(out, 'jobs')} "
               "(submit: lavacli jobs submit FILE; --run runs them here with lava-run)")
         return EXIT_PASS
-    if args.jobs is not None and args.jobs < 1:
+    if opts.jobs is not None and opts.jobs < 1:
         raise SetupError("--jobs must be >= 1")
-    jobs = args.jobs or default_jobs(scs)
+    jobs = opts.jobs or default_jobs(scs)
     builds = [build_all(k, m, quiet=True) for k, m in kernels]
     # Guest images with a scenario's optional tools, built here once rather
     # than by several runs at a time.
     for sc in scs:
         for (k, m), b in zip(kernels, builds):
             b.for_scenario(sc, k, m)
-    group = runner.new_dir(args.out, "matrix")
+    group = runner.new_dir(opts.out, "matrix")
     todo = plan(scs, seeds, kernels)
     names = [kernel_label(k) for k, _ in kernels]
     if len(set(names)) != len(names):
@@ -129,8 +130,8 @@ def run_matrix(args):
     def one(index, item):
         sc, ki, seed = item
         kernel, modules = kernels[ki]
-        o = runner.RunOptions(kernel=kernel, modules=modules, deterministic=args.deterministic,
-                              backend=args.backend, quiet=True)
+        o = runner.RunOptions(kernel=kernel, modules=modules, deterministic=opts.deterministic,
+                              backend=opts.backend, quiet=True)
         rundir = os.path.join(group, f"{sc.name}-kernel{ki}-seed{seed}")
         os.makedirs(rundir)
         r, meta = runner.one_run(sc, seed, o, builds[ki], rundir, verbose=False)
@@ -155,10 +156,10 @@ def run_matrix(args):
     print("\n" + table, end="")
     write_junit(os.path.join(group, "junit.xml"), runs)
     kcidb.write(os.path.join(group, "kcidb.json"), runs)
-    if args.junit:
-        write_junit(args.junit, runs)
-    if args.kcidb:
-        kcidb.write(args.kcidb, runs)
+    if opts.junit:
+        write_junit(opts.junit, runs)
+    if opts.kcidb:
+        kcidb.write(opts.kcidb, runs)
     with open(os.path.join(group, "matrix.json"), "w") as f:
         json.dump({"command": shlex.join(["faultline", *sys.argv[1:]]), "kernels": names,
                    "rows": rows}, f, indent=1)

@@ -1,7 +1,10 @@
 """RunOptions: how to run (kernel, mode, overrides of the scenario,
 backend), and its three forms in one place: the command line (from_args,
-argv), run.json (meta, from_meta)."""
+argv), run.json (meta, from_meta).  And the typed options of the commands
+that run many (compare, matrix, bench, bugs): the cli layer builds them
+(from_args), the domain modules never see an argparse namespace."""
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -99,3 +102,75 @@ class RunOptions:
                    backend_options=meta.get("backend_options") or {},
                    mutate=meta.get("mutate"),
                    rules=meta.get("rules"), restore=meta.get("restore", False))
+
+
+def from_args(cls, args, **given):
+    """@cls (a dataclass below) from a parsed command line: each field from
+    the option of the same name, except those in @given.  A field the
+    command lacks is an AttributeError, not a silent default."""
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in given]
+    return cls(**{n: getattr(args, n) for n in names}, **given)
+
+
+@dataclass
+class CompareOptions:
+    """`faultline compare`: one scenario on two kernels."""
+    scenario: str
+    baseline: str
+    series: str
+    out: str
+    run_options: RunOptions     # mode, quiet and overrides of every run
+    baseline_modules: str | None = None
+    series_modules: str | None = None
+    runs: int = 3
+    seed: int | None = None
+    seeds: str | None = None    # A..B
+    metrics: str | None = None  # comma-separated
+    kernel_modes: str | None = None     # BASELINE,SERIES
+    level: float = 0.95
+    junit: str | None = None
+    kcidb: str | None = None
+
+
+@dataclass
+class MatrixOptions:
+    """`faultline matrix`: scenarios x seeds x kernels."""
+    scenarios: str          # comma-separated
+    out: str
+    seeds: str | None = None    # A..B
+    kernel: list | None = None
+    modules: list | None = None     # one per kernel
+    jobs: int | None = None
+    backend: str = "qemu"
+    run: bool = False       # lava: run the jobs here
+    base_url: str | None = None
+    out_jobs: str | None = None
+    deterministic: bool = False
+    junit: str | None = None
+    kcidb: str | None = None
+
+
+@dataclass
+class BenchOptions:
+    """`faultline bench`."""
+    out: str
+    quick: bool = False
+    only: str | None = None     # comma-separated groups
+    rounds: int | None = None
+    json: str | None = None
+    compare: str | None = None  # an earlier --json
+
+
+@dataclass
+class BugsOptions:
+    """`faultline bugs`: recall on the real-bug corpus."""
+    names: list
+    seeds: str              # N or A..B
+    out: str
+    list: bool = False      # list the corpus and stop
+    deterministic: bool = False
+    no_faults: bool = False
+    no_repro: bool = False
+    budget: int = 40
+    jobs: int | None = None     # make -jN
+    docs: bool = False

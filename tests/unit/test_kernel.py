@@ -16,6 +16,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import kernel  # noqa: E402
+from faultline.cli.commands import resolve_kernels  # noqa: E402
 from faultline.errors import SetupError  # noqa: E402
 
 FRAGS = [os.path.join(TOP, "configs", "kernel", f) for f in kernel.FRAGMENTS.values()]
@@ -366,20 +367,20 @@ class Names(unittest.TestCase):
         self.assertIsNone(kernel.label(os.path.join(self.tmp.name, "bzImage")))
         self.assertEqual(kernel.label(os.path.join(e, "bzImage")), "stock-7.2")
 
-    def test_resolve_args_for_every_command_shape(self):
+    def test_resolve_kernels_for_every_command_shape(self):
         e1 = self.entry("k1", "a")
         e2 = self.entry("k2", "b")
-        run = kernel.resolve_args(argparse.Namespace(kernel="a", modules=None))
+        run = resolve_kernels(argparse.Namespace(kernel="a", modules=None))
         self.assertEqual((run.kernel, run.modules),
                          (os.path.join(e1, "bzImage"), os.path.join(e1, "modules")))
-        mx = kernel.resolve_args(argparse.Namespace(kernel=["a", "/x/bzImage"], modules=None))
+        mx = resolve_kernels(argparse.Namespace(kernel=["a", "/x/bzImage"], modules=None))
         self.assertEqual(mx.kernel, [os.path.join(e1, "bzImage"), "/x/bzImage"])
         self.assertEqual(mx.modules, [os.path.join(e1, "modules"), None])
-        cp = kernel.resolve_args(argparse.Namespace(baseline="a", baseline_modules=None,
-                                                    series="b", series_modules=None))
+        cp = resolve_kernels(argparse.Namespace(baseline="a", baseline_modules=None,
+                                                series="b", series_modules=None))
         self.assertEqual((cp.baseline, cp.series_modules),
                          (os.path.join(e1, "bzImage"), os.path.join(e2, "modules")))
-        none = kernel.resolve_args(argparse.Namespace(kernel=None, modules=None))
+        none = resolve_kernels(argparse.Namespace(kernel=None, modules=None))
         self.assertIsNone(none.kernel)
 
 
@@ -400,10 +401,9 @@ class CacheSafety(unittest.TestCase):
         os.makedirs(objdir)
         entry = os.path.join(self.tmp.name, "entries", "0123456789abcdef")
         src = kernel.Source("linux-source-6.1=1", "/nonexistent", "debian-6.1", True)
-        args = argparse.Namespace(base="tinyconfig", kasan=False, kcov=False)
         with self.assertRaises(OSError):
             kernel._publish(src, objdir, entry, "0123456789abcdef", [], "CONFIG_A=y\n", "gcc",
-                            os.path.join(objdir, "build.log"), 1, [], args)
+                            os.path.join(objdir, "build.log"), 1, [], kernel.KernelConfig())
         self.assertEqual(os.listdir(os.path.join(self.tmp.name, "entries")), [])
 
     def test_one_build_tree_per_flavour_and_legacy_trees_are_adopted(self):
@@ -420,15 +420,13 @@ class CacheSafety(unittest.TestCase):
                 with open(os.path.join(root, d, name), "w") as f:
                     f.write(text)
 
-        def args(**kw):
-            return argparse.Namespace(**{"base": "tinyconfig", "kasan": False,
-                                         "kcov": False, **kw})
-        plain = kernel.build_tree("debian-6.12", kernel.flavour(args()),
+        cfg = kernel.KernelConfig
+        plain = kernel.build_tree("debian-6.12", kernel.flavour(cfg()),
                                   "CONFIG_A=y\nCONFIG_B=y\nCONFIG_C=y\n")
         self.assertEqual(os.path.basename(plain), "debian-6.12-tinyconfig")
         self.assertEqual(os.path.realpath(plain),
                          os.path.realpath(os.path.join(root, "debian-6.12-ba9876543210")))
-        kasan = kernel.build_tree("debian-6.12", kernel.flavour(args(kasan=True)),
+        kasan = kernel.build_tree("debian-6.12", kernel.flavour(cfg(kasan=True)),
                                   "CONFIG_A=y\nCONFIG_B=y\n")
         self.assertEqual(os.path.basename(kasan), "debian-6.12-tinyconfig-kasan")
         self.assertEqual(os.path.realpath(kasan),
@@ -436,10 +434,10 @@ class CacheSafety(unittest.TestCase):
         # Same flavour, another config: the same tree.
         self.assertEqual(kernel.build_tree("debian-6.12", "tinyconfig", "CONFIG_Z=y\n"), plain)
         # No legacy tree left: a new one.
-        kcov = kernel.build_tree("debian-6.12", kernel.flavour(args(kcov=True)), "CONFIG_A=y\n")
+        kcov = kernel.build_tree("debian-6.12", kernel.flavour(cfg(kcov=True)), "CONFIG_A=y\n")
         self.assertTrue(os.path.isdir(kcov) and not os.path.islink(kcov))
-        self.assertEqual(kernel.flavour(args(base="/home/me/my config")), "file-my_config")
-        self.assertEqual(kernel.flavour(args(base="defconfig", kasan=True, kcov=True)),
+        self.assertEqual(kernel.flavour(cfg(base="/home/me/my config")), "file-my_config")
+        self.assertEqual(kernel.flavour(cfg(base="defconfig", kasan=True, kcov=True)),
                          "defconfig-kasan-kcov")
 
     def test_the_second_build_of_a_source_waits_for_the_first(self):

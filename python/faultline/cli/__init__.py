@@ -5,10 +5,10 @@ import os
 import subprocess
 import sys
 
-from .. import abort, kernel, scenario
+from .. import abort, scenario
 from ..build import say
 from ..errors import EXIT_SETUP, SetupError
-from .commands import COMMANDS
+from .commands import COMMANDS, resolve_kernels
 from .parser import parser
 
 
@@ -29,7 +29,7 @@ def main(argv=None):
         # (docs/launcher.md); and what a killed launcher left is removed.
         abort.install()
         abort.sweep()
-        kernel.resolve_args(args)     # --kernel NAME: a kernel built by `faultline kernel`
+        resolve_kernels(args)     # --kernel NAME: a kernel built by `faultline kernel`
         status = COMMANDS[args.cmd](args)
         abort.check()
         return abort.settle(status)

@@ -9,7 +9,9 @@ import sys
 from .. import kernel, report, runner, scenario
 from ..build import build_all, run_script, say
 from ..errors import SetupError
-from ..runner import DEFAULT_OUT, RunOptions
+from ..options import (BenchOptions, BugsOptions, CompareOptions, MatrixOptions, RunOptions,
+                       from_args)
+from ..runner import DEFAULT_OUT
 from ..vmspec import prepare_spec
 
 
@@ -27,7 +29,7 @@ def cmd_run(args):
 
 def cmd_matrix(args):
     from .. import matrix
-    return matrix.run_matrix(args)
+    return matrix.run_matrix(from_args(MatrixOptions, args))
 
 
 def cmd_lava(args):
@@ -121,7 +123,13 @@ def cmd_compare(args):
         raise SetupError("compare does not take --mutate: a mutated run fails its data check "
                          "on every kernel, so there is nothing to compare (use "
                          "`faultline run SCENARIO --mutate lie`)")
-    return compare.compare(args)
+    return compare.compare(compare_options(args))
+
+
+def compare_options(args):
+    each = RunOptions(deterministic=args.deterministic, quiet=args.quiet,
+                      memory=args.memory, cpus=args.cpus, timeout=args.timeout)
+    return from_args(CompareOptions, args, run_options=each)
 
 
 def cmd_show(args):
@@ -130,12 +138,51 @@ def cmd_show(args):
 
 def cmd_bench(args):
     from .. import bench
-    return bench.bench(args)
+    return bench.bench(from_args(BenchOptions, args))
 
 
 def cmd_bugs(args):
     from .. import bugsrun
-    return bugsrun.campaign(args)
+    return bugsrun.campaign(from_args(BugsOptions, args))
+
+
+def cmd_kernel(args):
+    if args.kernel_cmd == "list":
+        return kernel.list_built()
+    cfg = kernel.KernelConfig(base=args.base, kasan=args.kasan, kcov=args.kcov)
+    if args.kernel_cmd == "build":
+        return kernel.build(args.src, cfg, patch_files=args.patch, name=args.name,
+                            jobs=args.jobs)
+    text, ident = kernel.merged_config(args.src, cfg)
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    with open(args.out, "w") as f:
+        f.write(text)
+    say(f"wrote {args.out} ({len(text.splitlines())} lines, from {ident})")
+    return 0
+
+
+def resolve_kernels(args):
+    """Resolve every kernel name in parsed CLI arguments in place: --kernel
+    (one or a list), with its --modules, and compare's --baseline/--series."""
+    k = getattr(args, "kernel", None)
+    if isinstance(k, list):
+        mods = getattr(args, "modules", None)
+        pairs = [kernel.resolve(x, mods[i] if mods and i < len(mods) else None)
+                 for i, x in enumerate(k)]
+        args.kernel = [a for a, _ in pairs]
+        if any(kernel.looks_like_name(x) for x in k) or mods:
+            args.modules = [m for _, m in pairs]
+    elif k:
+        args.kernel, args.modules = kernel.resolve(k, getattr(args, "modules", None))
+    for side in ("baseline", "series"):
+        v = getattr(args, side, None)
+        if v:
+            img, mods = kernel.resolve(v, getattr(args, side + "_modules", None))
+            setattr(args, side, img)
+            setattr(args, side + "_modules", mods)
+    return args
 
 
 def cmd_check(args):
@@ -149,7 +196,7 @@ COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
-            "kernel": kernel.main,
+            "kernel": cmd_kernel,
             "setup": lambda a: run_script("setup") or 0}
 
 

@@ -35,9 +35,11 @@ Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
 matrix: 0 all pass, 1 any failure, 3 any crash or hang.  git bisect run:
 docs/ci.md maps these (a setup error is "skip", not "bad").
 """
-import argparse
 
-from .. import inputs, kernel, mutate
+import argparse
+import os
+
+from .. import bugsrun, inputs, kernel, mutate
 from ..machine import BACKENDS
 from ..runner import DEFAULT_OUT
 
@@ -279,12 +281,62 @@ def parser():
                     "previous --json")
     bn.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
                     help="its run directories go here")
-    from .. import bugsrun
-    bugsrun.add_parser(sub, inputs.out_dir)
-    kernel.add_parser(sub)
+    bugs_parser(sub)
+    kernel_parser(sub)
     b = sub.add_parser("build", help="build QEMU and the guest image")
     kernel_opts(b)
     sub.add_parser("setup", help="install dependencies (root)")
     return p
 
 
+def bugs_parser(sub):
+    """`faultline bugs` (bugsrun.py)."""
+    bp = sub.add_parser("bugs", help="recall on the real-bug corpus: buggy and fixed "
+                        "kernels, seeds, repro and minimize (docs/bugs.md)")
+    bp.add_argument("names", nargs="*", metavar="NAME", help="corpus bugs (default: all)")
+    bp.add_argument("--list", action="store_true", help="list the corpus and stop")
+    bp.add_argument("--seeds", default=str(bugsrun.DEFAULT_SEEDS), metavar="N|A..B",
+                    help=f"seeds 1..N or A..B (default {bugsrun.DEFAULT_SEEDS})")
+    bp.add_argument("--deterministic", action="store_true",
+                    help="runs --deterministic where the scenario allows (needed by minimize)")
+    bp.add_argument("--no-faults", action="store_true",
+                    help="also run the buggy kernel's seeds with the scenario's rules "
+                         "removed (--rules /dev/null): what the fault device adds")
+    bp.add_argument("--no-repro", action="store_true",
+                    help="skip repro and minimize of the first failure")
+    bp.add_argument("--budget", type=int, default=40,
+                    help="minimize's run budget (default 40)")
+    bp.add_argument("--jobs", type=int, help="make -jN for kernel builds")
+    bp.add_argument("--out", default=os.path.join(DEFAULT_OUT, "bugs"), type=inputs.out_dir,
+                    help="results (default runs/bugs; reused on the next run: resume)")
+    bp.add_argument("--docs", action="store_true",
+                    help="also write the table into docs/bugs.md")
+    return bp
+
+
+def kernel_parser(sub):
+    """The `kernel` subcommand (config, build, list; kernel.py)."""
+    k = sub.add_parser("kernel", help="guest kernels from source (config, build, list)")
+    ks = k.add_subparsers(dest="kernel_cmd", required=True)
+
+    def common(sp):
+        sp.add_argument("--kasan", action="store_true", help="add configs/kernel/kasan.config")
+        sp.add_argument("--kcov", action="store_true", help="add configs/kernel/kcov.config")
+        sp.add_argument("--base", default=kernel.DEFAULT_BASE,
+                        help="defconfig, tinyconfig (default) or a config FILE")
+
+    c = ks.add_parser("config", help="print (or --out FILE) the merged .config")
+    c.add_argument("--src", help="kernel tree or debian:6.1|6.12|7.2 whose Kconfig to use "
+                   "(default: the newest Debian tree in the cache)")
+    c.add_argument("--out", metavar="FILE")
+    common(c)
+    b = ks.add_parser("build", help="build and cache a kernel; prints its bzImage")
+    b.add_argument("src", help="kernel tree, or debian:6.1, debian:6.12, debian:7.2")
+    b.add_argument("--patch", action="append", metavar="FILE",
+                   help="a diff or an mbox of patches, applied in order (repeatable)")
+    b.add_argument("--name", help="name for --kernel (default: debian-VERSION[-kasan] "
+                   "or the tree's directory name)")
+    b.add_argument("--jobs", type=int, help="make -jN (default: all cores)")
+    common(b)
+    ks.add_parser("list", help="built kernels and their names")
+    return k
