@@ -349,4 +349,3 @@ def campaign(args: BugsOptions):
         + (f"; {os.path.relpath(DOCS_MD, TOP)} updated" if args.docs else ""))
     ok = all(r["buggy"]["failed"] > 0 and r["fixed"]["failed"] == 0 for r in rows)
     return EXIT_PASS if ok else EXIT_FAIL
-

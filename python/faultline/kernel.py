@@ -949,4 +949,3 @@ def list_built():
         print(f"{n:24} {info.get('release', '?'):28} {info.get('source', '?')} "
               f"patches={info.get('patches', '?')} key={info.get('key', '?')}")
     return 0
-

@@ -7,14 +7,12 @@ streams come from, when the watchdog counts, how to ask for a task dump,
 how to finish the result.  docs/launcher.md has the contract.
 """
 
-import importlib
 import os
 import shutil
 import time
 from dataclasses import dataclass, field
 
 from . import abort
-from .errors import SetupError
 from .logtail import LogTail
 from .qmp import QmpError
 from .scenario import HOTPLUG_ID
@@ -22,7 +20,6 @@ from .scenario import HOTPLUG_ID
 FIXED_RTC = "2026-01-01T00:00:00"
 INJECTOR_ID = "fi0"
 ICOUNT = "shift=4,sleep=off,align=off"
-BACKENDS = ("qemu", "libvirt", "lava")
 
 
 @dataclass
@@ -274,19 +271,3 @@ class Machine:
             except QmpError:
                 return
             time.sleep(0.1)
-
-
-def backend_class(name):
-    """The Machine subclass of backend @name (its module imported lazily)."""
-    if name not in BACKENDS:
-        raise SetupError(f"unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
-    try:
-        module = importlib.import_module(f".{name}", __package__)
-    except ModuleNotFoundError as e:
-        if e.name != f"{__package__}.{name}":
-            raise SetupError(f"backend {name} needs the Python module {e.name}") from None
-        raise SetupError(f"backend {name} is not available in this checkout") from None
-    for obj in vars(module).values():
-        if isinstance(obj, type) and issubclass(obj, Machine) and obj.backend == name:
-            return obj
-    raise SetupError(f"backend module {name} defines no Machine with backend = {name!r}")

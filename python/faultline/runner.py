@@ -12,11 +12,11 @@ import sys
 import time
 
 from . import TOP, abort, kcidb, kconfig, mutate, report, restore, rules, scenario
+from .backends import backend_class
 from .build import VERSIONS, build_all, git_describe, say, sha256, versions
 from .errors import EXIT_FAIL, EXIT_PASS, SetupError
 from .judge import judge
 from .options import RunOptions
-from .machine import backend_class
 from .progress import Progress
 from .report import load_report
 from .vmspec import prepare_spec

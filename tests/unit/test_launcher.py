@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import cli  # noqa: E402
+from faultline import backends, cli  # noqa: E402
 from faultline import compare, guest, inputs, judge, kernlog, machine  # noqa: E402
 from faultline import mutate, report, rules, runner  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
@@ -686,9 +686,10 @@ class MachineTest(unittest.TestCase):
         self.assertEqual(len(r.qmp_actions), 2)
 
     def test_backend_registry(self):
-        self.assertEqual(machine.backend_class("qemu").__name__, "QemuMachine")
+        self.assertEqual(backends.backend_class("qemu").__name__, "QemuMachine")
+        self.assertEqual(list(backends.BACKENDS), ["qemu", "libvirt", "lava"])
         with self.assertRaises(SetupError) as cm:
-            machine.backend_class("vmware")
+            backends.backend_class("vmware")
         self.assertIn("unknown backend 'vmware'", str(cm.exception))
 
 

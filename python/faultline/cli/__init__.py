@@ -49,4 +49,3 @@ def main(argv=None):
             raise
         say(f"internal error: {type(e).__name__}: {e} (FAULTLINE_DEBUG=1 shows the traceback)")
         return EXIT_SETUP
-

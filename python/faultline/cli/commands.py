@@ -198,5 +198,3 @@ COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
             "kernel": cmd_kernel,
             "setup": lambda a: run_script("setup") or 0}
-
-

@@ -40,7 +40,7 @@ import argparse
 import os
 
 from .. import bugsrun, inputs, kernel, mutate
-from ..machine import BACKENDS
+from ..backends import BACKENDS
 from ..runner import DEFAULT_OUT
 
 EXIT_CODES = """exit status:
