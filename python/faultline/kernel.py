@@ -54,6 +54,7 @@ class KernelConfig:
     kasan: bool = False
     kcov: bool = False
 
+
 # debian:X -> (package, where it comes from, the apt suite for a private
 # configuration or None for the system's own sources).
 DEBIAN = {

@@ -83,7 +83,7 @@ def kernel_label(kernel):
 
 
 def run_matrix(opts: MatrixOptions):
-    scenario_names = [s for s in (opts.scenarios or "").split(",") if s]
+    scenario_names = [s for s in opts.scenarios.split(",") if s]
     if not scenario_names:
         raise SetupError("--scenarios A,B,...: at least one scenario")
     kernels = [(k, None) for k in opts.kernel] if opts.kernel else [(None, None)]

@@ -15,12 +15,8 @@ from ..runner import DEFAULT_OUT
 from ..vmspec import prepare_spec
 
 
-def run_options(args):
-    return RunOptions.from_args(args)
-
-
 def cmd_run(args):
-    status, _ = runner.run_plan(args.scenarios, run_options(args), seed=args.seed,
+    status, _ = runner.run_plan(args.scenarios, RunOptions.from_args(args), seed=args.seed,
                                 seeds=args.seeds, repeat=args.repeat,
                                 keep_going=args.keep_going, out=args.out, junit=args.junit,
                                 kcidb_path=args.kcidb, jobs=args.jobs)
@@ -68,7 +64,7 @@ def cmd_minimize(args):
 
 def cmd_explore(args):
     from .. import explore
-    return explore.explore(args.scenarios, run_options(args), args.budget, args.jobs,
+    return explore.explore(args.scenarios, RunOptions.from_args(args), args.budget, args.jobs,
                            args.out, args.resume, args.seed, args.allow_lies,
                            args.max_runs, args.quiet, args.minimize_budget)
 
@@ -88,7 +84,7 @@ def cmd_list(args):
 
 
 def cmd_cmdline(args):
-    opts = run_options(args)
+    opts = RunOptions.from_args(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
     builds = build_all(args.kernel, args.modules, quiet=True).for_scenario(sc, args.kernel,
@@ -105,7 +101,7 @@ def cmd_cmdline(args):
 
 def cmd_libvirt_xml(args):
     from .. import libvirtxml
-    opts = run_options(args)
+    opts = RunOptions.from_args(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
     builds = build_all(args.kernel, args.modules, quiet=True)
