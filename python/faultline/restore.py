@@ -46,8 +46,9 @@ KINDS = ("nvme", "syncblk", "virtio-blk")
 LOAD_TIMEOUT_S = 120
 # Boots a save may take to get a guest whose clock runs at real time.
 SAVE_ATTEMPTS = 3
-# guest/tools/fwcfg reads fw_cfg with ioperm().
-IOPERM = "X86_IOPL_IOPERM"
+# guest/tools/fwcfg reads fw_cfg with ioperm(), or through the fw_cfg
+# driver's sysfs in a kernel without it.
+FWCFG_ACCESS = ("X86_IOPL_IOPERM", "FW_CFG_SYSFS")
 
 
 def check(sc, opts):
@@ -63,10 +64,10 @@ def check(sc, opts):
         raise SetupError(f"--restore: scenario {sc.name}: a {sc.device.kind} device cannot be "
                          f"hot-added on one root port (restorable: {', '.join(KINDS)})")
     where, config = kconfig.find_config(opts.kernel, opts.modules)
-    if config is not None and config.get(IOPERM) != "y":
-        raise SetupError(f"--restore: kernel {opts.kernel or 'default'} ({where}) lacks "
-                         f"CONFIG_{IOPERM}=y: the restored guest reads its /run.sh from "
-                         "fw_cfg's I/O ports (ioperm)")
+    if config is not None and not any(config.get(o) == "y" for o in FWCFG_ACCESS):
+        raise SetupError(f"--restore: kernel {opts.kernel or 'default'} ({where}) lacks both "
+                         f"CONFIG_{FWCFG_ACCESS[0]}=y and CONFIG_{FWCFG_ACCESS[1]}=y: the "
+                         "restored guest reads its /run.sh from fw_cfg (ioperm or sysfs)")
 
 
 class PhaseClock:

@@ -225,12 +225,14 @@ class RefusalTest(unittest.TestCase):
             kernel = os.path.join(d, "bzImage")
             open(kernel, "w").close()
             for val, refused in (("# CONFIG_X86_IOPL_IOPERM is not set", True),
-                                 ("CONFIG_X86_IOPL_IOPERM=y", False)):
+                                 ("CONFIG_X86_IOPL_IOPERM=y", False),
+                                 ("CONFIG_FW_CFG_SYSFS=y", False),
+                                 ("CONFIG_FW_CFG_SYSFS=m", True)):
                 with open(os.path.join(d, ".config"), "w") as f:
                     f.write(val + "\n")
                 o = opts(kernel=kernel)
                 if refused:
-                    with self.assertRaisesRegex(SetupError, "lacks CONFIG_X86_IOPL_IOPERM=y"):
+                    with self.assertRaisesRegex(SetupError, "lacks both CONFIG_X86_IOPL_IOPERM=y and CONFIG_FW_CFG_SYSFS=y"):
                         restore.check(scenario.load("smoke"), o)
                 else:
                     restore.check(scenario.load("smoke"), o)
