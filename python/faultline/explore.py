@@ -221,7 +221,9 @@ class Explorer:
             except scenario.ScenarioError as e:
                 entry["note"] = f"not minimized: {e}"
                 return
-            o = runner.RunOptions(**{**self.opts.__dict__, "deterministic": True})
+            # Cold boots: restored runs are not reproducible (restore.check).
+            o = runner.RunOptions(**{**self.opts.__dict__, "deterministic": True,
+                                     "restore": False})
             det_dir = res.rundir + "-deterministic"
             det = run_schedule(name, sched, o, self.builds, det_dir)
             entry["deterministic"] = det.failure or "passed"
