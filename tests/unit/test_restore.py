@@ -5,6 +5,7 @@ one-line refusals of `run --restore` (exit 2 before anything is built)."""
 
 import io
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -115,6 +116,18 @@ class KeyTest(unittest.TestCase):
         with open(os.path.join(self.tree.builds.guest_dir, "vmlinuz"), "a") as f:
             f.write("rebuilt")
         self.assertNotEqual(base, self.key(sc))
+
+
+class PlaceholderTest(unittest.TestCase):
+    def test_guest_and_launcher_agree(self):
+        """The saved QEMU's placeholder is what guest/tools/fwcfg.c takes
+        for "not there yet", and both use one size."""
+        with open(os.path.join(TOP, "guest", "tools", "fwcfg.c")) as f:
+            src = f.read()
+        text = re.search(r'^#define PLACEHOLDER "([^"]*)"$', src, re.M).group(1)
+        size = int(re.search(r"^#define FWCFG_SIZE\s+(\d+)$", src, re.M).group(1))
+        self.assertEqual(text.encode(), restore.FWCFG_PLACEHOLDER)
+        self.assertEqual(size, restore.FWCFG_SIZE)
 
 
 class ClockTest(unittest.TestCase):
