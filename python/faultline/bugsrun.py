@@ -22,7 +22,7 @@ import os
 import shutil
 import time
 
-from . import TOP, bugs, kcidb, kernel, minimize, runner, scenario
+from . import TOP, bugs, judge, kcidb, kernel, minimize, runner, scenario
 from .build import build_all, say, sha256
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .options import BugsOptions
@@ -187,26 +187,43 @@ def first_failure(rundir, out, budget, quiet):
 
 # ---------------------------------------------------------------- table
 
+def caught(r):
+    """A run that broke a guarantee (crash, hang, splat, data loss):
+    judge.broken_guarantee() of its report, recomputed so that runs kept
+    from before the field existed count the same way."""
+    return judge.broken_guarantee(r) is not None
+
+
 def row_of(bug, scname, seeds, runs, first, det_note=None):
-    """One table row (a dict) from @runs {side: [(seed, Report, rundir)]}."""
+    """One table row (a dict) from @runs {side: [(seed, Report, rundir)]}.
+    A buggy or no-faults run counts as a catch only when it broke a
+    guarantee; one that failed only a workload check (the run did not do
+    what the scenario needs) is counted apart.  A fixed run counts as
+    failed whatever it failed."""
     def failed(side):
         return [x for x in runs.get(side, []) if x[1].status != EXIT_PASS]
+
+    def catches(side):
+        return [x for x in runs.get(side, []) if caught(x[1])]
 
     buggy = runs.get("buggy", [])
     t, ttff = 0.0, None
     for _, r, _ in buggy:           # seed order: what a user waits for
         t += r.elapsed_s
-        if r.status != EXIT_PASS:
+        if caught(r):
             ttff = t
             break
-    fail_b = failed("buggy")
+    fail_b = catches("buggy")
     row = {"bug": bug.name, "base": bug.base + (" +KASAN" if bug.kasan else ""),
            "fix": bug.fix, "scenario": scname, "seeds": seeds,
            "buggy": {"n": len(buggy), "failed": len(fail_b),
-                     "failed_seeds": [s for s, _, _ in fail_b]},
+                     "failed_seeds": [s for s, _, _ in fail_b],
+                     "workload_misses": [{"seed": s, "reason": r.reason}
+                                         for s, r, _ in failed("buggy") if not caught(r)]},
            "time_to_first_failure_s": None if ttff is None else round(ttff, 1),
            "first_failure": None if not fail_b else {
                "seed": fail_b[0][0], "outcome": fail_b[0][1].outcome,
+               "broken_guarantee": judge.broken_guarantee(fail_b[0][1]),
                "reason": fail_b[0][1].reason, "rundir": fail_b[0][2]},
            "deterministic_note": det_note}
     for side in ("fixed", "nofaults"):
@@ -214,11 +231,12 @@ def row_of(bug, scname, seeds, runs, first, det_note=None):
         if rs is None:
             row[side] = None
             continue
-        row[side] = {"n": len(rs), "failed": len(failed(side)),
-                     "passed": len(rs) - len(failed(side)),
-                     "failed_seeds": [s for s, _, _ in failed(side)],
-                     "reasons": [r.reason for _, r, _ in failed(side)][:3]}
+        bad = failed(side) if side == "fixed" else catches(side)
+        row[side] = {"n": len(rs), "failed": len(bad), "passed": len(rs) - len(failed(side)),
+                     "failed_seeds": [s for s, _, _ in bad],
+                     "reasons": [r.reason for _, r, _ in bad][:3]}
     row["runs"] = {side: [{"seed": s, "status": r.status, "outcome": r.outcome,
+                           "broken_guarantee": judge.broken_guarantee(r),
                            "elapsed_s": round(r.elapsed_s, 1), "rundir": d}
                           for s, r, d in rs] for side, rs in runs.items()}
     row["repro"] = first
@@ -239,8 +257,10 @@ def cells(row):
                  "no" if "reproducible" in first else "not run")
         minimal = (str(first["minimal_faults"]) if first.get("minimal_faults") is not None
                    else (first.get("minimize") or "not run"))
+    misses = len(row["buggy"].get("workload_misses") or ())
     return [row["bug"], row["base"], row["scenario"],
-            f"{row['buggy']['failed']}/{row['buggy']['n']}",
+            f"{row['buggy']['failed']}/{row['buggy']['n']}"
+            + (f" (+{misses} workload)" if misses else ""),
             "-" if ttff is None else f"{ttff:.0f} s",
             frac("fixed", "passed"), frac("nofaults", "failed"), repro, minimal]
 
@@ -267,9 +287,10 @@ def update_docs(md, path=DOCS_MD):
     head = text.split(RECALL_HEADING, 1)[0]
     with open(path, "w") as f:
         f.write(head + RECALL_HEADING + "\n\n"
-                "Measured by `faultline bugs --docs` (columns: failed seeds on the buggy "
-                "kernel; wall time of its runs in seed order up to the first failure; "
-                "passed seeds on the fixed kernel; failed seeds on the buggy kernel with "
+                "Measured by `faultline bugs --docs` (columns: seeds on which the buggy "
+                "kernel broke a guarantee, with workload-only failures apart; wall time of "
+                "its runs in seed order up to the first such failure; passed seeds on the "
+                "fixed kernel; the same count on the buggy kernel with "
                 "the scenario's rules removed, i.e. without the fault device's help; "
                 "whether `repro` of the first failure fails the same way; the faults "
                 "`minimize` leaves).\n\n" + md)
@@ -338,7 +359,7 @@ def campaign(args: BugsOptions):
                         + ("" if r.status == EXIT_PASS else f": {r.reason[:100]}")
                         + f"  [{time.monotonic() - t0:.0f} s]")
             first = None
-            failing = [x for x in runs["buggy"] if x[1].status != EXIT_PASS]
+            failing = [x for x in runs["buggy"] if caught(x[1])]
             if failing and not args.no_repro:
                 first = first_failure(failing[0][2], base, args.budget, True)
             rows.append(row_of(bug, scname, seeds_text, runs, first, det_note))

@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from . import feedback, grammar, minimize, runner, scenario
+from . import feedback, grammar, judge, minimize, runner, scenario
 from .abort import Executor
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
@@ -149,7 +149,8 @@ class Explorer:
         a Random seeded by (--seed, trial), so a resumed search goes on as
         an uninterrupted one would."""
         rng = random.Random(f"{self.seed}:{trial}")
-        name = self.scenarios[trial % len(self.scenarios)]
+        live = self.explorable()
+        name = live[trial % len(live)]
         space = self.spaces[name]
         mine = [c for c in self.corpus if c["scenario"] == name]
         # Drawn whether or not there is a corpus: a fresh schedule of trial
@@ -220,7 +221,9 @@ class Explorer:
             except scenario.ScenarioError as e:
                 entry["note"] = f"not minimized: {e}"
                 return
-            o = runner.RunOptions(**{**self.opts.__dict__, "deterministic": True})
+            # Cold boots: restored runs are not reproducible (restore.check).
+            o = runner.RunOptions(**{**self.opts.__dict__, "deterministic": True,
+                                     "restore": False})
             det_dir = res.rundir + "-deterministic"
             det = run_schedule(name, sched, o, self.builds, det_dir)
             entry["deterministic"] = det.failure or "passed"
@@ -240,20 +243,42 @@ class Explorer:
         else:
             entry["note"] = f"minimize exit {rc}: the run command above is the reproducer"
 
+    def explorable(self):
+        """The scenarios schedules are tried on: not those whose kernel
+        already broke a guarantee with no fault at all."""
+        return [n for n in self.scenarios if not self.baselines.get(n, {}).get("broken")]
+
     def baseline(self, name):
-        """The scenario with no faults at all, once: it must pass, or every
-        failure explore found would be the scenario's (a guest test that
-        checks its own faults fails without them)."""
+        """The scenario with no faults at all, once.  It must pass, or
+        every failure explore found would be the scenario's (a guest test
+        that checks its own faults fails without them), unless the kernel
+        broke a guarantee (crash, hang, splat, lost data): that is a
+        finding, the kernel's and not any schedule's, and the scenario is
+        not explored further (no schedule's failure could be told from it)."""
         d = os.path.join(self.out, "runs", "baseline-" + os.path.basename(name)[:40])
         shutil.rmtree(d, ignore_errors=True)
-        res = run_schedule(name, grammar.Schedule(scenario.load(name).faults.seed, []),
-                           self.opts, self.builds, d)
-        if res.failure:
+        seed = scenario.load(name).faults.seed
+        t0 = time.monotonic()
+        res = run_schedule(name, grammar.Schedule(seed, []), self.opts, self.builds, d)
+        broken = judge.broken_guarantee(res.report) if res.failure else None
+        if res.failure and not broken:
             raise SetupError(f"{name} fails with no faults ({minimize.signature(d, res.report)}"
                              f"; {d}): explore needs a scenario that passes without its rules")
         self.seen |= res.features
         self.baselines[name] = {"outcome": res.report.outcome, "features": len(res.features),
                                 "elapsed_s": round(res.elapsed_s, 1)}
+        if broken:
+            self.baselines[name]["broken"] = broken
+            sig = minimize.signature(d, res.report)
+            self.signatures.add(sig)
+            self.failures.append({
+                "trial": None, "scenario": name, "class": res.failure, "signature": sig,
+                "seed": seed, "rundir": os.path.relpath(d, self.out), "rules": "",
+                "after_s": round(self.elapsed_s + time.monotonic() - t0, 1),
+                "repro": runner.load_run(d)[0]["run_command"], "minimal": None,
+                "note": f"{broken} with no fault at all: the kernel's, not a schedule's; "
+                        "the scenario was not explored further"})
+            say(f"explore: FAILURE without faults ({name}): {sig}")
         self.save()
         if not self.quiet:
             print(f"explore: baseline {name} without faults: {res.report.outcome}, "
@@ -277,7 +302,8 @@ class Explorer:
         for name in self.scenarios:
             if name not in self.baselines:
                 self.baseline(name)
-        while time.monotonic() - t0 < budget_s and (max_runs is None or runs < max_runs):
+        while self.explorable() and time.monotonic() - t0 < budget_s and \
+                (max_runs is None or runs < max_runs):
             n = min(self.jobs, max_runs - runs) if max_runs is not None else self.jobs
             batch = [(self.tried + i,) + self.schedule_for(self.tried + i) for i in range(n)]
             with Executor(max_workers=n) as ex:
@@ -298,7 +324,8 @@ class Explorer:
                  f"{self.elapsed_s / 60:.1f} min"
                  + (f" ({self.run_s / self.tried:.0f} s a run)" if self.tried else "")]
         for f in self.failures:
-            lines.append(f"failure  trial {f['trial']} {f['scenario']} after "
+            lines.append(f"failure  {'baseline' if f['trial'] is None else 'trial %d' % f['trial']}"
+                         f" {f['scenario']} after "
                          f"{f['after_s']:.0f}s: {f['signature']}")
             if f.get("minimal"):
                 lines += ["  minimal  " + x for x in f["minimal"].splitlines()

@@ -127,6 +127,32 @@ def check_expectations(sc, ktap, console, faults, fault_log=()):
 
 
 
+# Diagnostics in which the guest tools count what the kernel lost (pages
+# that read back wrong, increments that vanished, a parent's pages that
+# fault with SIGBUS): above zero, a guarantee the kernel always owes is
+# broken, whatever the scenario expected.
+DATA_LOSS_DIAGS = ("data_errors", "lost_increments", "sigbus_pages_parent")
+
+
+def broken_guarantee(r):
+    """What a failed run @r (a Report) shows the kernel broke: "crash",
+    "hang", "splat" or "data loss (KEY N)"; None when it passed, was
+    aborted or could not run, or failed only a check of its workload or
+    of the kernel's behaviour (e.g. less writeback than the scenario
+    needs): such a run says nothing about the kernel's correctness."""
+    if r.status == EXIT_PASS or r.status == EXIT_SETUP or r.outcome == "aborted":
+        return None
+    if r.outcome == "hang":
+        return "hang"
+    if r.status == EXIT_CRASH:
+        return "crash"
+    if r.reason.startswith("kernel splat"):
+        return "splat"
+    lost = [f"{key} {r.diag[key]}" for key in DATA_LOSS_DIAGS
+            if isinstance(r.diag.get(key), (int, float)) and r.diag[key] > 0]
+    return f"data loss ({', '.join(lost)})" if lost else None
+
+
 def _verdict(sc, w, console, k):
     """(status, outcome or None, reason) of a run."""
     crash, splats = console_health(console)
@@ -262,6 +288,7 @@ def judge(sc, rundir, seed, deterministic, w, elapsed_s=None):
         r.warnings = rules_option_warnings(sc, faults) or None
     if getattr(w, "actions", None):
         r.qmp_actions = w.actions
+    r.broken_guarantee = broken_guarantee(r)
     if sc.mutate:
         # The run's own status stands (a caught mutation is a FAIL); the
         # verdict says whether the data check is what failed.

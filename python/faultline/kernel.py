@@ -356,6 +356,48 @@ def cache_key(source_id, patches, config_text, compiler):
     return h.hexdigest()[:16]
 
 
+def inputs_id(source_id, patches, base, kasan, kcov, compiler):
+    """What a build of a source faultline owns follows from, hashed: the
+    source's identity, the patches, the base config and the fragments as
+    text, the compiler.  Known before the family lock (the key itself
+    needs the patched tree's olddefconfig), so that a build already in
+    the cache is not kept waiting by another one of the same family."""
+    h = hashlib.sha256(f"source {source_id}\ncompiler {compiler}\n".encode())
+    for p in patches:
+        d = p.diff if isinstance(p, Patch) else p
+        h.update(f"patch {len(d)}\n".encode() + d.encode())
+    texts = [base] if base in BASES else [_read(base)]
+    for path in fragment_paths(kasan, kcov):
+        texts.append(_read(path))
+    for t in texts:
+        h.update(f"text {len(t)}\n".encode() + t.encode())
+    return h.hexdigest()[:24]
+
+
+def _read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def _indexed(inputs):
+    """The key built from @inputs before, if its entry is still there."""
+    try:
+        with open(os.path.join(KCACHE, "inputs", inputs)) as f:
+            key = f.read().strip()
+    except OSError:
+        return None
+    return key if os.path.isfile(os.path.join(KCACHE, "entries", key, "bzImage")) else None
+
+
+def _index(inputs, key):
+    d = os.path.join(KCACHE, "inputs")
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, f"{inputs}.tmp.{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(key + "\n")
+    os.replace(tmp, os.path.join(d, inputs))
+
+
 # ---------------------------------------------------------------- names
 
 def _names_dir():
@@ -816,6 +858,14 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
     if "/" in name or name.startswith("."):
         raise SetupError(f"--name {name!r}: a name has no '/' and does not start with '.'")
     compiler = compiler_id()
+    inputs = (inputs_id(src.ident, patches, args.base, args.kasan, args.kcov, compiler)
+              if src.pristine else None)    # a user's tree can change under one identity
+    hit = inputs and _indexed(inputs)
+    if hit:
+        _name(name, hit)
+        say(f"kernel cache hit: {os.path.join(KCACHE, 'entries', hit)} (name {name})")
+        print(os.path.join(KCACHE, "entries", hit, "bzImage"))
+        return 0
     with _holding(os.path.join(KCACHE, "locks", src.family + ".lock")):
         t = time.monotonic()
         os.makedirs(os.path.join(KCACHE, "logs"), exist_ok=True)
@@ -831,6 +881,8 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
         key = cache_key(src.ident, patches, config, compiler)
         entry = os.path.join(KCACHE, "entries", key)
         if os.path.isfile(os.path.join(entry, "bzImage")):
+            if inputs:
+                _index(inputs, key)
             _name(name, key)
             say(f"kernel cache hit: {entry} (name {name})")
             print(os.path.join(entry, "bzImage"))
@@ -864,6 +916,8 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
         _publish(src, objdir, entry, key, patches, config, compiler, logpath, jobs,
                  make_extra, cfg)
         phases["install"] = time.monotonic() - t
+        if inputs:
+            _index(inputs, key)
         _name(name, key)
     total = time.monotonic() - t_start
     target = "cold build, target 12 min" if cold else "rebuild, target 90 s"

@@ -39,10 +39,12 @@ class Report:
     warnings: list | None = None                  # e.g. a --rules rule that never fired
     kernel_log: dict | None = None                # kernlog.summarize() of the console
     signal: str | None = None                     # outcome "aborted": e.g. "SIGTERM"
+    broken_guarantee: str | None = None           # judge.broken_guarantee(): crash, data loss...
     results: list = field(default_factory=list)   # per-KTAP-result, not in report.json
 
     OPTIONAL = ("digest", "fault_log", "console_tail", "task_dump", "plots", "mutation",
-                "qmp_actions", "rules_option", "warnings", "kernel_log", "signal")
+                "qmp_actions", "rules_option", "warnings", "kernel_log", "signal",
+                "broken_guarantee")
 
     def to_json(self):
         out = {}

@@ -37,17 +37,24 @@ SNAPSHOTS = os.path.join(CACHE, "snapshots")
 # The line init prints when it waits for /run.sh (guest/rootfs/init).
 READY = "faultline-init: waiting for /run.sh on fw_cfg"
 FWCFG_NAME = "opt/faultline/run.sh"
+# The saved QEMU's file of that name (guest/tools/fwcfg.c has the same
+# two): fwcfg reads it as "not there yet", and it fixes the file's fw_cfg
+# key and the size a guest reading fw_cfg through sysfs sees (its driver
+# lists the files once, at boot).
+FWCFG_PLACEHOLDER = b"#faultline: no run.sh yet"
+FWCFG_SIZE = 65536
 ROOT_PORT = ["-device", "pcie-root-port,id=swaprp,chassis=1,slot=1"]
 # Bumped when what a saved guest holds changes without its inputs changing.
-FORMAT = 1
+FORMAT = 2
 # Hot-pluggable on the root port: one PCI function carrying the disk.
 KINDS = ("nvme", "syncblk", "virtio-blk")
 # How long loading a saved guest and its QMP answers may take.
 LOAD_TIMEOUT_S = 120
 # Boots a save may take to get a guest whose clock runs at real time.
 SAVE_ATTEMPTS = 3
-# guest/tools/fwcfg reads fw_cfg with ioperm().
-IOPERM = "X86_IOPL_IOPERM"
+# guest/tools/fwcfg reads fw_cfg with ioperm(), or through the fw_cfg
+# driver's sysfs in a kernel without it.
+FWCFG_ACCESS = ("X86_IOPL_IOPERM", "FW_CFG_SYSFS")
 
 
 def check(sc, opts):
@@ -63,10 +70,10 @@ def check(sc, opts):
         raise SetupError(f"--restore: scenario {sc.name}: a {sc.device.kind} device cannot be "
                          f"hot-added on one root port (restorable: {', '.join(KINDS)})")
     where, config = kconfig.find_config(opts.kernel, opts.modules)
-    if config is not None and config.get(IOPERM) != "y":
-        raise SetupError(f"--restore: kernel {opts.kernel or 'default'} ({where}) lacks "
-                         f"CONFIG_{IOPERM}=y: the restored guest reads its /run.sh from "
-                         "fw_cfg's I/O ports (ioperm)")
+    if config is not None and not any(config.get(o) == "y" for o in FWCFG_ACCESS):
+        raise SetupError(f"--restore: kernel {opts.kernel or 'default'} ({where}) lacks both "
+                         f"CONFIG_{FWCFG_ACCESS[0]}=y and CONFIG_{FWCFG_ACCESS[1]}=y: the "
+                         "restored guest reads its /run.sh from fw_cfg (ioperm or sysfs)")
 
 
 class PhaseClock:
@@ -198,6 +205,11 @@ def _save(sc, builds, opts, tmp, timeout_s):
     scratch = abort.new_scratch(tmp)
     try:
         spec = save_spec(sc, builds, opts, tmp, scratch)
+        placeholder = os.path.join(tmp, "run.sh.placeholder")
+        with open(placeholder, "wb") as f:
+            f.write(FWCFG_PLACEHOLDER.ljust(FWCFG_SIZE, b"\0"))
+        spec = dataclasses.replace(spec, extra_args=list(spec.extra_args) + [
+            "-fw_cfg", f"name={FWCFG_NAME},file={placeholder}"])
         with QemuMachine(spec) as m:
             t0 = time.monotonic()
             m.start()
@@ -348,6 +360,10 @@ def machine(sc, seed, opts, builds, rundir, scratch):
     check(sc, opts)
     snap, saved_s = ensure_snapshot(sc, builds, opts)
     guest.prepare(sc, builds.guest_dir, rundir, scratch, seed)
+    size = os.path.getsize(os.path.join(rundir, "run.sh"))
+    if size > FWCFG_SIZE:
+        raise SetupError(f"--restore: {sc.name}'s run.sh is {size} bytes, more than the "
+                         f"{FWCFG_SIZE} a saved guest can read")
     spec = machine_spec(sc, builds, opts, rundir, scratch, seed)
     cmdline, hotplug = split_device_args(spec.device_args)
     spec.device_args = cmdline

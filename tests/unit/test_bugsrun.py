@@ -28,11 +28,14 @@ def cli(*args, env=None):
                           timeout=120, env=env)
 
 
-def report(seed, status, elapsed, reason="", outcome=None):
+def report(seed, status, elapsed, reason="", outcome=None, diag=None):
+    """A Report; a failure with no reason given lost data (data_errors 3)."""
+    if diag is None:
+        diag = {"data_errors": 3} if status == EXIT_FAIL and not reason else {}
     return Report(scenario="s", seed=seed, status=status,
-                  outcome=outcome or {0: "pass", 1: "fail", 3: "crash"}[status],
+                  outcome=outcome or {0: "pass", 1: "fail", 2: "setup-error", 3: "crash"}[status],
                   reason=reason or ("all passed" if status == 0 else "data_errors 3 > 0"),
-                  elapsed_s=elapsed)
+                  elapsed_s=elapsed, diag=diag)
 
 
 class BadInputTest(unittest.TestCase):
@@ -180,6 +183,43 @@ class TableTest(unittest.TestCase):
         self.assertEqual(bugsrun.cells(row)[3:],
                          ["0/2", "-", "1/2", "not run", "-", "-"])
         self.assertEqual(row["fixed"]["failed_seeds"], [2])
+
+    def test_a_workload_miss_is_not_a_catch(self):
+        """A buggy run that failed only its workload check (less writeback
+        than the scenario needs) says nothing about the kernel: it is not
+        counted as caught, not timed as the first failure, not repro'd;
+        the cell shows it apart.  A fixed run failing the same way still
+        counts against the fixed kernel."""
+        miss = report(1, EXIT_FAIL, 200, "expectation failed: vmstat zswpwb 58 < 100")
+        lost = report(2, EXIT_FAIL, 100, "guest tests failed (exit 1, 1 not ok)",
+                      diag={"data_errors": 2, "lost_increments": 29})
+        row = self.row([miss, lost], [report(1, EXIT_PASS, 20), miss],
+                       [miss, report(2, EXIT_PASS, 20)])
+        self.assertEqual(row["buggy"]["failed_seeds"], [2])
+        self.assertEqual(row["buggy"]["workload_misses"],
+                         [{"seed": 1, "reason": miss.reason}])
+        self.assertEqual(row["time_to_first_failure_s"], 300)
+        self.assertEqual(row["first_failure"]["seed"], 2)
+        self.assertEqual(row["first_failure"]["broken_guarantee"],
+                         "data loss (data_errors 2, lost_increments 29)")
+        self.assertEqual(row["nofaults"]["failed"], 0)
+        self.assertEqual(row["fixed"]["failed_seeds"], [2])
+        self.assertEqual(bugsrun.cells(row)[3:7], ["1/2 (+1 workload)", "300 s", "1/2", "0/2"])
+
+    def test_broken_guarantee(self):
+        bg = bugsrun.judge.broken_guarantee
+        self.assertIsNone(bg(report(1, EXIT_PASS, 1)))
+        self.assertIsNone(bg(report(1, 2, 1, "QEMU failed: no such file")))
+        self.assertIsNone(bg(report(1, EXIT_FAIL, 1, "interrupted", outcome="aborted")))
+        self.assertIsNone(bg(report(1, EXIT_FAIL, 1, "expectation failed: rule slow hit 3 < 10")))
+        self.assertIsNone(bg(report(1, EXIT_FAIL, 1, "guest tests failed (exit 1, 1 not ok)",
+                                    diag={"data_errors": 0})))
+        self.assertEqual(bg(report(1, EXIT_CRASH, 1, "kernel crash: Oops")), "crash")
+        self.assertEqual(bg(report(1, EXIT_CRASH, 1, "hang: no result", outcome="hang")), "hang")
+        self.assertEqual(bg(report(1, EXIT_FAIL, 1, "kernel splat: WARNING: at mm/x.c")), "splat")
+        self.assertEqual(bg(report(1, EXIT_FAIL, 1, "guest tests failed",
+                                   diag={"sigbus_pages_parent": 4})),
+                         "data loss (sigbus_pages_parent 4)")
 
     def test_markdown_and_docs(self):
         row = self.row([report(1, EXIT_FAIL, 20)], [report(1, EXIT_PASS, 20)],

@@ -10,12 +10,15 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import cli  # noqa: E402
 from faultline import explore, feedback, grammar, rules, scenario  # noqa: E402
+from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
+from faultline.report import Report  # noqa: E402
 from faultline.runner import RunOptions  # noqa: E402
 
 FIXTURES = os.path.join(TOP, "tests", "unit", "explore")
@@ -234,6 +237,52 @@ class ResumeTest(unittest.TestCase):
                                  (y[0], y[1].text(), y[1].seed, y[2]))
             # Mutations of kept schedules happen (not only fresh ones).
             self.assertTrue(any(" of c" in b.schedule_for(t)[2] for t in range(6, 30)))
+
+    def baseline(self, d, names, reports):
+        """Explorer @names after baseline runs judged as @reports (no VM:
+        run_schedule gives each in turn)."""
+        ex = self.explorer(d)
+        ex.prepare(names)
+        ex.builds = None
+        results = iter(reports)
+
+        def fake_run(name, sched, opts, builds, rundir):
+            r = next(results)
+            return explore.Result(r, rundir, {"diag:x"}, explore.failure_class(r), 5.0)
+        with mock.patch.object(explore, "run_schedule", fake_run), \
+                mock.patch.object(explore.runner, "load_run",
+                                  lambda d: ({"run_command": f"faultline run ... {d}"}, None)), \
+                mock.patch.object(explore.minimize, "signature",
+                                  lambda d, r: r.reason.split(":")[0]):
+            for name in names:
+                ex.baseline(name)
+        return ex
+
+    def test_a_baseline_that_breaks_a_guarantee_is_a_finding(self):
+        crash = Report(scenario="smoke", seed=1, status=EXIT_CRASH, outcome="crash",
+                       reason="kernel crash: Oops")
+        ok = Report(scenario="syncblk-task", seed=1, status=EXIT_PASS, outcome="pass",
+                    reason="pass")
+        with tempfile.TemporaryDirectory() as d:
+            ex = self.baseline(d, ["smoke", "syncblk-task"], [crash, ok])
+            self.assertEqual(ex.explorable(), ["syncblk-task"])
+            self.assertEqual([f["trial"] for f in ex.failures], [None])
+            self.assertIn("crash with no fault at all", ex.failures[0]["note"])
+            self.assertEqual({ex.schedule_for(t)[0] for t in range(10)}, {"syncblk-task"})
+            # Resumed, it stays a finding and the scenario stays out.
+            b = self.explorer(d)
+            b.load()
+            self.assertEqual(b.explorable(), ["syncblk-task"])
+            self.assertEqual(b.finish(), explore.EXIT_FAIL)
+
+    def test_a_baseline_that_fails_its_own_check_is_refused(self):
+        """A guest test that checks its own faults fails without them: the
+        scenario's, not the kernel's."""
+        fail = Report(scenario="smoke", seed=1, status=EXIT_FAIL, outcome="fail",
+                      reason="guest tests failed (exit 1, 1 not ok)", diag={"data_errors": 0})
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaisesRegex(SetupError, "smoke fails with no faults"):
+                self.baseline(d, ["smoke"], [fail])
 
     def test_bad_input_is_one_line_before_any_vm(self):
         with tempfile.TemporaryDirectory() as d:

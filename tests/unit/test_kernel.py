@@ -384,6 +384,56 @@ class Names(unittest.TestCase):
         self.assertIsNone(none.kernel)
 
 
+class InputsIndex(unittest.TestCase):
+    """A cached build is found from its inputs without the family lock."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.saved = kernel.KCACHE, kernel.CONFIG_DIR
+        kernel.KCACHE = os.path.join(self.tmp.name, "cache")
+        kernel.CONFIG_DIR = os.path.join(self.tmp.name, "configs")
+        os.makedirs(kernel.CONFIG_DIR)
+        for name in kernel.FRAGMENTS.values():
+            with open(os.path.join(kernel.CONFIG_DIR, name), "w") as f:
+                f.write(f"# {name}\nCONFIG_X=y\n")
+
+    def tearDown(self):
+        kernel.KCACHE, kernel.CONFIG_DIR = self.saved
+        self.tmp.cleanup()
+
+    def ident(self, src="linux-source-6.1=6.1.192-3", patches=(), base="tinyconfig",
+              kasan=False, kcov=False, cc="gcc 12.2.0 | ld 2.40"):
+        return kernel.inputs_id(src, list(patches), base, kasan, kcov, cc)
+
+    def test_each_input_changes_it(self):
+        base = self.ident()
+        self.assertEqual(self.ident(), base)
+        others = [self.ident(src="linux-source-6.12=6.12.118-1~deb12u1"),
+                  self.ident(patches=["--- a/x\n+++ b/x\n"]), self.ident(base="defconfig"),
+                  self.ident(kasan=True), self.ident(kcov=True), self.ident(cc="gcc 13")]
+        self.assertEqual(len({base, *others}), 7)
+        with open(os.path.join(kernel.CONFIG_DIR, kernel.FRAGMENTS["faultline"]), "a") as f:
+            f.write("CONFIG_Y=y\n")
+        self.assertNotEqual(self.ident(), base)      # the fragment's text counts
+        cfg = os.path.join(self.tmp.name, "my.config")
+        with open(cfg, "w") as f:
+            f.write("CONFIG_A=y\n")
+        one = self.ident(base=cfg)
+        with open(cfg, "w") as f:
+            f.write("CONFIG_A=m\n")
+        self.assertNotEqual(self.ident(base=cfg), one)   # a base FILE's text counts
+
+    def test_index_points_at_an_entry_that_exists(self):
+        ident = self.ident()
+        self.assertIsNone(kernel._indexed(ident))
+        kernel._index(ident, "0123456789abcdef")
+        self.assertIsNone(kernel._indexed(ident))         # no such entry (any more)
+        entry = os.path.join(kernel.KCACHE, "entries", "0123456789abcdef")
+        os.makedirs(entry)
+        open(os.path.join(entry, "bzImage"), "w").close()
+        self.assertEqual(kernel._indexed(ident), "0123456789abcdef")
+
+
 class CacheSafety(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()

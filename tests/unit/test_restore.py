@@ -5,6 +5,7 @@ one-line refusals of `run --restore` (exit 2 before anything is built)."""
 
 import io
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -117,6 +118,18 @@ class KeyTest(unittest.TestCase):
         self.assertNotEqual(base, self.key(sc))
 
 
+class PlaceholderTest(unittest.TestCase):
+    def test_guest_and_launcher_agree(self):
+        """The saved QEMU's placeholder is what guest/tools/fwcfg.c takes
+        for "not there yet", and both use one size."""
+        with open(os.path.join(TOP, "guest", "tools", "fwcfg.c")) as f:
+            src = f.read()
+        text = re.search(r'^#define PLACEHOLDER "([^"]*)"$', src, re.M).group(1)
+        size = int(re.search(r"^#define FWCFG_SIZE\s+(\d+)$", src, re.M).group(1))
+        self.assertEqual(text.encode(), restore.FWCFG_PLACEHOLDER)
+        self.assertEqual(size, restore.FWCFG_SIZE)
+
+
 class ClockTest(unittest.TestCase):
     """A saved guest whose boot miscalibrated its TSC is not kept."""
 
@@ -225,12 +238,14 @@ class RefusalTest(unittest.TestCase):
             kernel = os.path.join(d, "bzImage")
             open(kernel, "w").close()
             for val, refused in (("# CONFIG_X86_IOPL_IOPERM is not set", True),
-                                 ("CONFIG_X86_IOPL_IOPERM=y", False)):
+                                 ("CONFIG_X86_IOPL_IOPERM=y", False),
+                                 ("CONFIG_FW_CFG_SYSFS=y", False),
+                                 ("CONFIG_FW_CFG_SYSFS=m", True)):
                 with open(os.path.join(d, ".config"), "w") as f:
                     f.write(val + "\n")
                 o = opts(kernel=kernel)
                 if refused:
-                    with self.assertRaisesRegex(SetupError, "lacks CONFIG_X86_IOPL_IOPERM=y"):
+                    with self.assertRaisesRegex(SetupError, "lacks both CONFIG_X86_IOPL_IOPERM=y and CONFIG_FW_CFG_SYSFS=y"):
                         restore.check(scenario.load("smoke"), o)
                 else:
                     restore.check(scenario.load("smoke"), o)
