@@ -858,7 +858,7 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
     if "/" in name or name.startswith("."):
         raise SetupError(f"--name {name!r}: a name has no '/' and does not start with '.'")
     compiler = compiler_id()
-    inputs = (inputs_id(src.ident, patches, args.base, args.kasan, args.kcov, compiler)
+    inputs = (inputs_id(src.ident, patches, cfg.base, cfg.kasan, cfg.kcov, compiler)
               if src.pristine else None)    # a user's tree can change under one identity
     hit = inputs and _indexed(inputs)
     if hit:
