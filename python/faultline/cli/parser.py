@@ -208,6 +208,9 @@ def parser():
                     help="also lie, corrupt, read errors and unrecoverable faults")
     ex.add_argument("--deterministic", action="store_true",
                     help="every run --deterministic (icount)")
+    ex.add_argument("--restore", action="store_true",
+                    help="every run from a guest booted and saved once, the swap device "
+                         "hot-added (no boot per run; not with --deterministic)")
     ex.add_argument("--memory", type=inputs.memory_size, help="guest RAM (overrides vm.memory)")
     ex.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
     ex.add_argument("--timeout", type=inputs.duration, help="watchdog per run")
