@@ -49,6 +49,7 @@ struct options {
     int fill_writeback;     /* 0: no zswap writeback before the writeback phase */
     int wb_refaults;        /* refault: mark the pages written back, refault those */
     int heal_slots;         /* heal: name the redirtied folios, see them written */
+    int leak_check;         /* race: the memcg's LRU empties once the pattern is gone */
 };
 
 /* ------------------------------------------------------------ environment */

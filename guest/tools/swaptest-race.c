@@ -184,6 +184,51 @@ static void *race_reclaimer(void *arg)
     return NULL;
 }
 
+/* Pages on the memcg's four LRU lists (memory.stat, in bytes); -1 unreadable. */
+static long long memcg_lru_pages(const struct options *o)
+{
+    static const char *const keys[] = { "inactive_anon", "active_anon", "inactive_file",
+                                        "active_file" };
+    long long sum = 0;
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        long long v = gl_memcg_stat(o->cgroup, keys[i]);
+
+        if (v < 0) {
+            return -1;
+        }
+        sum += v;
+    }
+    return sum / GL_PAGE_SIZE;
+}
+
+/*
+ * --leak-check: once the pattern is unmapped, nothing of the workload may
+ * stay on the memcg's LRU (swaptest's own memory is mlocked, hence
+ * unevictable).  Reclaim until the lists are empty, for at most about 5 s
+ * (folios may still be under a slow write).  A folio that stays is leaked:
+ * charged, on the LRU, and no one's; reclaim skips it only if it is locked
+ * or pinned, so a locked folio left behind also shows here.
+ */
+static void race_leak_check(const struct options *o)
+{
+    long long left = -1;
+    int passes;
+
+    for (passes = 1; passes <= 50; passes++) {
+        gl_memcg_write(o->cgroup, "memory.reclaim", "64M");
+        left = memcg_lru_pages(o);
+        if (left == 0) {
+            break;
+        }
+        gl_sleep_ms(100);
+    }
+    ktap_diag("race lru_left_pages %lld reclaim_passes %d", left, passes);
+    ktap_check(left == 0, ktap_name("memory comes back: no page left on the memcg's LRU "
+                                    "once the pattern is unmapped"),
+               "%lld pages left after %d reclaim passes", left, passes);
+}
+
 void race(const struct options *o, struct run *Rn)
 {
     struct race R = { .o = o };
@@ -246,10 +291,14 @@ void race(const struct options *o, struct run *Rn)
     Rn->t1 = gl_now_s();
     munmap(R.mem, R.chunks * clen);
     free(R.c);
+    if (o->leak_check) {
+        race_leak_check(o);
+    }
 }
 
-/* The KTAP results race() reports: filled, armed, disarmed, race, final verify. */
+/* The KTAP results race() reports: filled, armed, disarmed, race, final verify,
+ * leak check. */
 int race_planned(const struct options *o)
 {
-    return 3 + (o->arm_state >= 0) + (o->arm_state >= 0 && o->disarm);
+    return 3 + (o->arm_state >= 0) + (o->arm_state >= 0 && o->disarm) + o->leak_check;
 }

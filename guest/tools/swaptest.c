@@ -87,7 +87,7 @@ static void usage(void)
 "  --expect-ctx hardirq|softirq|irq|task --expect-sync --expect-async\n"
 "  --expect-errors --expect-sigbus --device-lost\n"
 "  --pattern half|compressible\n"
-"  --threads N --duration SECONDS --chunk-pages N   (race)\n"
+"  --threads N --duration SECONDS --chunk-pages N --leak-check   (race)\n"
 "  --page-cluster N --expect-ra zero|some   (readahead)\n");
     exit(2);
 }
@@ -148,6 +148,7 @@ static const struct option longopts[] = {
     { "heal-check", required_argument, NULL, 5 },
     { "no-disarm", no_argument, NULL, 6 },
     { "device-lost", no_argument, NULL, 7 },
+    { "leak-check", no_argument, NULL, 8 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -185,6 +186,7 @@ static void apply_options(struct options *o, int argc, char **argv)
         case 5: o->heal_slots = on_off(optarg); break;
         case 6: o->disarm = 0; break;
         case 7: o->device_lost = 1; break;
+        case 8: o->leak_check = 1; break;
         case 'e': o->expect_errors = 1; break;
         case 'b': o->expect_sigbus = 1; break;
         case 't': o->threads = atoi(optarg); break;
