@@ -372,6 +372,12 @@ static void *churner(void *arg)
     return NULL;
 }
 
+/* A counter's delta, 0 where this kernel lacks the counter. */
+static long long vm_sum(const struct gl_vmstat *before, const struct gl_vmstat *after, int id)
+{
+    return after->v[id] < 0 || before->v[id] < 0 ? 0 : gl_vmstat_delta(before, after, id);
+}
+
 /* count mode: pages whose counter is not the total of passes, or whose
  * other words are not theirs. */
 static size_t count_verify(long long want, long long *lost, size_t *first_bad)
@@ -523,6 +529,15 @@ int main(int argc, char **argv)
                gl_vmstat_delta(&filled, &after, VM_PSWPIN),
                gl_vmstat_delta(&filled, &after, VM_ZSWPIN), swapoffs);
     gl_vmstat_report("vmstat", &before, &after);
+    /* Every page is back by now, so each write to swap was read back at
+     * most once by a fault that mapped it (a zswap writeback is one more
+     * write, pswpout, of the same store): reads beyond the writes are
+     * swap-ins whose fault failed and dropped its folio (a lower bound:
+     * swap-cache hits read nothing). */
+    ktap_diag("swapin_excess_reads %lld",
+              vm_sum(&before, &after, VM_PSWPIN) + vm_sum(&before, &after, VM_ZSWPIN) -
+              vm_sum(&before, &after, VM_PSWPOUT) - vm_sum(&before, &after, VM_ZSWPOUT) +
+              vm_sum(&before, &after, VM_ZSWPWB));
     ktap_diag("passes %lld", want);
     ktap_diag("lost_increments %lld", lost);
     ktap_diag("race_reads %lld", reads);

@@ -71,6 +71,10 @@ NEEDS = [
     ("zswap zbud pool (swap.zpool)", lambda sc: sc.swap.get("zpool") == "zbud", ("ZBUD",)),
     ("kprobe/kretprobe metrics (swapctx, swaptest, kprobe diag keys)", uses_probes,
      ("KPROBES=y", "KRETPROBES=y", "KPROBE_EVENTS=y", "HIST_TRIGGERS=y")),
+    # Without it the toggler's userfaultfd() is ENOSYS and the race it
+    # stresses never runs: refuse the run rather than fail it in the guest.
+    ("userfaultfd write-protect (swaprace --wp-toggle)",
+     lambda sc: "--wp-toggle" in command_words(sc), ("USERFAULTFD=y",)),
 ]
 
 

@@ -145,6 +145,18 @@ class CheckTest(unittest.TestCase):
         msg = self.refusal("zswap-writeback-reuse", vals, tempfile.mkdtemp())
         self.assertIn("CONFIG_ZBUD not set", msg)
 
+    def test_wp_toggle_needs_userfaultfd(self):
+        # A kernel without userfaultfd ran zswap-swapin-race with no toggler
+        # at all (ENOSYS in the guest): it is refused before boot instead.
+        vals = full_config([load("zswap-swapin-race")])
+        self.assertEqual(vals.get("USERFAULTFD"), "y")
+        kconfig.check([load("zswap-swapin-race")], self.kernel_with(vals), tempfile.mkdtemp())
+        vals["USERFAULTFD"] = "n"
+        msg = self.refusal("zswap-swapin-race", vals, tempfile.mkdtemp())
+        self.assertIn("CONFIG_USERFAULTFD not set, needs =y (userfaultfd write-protect", msg)
+        # A swaprace without the toggler does not need it.
+        kconfig.check([load("swapin-race-sync")], self.kernel_with(vals), tempfile.mkdtemp())
+
     def test_nvme_module_needs_modules(self):
         vals = full_config([load("nvme-write-error")])
         vals["BLK_DEV_NVME"] = "m"
@@ -264,7 +276,7 @@ class GuestImageTest(unittest.TestCase):
 class DocsTest(unittest.TestCase):
     """docs/scenarios.md's kernel requirement tables follow NEEDS."""
     LABELS = ["init", "NVMe", "syncblk", "virtio-blk", "virtio-scsi", "zswap",
-              "zswap shrinker", "zbud", "probes"]
+              "zswap shrinker", "zbud", "probes", "userfaultfd"]
 
     def test_tables_match_the_table(self):
         with open(os.path.join(TOP, "docs", "scenarios.md")) as f:
