@@ -17,7 +17,11 @@
  * loop (--discard: swapon with discards, at swapon and as slots are
  * freed); --churn adds a thread that forks short-lived children which
  * fill, page out, verify and exit (their swap entries are freed by exit
- * while swapoff runs).
+ * while swapoff runs).  --thp backs the region and the children with
+ * transparent huge pages: swapping one out takes a whole free swap cluster
+ * (no per-CPU slot cache), so when every empty cluster still waits for its
+ * discard the allocator issues those discards itself.  With --discard a
+ * stack-keyed kprobe on blkdev_issue_discard counts who issued them.
  *
  * Guarantee under test: concurrent swap-in of one page by several threads
  * (and any PTE change during a swap-in) returns the latest data; swapoff
@@ -66,6 +70,7 @@ static struct {
     int churn;
     int pause_us;
     int swapon_ms;
+    int thp;
 } o;
 
 static uint8_t *mem;
@@ -75,7 +80,8 @@ static double deadline;
 static long long *passes;          /* per worker, count mode */
 static long long reads, bad_reads, pageouts, pageout_errors, wp_toggles, wp_errors;
 static long long swapoffs, swapoff_errors, swapon_errors, children, child_failures;
-static double swapoff_max_s;
+static double swapoff_max_s, swapoff_total_s;
+static long long swapoff_inuse_kb;         /* summed over the swapoffs */
 static long long swap_free_min_kb = -1;
 
 /* SwapFree in kB (-1 without swap): the pager tracks how full swap got. */
@@ -89,6 +95,82 @@ static long long swap_free_kb(void)
     }
     return strtoll(p + 9, NULL, 10);
 }
+/* SwapTotal - SwapFree in kB (-1 without /proc/meminfo). */
+static long long swap_used_kb(void)
+{
+    char buf[4096], *p;
+    int n = gl_read_file("/proc/meminfo", buf, sizeof(buf));
+
+    if (n < 0 || !(p = strstr(buf, "SwapTotal:"))) {
+        return -1;
+    }
+    return strtoll(p + 10, NULL, 10) - swap_free_kb();
+}
+
+#define THP_SIZE (2UL << 20)
+
+/* @n pages of anonymous memory, 2 MiB aligned, huge pages or none (--thp). */
+static uint8_t *map_pages(size_t n)
+{
+    size_t len = n * GL_PAGE_SIZE;
+    uint8_t *m = mmap(NULL, len + THP_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (m == MAP_FAILED) {
+        return NULL;
+    }
+    m = (uint8_t *)(((uintptr_t)m + THP_SIZE - 1) & ~(THP_SIZE - 1));
+    madvise(m, len, o.thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    return m;
+}
+
+/*
+ * Who issued the swap device's discards: a kprobe on blkdev_issue_discard
+ * whose hist is keyed on the call stack, split by the innermost of these
+ * callers (swapon's whole-area discard, the discard worker, an allocator
+ * that found no free cluster and ran the pending discards itself).
+ */
+#define DISCARD_GROUP "fl_swaprace"
+#define DISCARD_EVENT "discard_stack"
+enum { DISCARD_BY_SWAPON, DISCARD_BY_WORKER, DISCARD_BY_ALLOCATOR, DISCARD_BY__N };
+static const char *const discard_frames[DISCARD_BY__N] = {
+    "__x64_sys_swapon", "swap_discard_work", "get_swap_pages",
+};
+static const char *const discard_by_name[DISCARD_BY__N] = { "swapon", "worker", "allocator" };
+static int discard_probe_ok;
+
+static void discard_probe_start(void)
+{
+    int err;
+
+    gl_kprobe_stack_remove(DISCARD_GROUP, DISCARD_EVENT);
+    err = gl_kprobe_stack_add(DISCARD_GROUP, DISCARD_EVENT, "blkdev_issue_discard");
+    discard_probe_ok = !err;
+    if (err) {
+        ktap_diag("kprobe blkdev_issue_discard not installed: %s", strerror(-err));
+    }
+}
+
+static void discard_probe_report(void)
+{
+    char path[256];
+    long long hits[DISCARD_BY__N], total, other;
+
+    if (!discard_probe_ok) {
+        return;
+    }
+    gl_trace_event_path(path, sizeof(path), DISCARD_GROUP, DISCARD_EVENT, "hist");
+    if (gl_hist_read_frames(path, discard_frames, DISCARD_BY__N, hits, &total) == 0) {
+        other = total;
+        for (int i = 0; i < DISCARD_BY__N; i++) {
+            ktap_diag("kprobe blkdev_issue_discard %s %lld", discard_by_name[i], hits[i]);
+            other -= hits[i];
+        }
+        ktap_diag("kprobe blkdev_issue_discard other %lld", other);
+    }
+    gl_kprobe_stack_remove(DISCARD_GROUP, DISCARD_EVENT);
+}
+
 static size_t first_bad_read = (size_t)-1;
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -98,7 +180,7 @@ static void usage(void)
             "usage: swaprace [--mode count|read] [--mem SIZE] [--workers N] [--seconds N]\n"
             "                [--seed N] [--pageout-chunk PAGES] [--wp-toggle]\n"
             "                [--swapoff-cycle DEV [--discard]] [--churn] [--pass-pause-us N]\n"
-            "                [--swapon-ms N]\n");
+            "                [--swapon-ms N] [--thp]\n");
     exit(2);
 }
 
@@ -117,6 +199,7 @@ static void parse_args(int argc, char **argv)
         { "churn", no_argument, NULL, 'C' },
         { "pass-pause-us", required_argument, NULL, 'P' },
         { "swapon-ms", required_argument, NULL, 'O' },
+        { "thp", no_argument, NULL, 'H' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -145,6 +228,7 @@ static void parse_args(int argc, char **argv)
         case 'C': o.churn = 1; break;
         case 'P': o.pause_us = atoi(optarg); break;
         case 'O': o.swapon_ms = atoi(optarg); break;
+        case 'H': o.thp = 1; break;
         default: usage();
         }
     }
@@ -303,6 +387,7 @@ static void *swapoff_cycler(void *arg)
     int flags = o.discard ? SWAP_FLAG_DISCARD : 0;
 
     while (!stop) {
+        long long used = swap_used_kb();
         double t = gl_now_s();
 
         if (swapoff(o.swapoff_dev)) {
@@ -314,6 +399,8 @@ static void *swapoff_cycler(void *arg)
         if (t > swapoff_max_s) {
             swapoff_max_s = t;
         }
+        swapoff_total_s += t;
+        swapoff_inuse_kb += used > 0 ? used : 0;
         swapoffs++;
         if (swapon(o.swapoff_dev, flags)) {
             swapon_errors++;
@@ -332,14 +419,12 @@ static void *swapoff_cycler(void *arg)
 static int churn_child(uint64_t seed)
 {
     size_t n = 1024;
-    uint8_t *m = mmap(NULL, n * GL_PAGE_SIZE, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *m = map_pages(n);
     size_t first;
 
-    if (m == MAP_FAILED) {
+    if (!m) {
         return 3;
     }
-    madvise(m, n * GL_PAGE_SIZE, MADV_NOHUGEPAGE);
     gl_pattern_fill(m, n, seed);
     madvise(m, n * GL_PAGE_SIZE, MADV_PAGEOUT);
     /* Half back in (verified), half left on swap for exit to free. */
@@ -412,18 +497,17 @@ int main(int argc, char **argv)
     pages = o.mem / GL_PAGE_SIZE;
     ktap_header(5 + !!o.swapoff_dev + o.churn);
     ktap_diag("swaprace mode=%s pages=%zu workers=%d seconds=%d seed=%" PRIu64
-              " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d",
+              " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d thp=%d",
               o.mode == MODE_COUNT ? "count" : "read", pages, o.workers, o.seconds, o.seed,
-              o.chunk, o.wp_toggle, o.pause_us);
+              o.chunk, o.wp_toggle, o.pause_us, o.thp);
     gl_vmstat_read(&before);
 
-    mem = mmap(NULL, pages * GL_PAGE_SIZE, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
+    /* Order-0 folios unless --thp: the skip-swapcache path is the
+     * single-page one. */
+    mem = map_pages(pages);
+    if (!mem) {
         ktap_bail("mmap %zu pages failed", pages);
     }
-    /* Order-0 folios only: the skip-swapcache path is the single-page one. */
-    madvise(mem, pages * GL_PAGE_SIZE, MADV_NOHUGEPAGE);
     if (o.mode == MODE_COUNT) {
         count_fill();
     } else {
@@ -448,6 +532,9 @@ int main(int argc, char **argv)
         if (err) {
             ktap_diag("userfaultfd write-protect setup failed: %s", strerror(-err));
         }
+    }
+    if (o.discard) {
+        discard_probe_start();
     }
     passes = calloc(o.workers, sizeof(*passes));
     deadline = gl_now_s() + o.seconds;
@@ -530,12 +617,17 @@ int main(int argc, char **argv)
     ktap_diag("wp_toggles %lld", wp_toggles);
     ktap_diag("swapoff_cycles %lld", swapoffs);
     ktap_diag("swapoff_max_ms %.0f", swapoff_max_s * 1000);
+    ktap_diag("swapoff_mean_ms %.0f", swapoffs ? swapoff_total_s * 1000 / swapoffs : 0);
+    ktap_diag("swapoff_mean_inuse_kb %lld", swapoffs ? swapoff_inuse_kb / swapoffs : 0);
     ktap_diag("churn_children %lld", children);
     if (swap_free_min_kb >= 0) {
         ktap_diag("swap_free_min_kb %lld", swap_free_min_kb);
     }
     ktap_diag("pages_verified %zu", pages);
     ktap_diag("data_errors %zu", bad + (size_t)bad_reads);
+    if (o.discard) {
+        discard_probe_report();
+    }
     ktap_diag("elapsed %.1fs", gl_now_s() - t0);
     munmap(mem, pages * GL_PAGE_SIZE);
     return ktap_finish();
