@@ -17,7 +17,10 @@
  * loop (--discard: swapon with discards, at swapon and as slots are
  * freed); --churn adds a thread that forks short-lived children which
  * fill, page out, verify and exit (their swap entries are freed by exit
- * while swapoff runs).  --thp backs the region and the children with
+ * while swapoff runs; --churners N runs N such threads, --churn-mem SIZE
+ * sizes each child; --swapoff-on-exit makes the cycler swap off right after
+ * a child exited, as a shutdown does once the processes holding swap are
+ * gone).  --thp backs the region and the children with
  * transparent huge pages: swapping one out takes a whole free swap cluster
  * (no per-CPU slot cache), so when every empty cluster still waits for its
  * discard the allocator issues those discards itself.  With --discard a
@@ -68,6 +71,8 @@ static struct {
     const char *swapoff_dev;
     int discard;
     int churn;
+    uint64_t churn_mem;
+    int swapoff_on_exit;
     int pause_us;
     int swapon_ms;
     int thp;
@@ -80,6 +85,11 @@ static double deadline;
 static long long *passes;          /* per worker, count mode */
 static long long reads, bad_reads, pageouts, pageout_errors, wp_toggles, wp_errors;
 static long long swapoffs, swapoff_errors, swapon_errors, children, child_failures;
+static long long swapoffs_after_exit;
+/* Churn children exits, for --swapoff-on-exit. */
+static pthread_mutex_t exit_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t exit_cond = PTHREAD_COND_INITIALIZER;
+static long long exits;
 static double swapoff_max_s, swapoff_total_s;
 static long long swapoff_inuse_kb;         /* summed over the swapoffs */
 static long long swap_free_min_kb = -1;
@@ -151,6 +161,32 @@ static void discard_probe_start(void)
     }
 }
 
+/* The hist's stacks, function names only (no offsets: no diag keys). */
+static void discard_stack_dump(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[512], stack[1024] = "";
+    int lines = 0;
+
+    while (f && fgets(line, sizeof(line), f) && lines < 40) {
+        char *p = line + strspn(line, " \t");
+        size_t n = strcspn(p, "+\n");
+
+        if (*p == '{') {
+            stack[0] = '\0';
+        } else if (*p == '}') {
+            ktap_diag("discard stack:%s", stack);
+            lines++;
+        } else if (*p != '#' && n && strlen(stack) + n + 2 < sizeof(stack)) {
+            strcat(stack, " ");
+            strncat(stack, p, n);
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+}
+
 static void discard_probe_report(void)
 {
     char path[256];
@@ -167,6 +203,9 @@ static void discard_probe_report(void)
             other -= hits[i];
         }
         ktap_diag("kprobe blkdev_issue_discard other %lld", other);
+        if (other) {
+            discard_stack_dump(path);
+        }
     }
     gl_kprobe_stack_remove(DISCARD_GROUP, DISCARD_EVENT);
 }
@@ -179,7 +218,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: swaprace [--mode count|read] [--mem SIZE] [--workers N] [--seconds N]\n"
             "                [--seed N] [--pageout-chunk PAGES] [--wp-toggle]\n"
-            "                [--swapoff-cycle DEV [--discard]] [--churn] [--pass-pause-us N]\n"
+            "                [--swapoff-cycle DEV [--discard] [--swapoff-on-exit]]\n"
+            "                [--churn [--churners N] [--churn-mem SIZE]] [--pass-pause-us N]\n"
             "                [--swapon-ms N] [--thp]\n");
     exit(2);
 }
@@ -197,6 +237,9 @@ static void parse_args(int argc, char **argv)
         { "swapoff-cycle", required_argument, NULL, 'S' },
         { "discard", no_argument, NULL, 'D' },
         { "churn", no_argument, NULL, 'C' },
+        { "churners", required_argument, NULL, 'N' },
+        { "churn-mem", required_argument, NULL, 'E' },
+        { "swapoff-on-exit", no_argument, NULL, 'X' },
         { "pass-pause-us", required_argument, NULL, 'P' },
         { "swapon-ms", required_argument, NULL, 'O' },
         { "thp", no_argument, NULL, 'H' },
@@ -205,7 +248,8 @@ static void parse_args(int argc, char **argv)
     int c;
 
     o = (typeof(o)){ .mode = MODE_COUNT, .mem = 16 << 20, .workers = 4, .seconds = 30,
-                     .seed = 1, .chunk = 64, .swapon_ms = 200 };
+                     .seed = 1, .chunk = 64, .swapon_ms = 200,
+                     .churn_mem = 1024 * GL_PAGE_SIZE };
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'M':
@@ -225,7 +269,10 @@ static void parse_args(int argc, char **argv)
         case 'W': o.wp_toggle = 1; break;
         case 'S': o.swapoff_dev = optarg; break;
         case 'D': o.discard = 1; break;
-        case 'C': o.churn = 1; break;
+        case 'C': o.churn = o.churn ? o.churn : 1; break;
+        case 'N': o.churn = atoi(optarg); break;
+        case 'E': o.churn_mem = gl_parse_size(optarg); break;
+        case 'X': o.swapoff_on_exit = 1; break;
         case 'P': o.pause_us = atoi(optarg); break;
         case 'O': o.swapon_ms = atoi(optarg); break;
         case 'H': o.thp = 1; break;
@@ -236,7 +283,9 @@ static void parse_args(int argc, char **argv)
      * count mode writes would block its workers on uffd faults. */
     if (optind != argc || o.mem < 2 * GL_PAGE_SIZE || o.workers < 2 || o.workers % 2 ||
         o.workers > 64 || o.seconds < 1 || !o.chunk || o.pause_us < 0 || o.swapon_ms < 0 ||
-        (o.wp_toggle && o.mode != MODE_READ) || (o.discard && !o.swapoff_dev)) {
+        (o.wp_toggle && o.mode != MODE_READ) || (o.discard && !o.swapoff_dev) ||
+        o.churn < 0 || o.churn > 2 || o.churn_mem < 2 * GL_PAGE_SIZE ||
+        (o.swapoff_on_exit && (!o.swapoff_dev || !o.churn))) {
         usage();
     }
 }
@@ -382,13 +431,39 @@ static void *wp_toggler(void *arg)
     return NULL;
 }
 
+/* --swapoff-on-exit: wait (at most 2 s) for the next churn child to exit;
+ * 1 if one did. */
+static int wait_child_exit(void)
+{
+    struct timespec ts;
+    long long seen;
+    int got;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 2;
+    pthread_mutex_lock(&exit_lock);
+    seen = exits;
+    while (exits == seen && !stop &&
+           pthread_cond_timedwait(&exit_cond, &exit_lock, &ts) == 0) {
+    }
+    got = exits != seen;
+    pthread_mutex_unlock(&exit_lock);
+    return got;
+}
+
 static void *swapoff_cycler(void *arg)
 {
     int flags = o.discard ? SWAP_FLAG_DISCARD : 0;
 
     while (!stop) {
-        long long used = swap_used_kb();
-        double t = gl_now_s();
+        long long used;
+        double t;
+
+        if (o.swapoff_on_exit && wait_child_exit()) {
+            swapoffs_after_exit++;
+        }
+        used = swap_used_kb();
+        t = gl_now_s();
 
         if (swapoff(o.swapoff_dev)) {
             swapoff_errors++;
@@ -418,7 +493,7 @@ static void *swapoff_cycler(void *arg)
  * unmap frees the swap entries it still holds. */
 static int churn_child(uint64_t seed)
 {
-    size_t n = 1024;
+    size_t n = o.churn_mem / GL_PAGE_SIZE;
     uint8_t *m = map_pages(n);
     size_t first;
 
@@ -438,21 +513,25 @@ static int churn_child(uint64_t seed)
 static void *churner(void *arg)
 {
     while (!stop) {
+        long long id = __atomic_fetch_add(&children, 1, __ATOMIC_RELAXED);
         pid_t pid = fork();
         int st;
 
         if (pid == 0) {
-            _exit(churn_child(o.seed + 1000 + children));
+            _exit(churn_child(o.seed + 1000 + id));
         }
         if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
-            child_failures++;
+            __atomic_fetch_add(&child_failures, 1, __ATOMIC_RELAXED);
             if (pid > 0) {
-                ktap_diag("churn child %lld: %s %d", children,
+                ktap_diag("churn child %lld: %s %d", id,
                           WIFSIGNALED(st) ? "signal" : "exit",
                           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
             }
         }
-        children++;
+        pthread_mutex_lock(&exit_lock);
+        exits++;
+        pthread_cond_broadcast(&exit_cond);
+        pthread_mutex_unlock(&exit_lock);
     }
     return NULL;
 }
@@ -495,7 +574,7 @@ int main(int argc, char **argv)
 
     parse_args(argc, argv);
     pages = o.mem / GL_PAGE_SIZE;
-    ktap_header(5 + !!o.swapoff_dev + o.churn);
+    ktap_header(5 + !!o.swapoff_dev + !!o.churn);
     ktap_diag("swaprace mode=%s pages=%zu workers=%d seconds=%d seed=%" PRIu64
               " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d thp=%d",
               o.mode == MODE_COUNT ? "count" : "read", pages, o.workers, o.seconds, o.seed,
@@ -551,7 +630,7 @@ int main(int argc, char **argv)
     if (!err && o.swapoff_dev) {
         err = pthread_create(&th[nth++], NULL, swapoff_cycler, NULL);
     }
-    if (!err && o.churn) {
+    for (int i = 0; i < o.churn && !err; i++) {
         err = pthread_create(&th[nth++], NULL, churner, NULL);
     }
     /* The workers end at the deadline; then the pager and the toggler. */
@@ -620,6 +699,9 @@ int main(int argc, char **argv)
     ktap_diag("swapoff_mean_ms %.0f", swapoffs ? swapoff_total_s * 1000 / swapoffs : 0);
     ktap_diag("swapoff_mean_inuse_kb %lld", swapoffs ? swapoff_inuse_kb / swapoffs : 0);
     ktap_diag("churn_children %lld", children);
+    if (o.swapoff_on_exit) {
+        ktap_diag("swapoffs_after_exit %lld", swapoffs_after_exit);
+    }
     if (swap_free_min_kb >= 0) {
         ktap_diag("swap_free_min_kb %lld", swap_free_min_kb);
     }
