@@ -482,7 +482,11 @@ static int churn_child(uint64_t seed)
     if (gl_pattern_verify(m, n / 2, seed, &first)) {
         return 1;
     }
-    madvise(m, n * GL_PAGE_SIZE, MADV_PAGEOUT);
+    /* The verified half is small pages now: with --thp it stays resident,
+     * so that every swap-out of a child is a whole huge page. */
+    if (!o.thp) {
+        madvise(m, n * GL_PAGE_SIZE, MADV_PAGEOUT);
+    }
     return 0;
 }
 
