@@ -152,6 +152,30 @@ static const struct {
     [DP_WORKER] = { "discard_worker", "swap_discard_work" },
 };
 static int discard_probe_ok[DP__N];
+/* Kretprobes on the same functions: runs that ended while a swapoff ran. */
+static const char *const discard_ret_event[DP__N] = {
+    [DP_ALL] = "discard_runs_ret", [DP_WORKER] = "discard_worker_ret",
+};
+static int discard_ret_ok[DP__N];
+static long long allocator_runs_in_swapoff = -1;
+
+/* Returns counted so far by kretprobe @i (-1 if it is not installed). */
+static long long discard_returns(int i)
+{
+    char path[256];
+    struct gl_ret_hist h;
+
+    gl_trace_event_path(path, sizeof(path), DISCARD_GROUP, discard_ret_event[i], "hist");
+    return discard_ret_ok[i] && gl_hist_read_ret(path, &h) == 0 ? h.total : -1;
+}
+
+/* Allocator runs of the pending discards that returned so far (-1: unknown). */
+static long long allocator_returns(void)
+{
+    long long all = discard_returns(DP_ALL), worker = discard_returns(DP_WORKER);
+
+    return all >= 0 && worker >= 0 ? all - worker : -1;
+}
 
 static void discard_probe_start(void)
 {
@@ -164,6 +188,12 @@ static void discard_probe_start(void)
         if (err) {
             ktap_diag("kprobe %s not installed: %s", discard_probe[i].sym, strerror(-err));
         }
+        gl_kretprobe_hist_remove(DISCARD_GROUP, discard_ret_event[i]);
+        discard_ret_ok[i] = !gl_kretprobe_hist_add(DISCARD_GROUP, discard_ret_event[i],
+                                                   discard_probe[i].sym);
+    }
+    if (discard_ret_ok[DP_ALL] && discard_ret_ok[DP_WORKER]) {
+        allocator_runs_in_swapoff = 0;
     }
 }
 
@@ -181,9 +211,11 @@ static void discard_probe_report(void)
             ktap_diag("kprobe %s %lld", discard_probe[i].sym, n[i]);
         }
         gl_kprobe_hist_remove(DISCARD_GROUP, discard_probe[i].event);
+        gl_kretprobe_hist_remove(DISCARD_GROUP, discard_ret_event[i]);
     }
     ktap_diag("discard_runs_by_allocator %lld",
               n[DP_ALL] >= 0 && n[DP_WORKER] >= 0 ? n[DP_ALL] - n[DP_WORKER] : -1);
+    ktap_diag("discard_runs_by_allocator_ended_in_swapoff %lld", allocator_runs_in_swapoff);
 }
 
 static size_t first_bad_read = (size_t)-1;
@@ -432,13 +464,14 @@ static void *swapoff_cycler(void *arg)
     int flags = o.discard ? SWAP_FLAG_DISCARD : 0;
 
     while (!stop) {
-        long long used;
+        long long used, ended;
         double t;
 
         if (o.swapoff_on_exit && wait_child_exit()) {
             swapoffs_after_exit++;
         }
         used = swap_used_kb();
+        ended = allocator_runs_in_swapoff >= 0 ? allocator_returns() : -1;
         t = gl_now_s();
 
         if (swapoff(o.swapoff_dev)) {
@@ -447,6 +480,16 @@ static void *swapoff_cycler(void *arg)
             break;
         }
         t = gl_now_s() - t;
+        /* Allocator runs of the pending discards that returned while
+         * swapoff ran: swapoff overlapped an allocator outside the swap
+         * lock (the window swapoff must wait out). */
+        if (ended >= 0) {
+            long long now = allocator_returns();
+
+            if (now >= ended) {
+                allocator_runs_in_swapoff += now - ended;
+            }
+        }
         if (t > swapoff_max_s) {
             swapoff_max_s = t;
         }
