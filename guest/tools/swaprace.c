@@ -119,6 +119,32 @@ static long long swap_used_kb(void)
 
 #define THP_SIZE (2UL << 20)
 
+/* /proc/vmstat counter @name (-1 if absent): huge pages faulted and swapped out. */
+static long long vmstat_value(const char *name)
+{
+    static char buf[16384];
+    size_t len = strlen(name);
+    char *p = buf;
+
+    if (gl_read_file("/proc/vmstat", buf, sizeof(buf)) < 0) {
+        return -1;
+    }
+    while (p && *p) {
+        if (!strncmp(p, name, len) && p[len] == ' ') {
+            return strtoll(p + len + 1, NULL, 10);
+        }
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    return -1;
+}
+
+static const char *const thp_counters[] = {
+    "thp_fault_alloc", "thp_fault_fallback", "thp_swpout", "thp_swpout_fallback",
+};
+#define THP_COUNTERS (sizeof(thp_counters) / sizeof(thp_counters[0]))
+static long long thp_before[THP_COUNTERS];
+
 /* @n pages of anonymous memory, 2 MiB aligned, huge pages or none (--thp). */
 static uint8_t *map_pages(size_t n)
 {
@@ -638,6 +664,9 @@ int main(int argc, char **argv)
     if (o.discard) {
         discard_probe_start();
     }
+    for (size_t i = 0; i < THP_COUNTERS; i++) {
+        thp_before[i] = vmstat_value(thp_counters[i]);
+    }
     passes = calloc(o.workers, sizeof(*passes));
     deadline = gl_now_s() + o.seconds;
     for (int i = 0; i < o.workers && !err; i++) {
@@ -732,6 +761,14 @@ int main(int argc, char **argv)
     ktap_diag("data_errors %zu", bad + (size_t)bad_reads);
     if (o.discard) {
         discard_probe_report();
+    }
+    if (o.thp) {
+        for (size_t i = 0; i < THP_COUNTERS; i++) {
+            long long v = vmstat_value(thp_counters[i]);
+
+            ktap_diag("%s %lld", thp_counters[i],
+                      v >= 0 && thp_before[i] >= 0 ? v - thp_before[i] : -1);
+        }
     }
     ktap_diag("elapsed %.1fs", gl_now_s() - t0);
     munmap(mem, pages * GL_PAGE_SIZE);
