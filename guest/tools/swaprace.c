@@ -20,11 +20,8 @@
  * while swapoff runs; --churners N runs N such threads, --churn-mem SIZE
  * sizes each child; --swapoff-on-exit makes the cycler swap off right after
  * a child exited, as a shutdown does once the processes holding swap are
- * gone).  --thp backs the region and the children with
- * transparent huge pages: swapping one out takes a whole free swap cluster
- * (no per-CPU slot cache), so when every empty cluster still waits for its
- * discard the allocator issues those discards itself.  With --discard,
- * kprobes count how often an allocator did.
+ * gone).  With --discard, kprobes count how often an allocator found no
+ * free cluster and ran the pending discards itself.
  *
  * Guarantee under test: concurrent swap-in of one page by several threads
  * (and any PTE change during a swap-in) returns the latest data; swapoff
@@ -75,7 +72,6 @@ static struct {
     int swapoff_on_exit;
     int pause_us;
     int swapon_ms;
-    int thp;
 } o;
 
 static uint8_t *mem;
@@ -117,46 +113,16 @@ static long long swap_used_kb(void)
     return strtoll(p + 10, NULL, 10) - swap_free_kb();
 }
 
-#define THP_SIZE (2UL << 20)
-
-/* /proc/vmstat counter @name (-1 if absent): huge pages faulted and swapped out. */
-static long long vmstat_value(const char *name)
-{
-    static char buf[16384];
-    size_t len = strlen(name);
-    char *p = buf;
-
-    if (gl_read_file("/proc/vmstat", buf, sizeof(buf)) < 0) {
-        return -1;
-    }
-    while (p && *p) {
-        if (!strncmp(p, name, len) && p[len] == ' ') {
-            return strtoll(p + len + 1, NULL, 10);
-        }
-        p = strchr(p, '\n');
-        p = p ? p + 1 : NULL;
-    }
-    return -1;
-}
-
-static const char *const thp_counters[] = {
-    "thp_fault_alloc", "thp_fault_fallback", "thp_swpout", "thp_swpout_fallback",
-};
-#define THP_COUNTERS (sizeof(thp_counters) / sizeof(thp_counters[0]))
-static long long thp_before[THP_COUNTERS];
-
-/* @n pages of anonymous memory, 2 MiB aligned, huge pages or none (--thp). */
+/* @n pages of anonymous memory, order-0 folios only. */
 static uint8_t *map_pages(size_t n)
 {
-    size_t len = n * GL_PAGE_SIZE;
-    uint8_t *m = mmap(NULL, len + THP_SIZE, PROT_READ | PROT_WRITE,
+    uint8_t *m = mmap(NULL, n * GL_PAGE_SIZE, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
     if (m == MAP_FAILED) {
         return NULL;
     }
-    m = (uint8_t *)(((uintptr_t)m + THP_SIZE - 1) & ~(THP_SIZE - 1));
-    madvise(m, len, o.thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    madvise(m, n * GL_PAGE_SIZE, MADV_NOHUGEPAGE);
     return m;
 }
 
@@ -254,7 +220,7 @@ static void usage(void)
             "                [--seed N] [--pageout-chunk PAGES] [--wp-toggle]\n"
             "                [--swapoff-cycle DEV [--discard] [--swapoff-on-exit]]\n"
             "                [--churn [--churners N] [--churn-mem SIZE]] [--pass-pause-us N]\n"
-            "                [--swapon-ms N] [--thp]\n");
+            "                [--swapon-ms N]\n");
     exit(2);
 }
 
@@ -276,7 +242,6 @@ static void parse_args(int argc, char **argv)
         { "swapoff-on-exit", no_argument, NULL, 'X' },
         { "pass-pause-us", required_argument, NULL, 'P' },
         { "swapon-ms", required_argument, NULL, 'O' },
-        { "thp", no_argument, NULL, 'H' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -309,7 +274,6 @@ static void parse_args(int argc, char **argv)
         case 'X': o.swapoff_on_exit = 1; break;
         case 'P': o.pause_us = atoi(optarg); break;
         case 'O': o.swapon_ms = atoi(optarg); break;
-        case 'H': o.thp = 1; break;
         default: usage();
         }
     }
@@ -551,11 +515,7 @@ static int churn_child(uint64_t seed)
     if (gl_pattern_verify(m, n / 2, seed, &first)) {
         return 1;
     }
-    /* The verified half is small pages now: with --thp it stays resident,
-     * so that every swap-out of a child is a whole huge page. */
-    if (!o.thp) {
-        madvise(m, n * GL_PAGE_SIZE, MADV_PAGEOUT);
-    }
+    madvise(m, n * GL_PAGE_SIZE, MADV_PAGEOUT);
     return 0;
 }
 
@@ -625,13 +585,12 @@ int main(int argc, char **argv)
     pages = o.mem / GL_PAGE_SIZE;
     ktap_header(5 + !!o.swapoff_dev + !!o.churn);
     ktap_diag("swaprace mode=%s pages=%zu workers=%d seconds=%d seed=%" PRIu64
-              " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d thp=%d",
+              " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d",
               o.mode == MODE_COUNT ? "count" : "read", pages, o.workers, o.seconds, o.seed,
-              o.chunk, o.wp_toggle, o.pause_us, o.thp);
+              o.chunk, o.wp_toggle, o.pause_us);
     gl_vmstat_read(&before);
 
-    /* Order-0 folios unless --thp: the skip-swapcache path is the
-     * single-page one. */
+    /* Order-0 folios only: the skip-swapcache path is the single-page one. */
     mem = map_pages(pages);
     if (!mem) {
         ktap_bail("mmap %zu pages failed", pages);
@@ -664,9 +623,7 @@ int main(int argc, char **argv)
     if (o.discard) {
         discard_probe_start();
     }
-    for (size_t i = 0; i < THP_COUNTERS; i++) {
-        thp_before[i] = vmstat_value(thp_counters[i]);
-    }
+
     passes = calloc(o.workers, sizeof(*passes));
     deadline = gl_now_s() + o.seconds;
     for (int i = 0; i < o.workers && !err; i++) {
@@ -761,14 +718,6 @@ int main(int argc, char **argv)
     ktap_diag("data_errors %zu", bad + (size_t)bad_reads);
     if (o.discard) {
         discard_probe_report();
-    }
-    if (o.thp) {
-        for (size_t i = 0; i < THP_COUNTERS; i++) {
-            long long v = vmstat_value(thp_counters[i]);
-
-            ktap_diag("%s %lld", thp_counters[i],
-                      v >= 0 && thp_before[i] >= 0 ? v - thp_before[i] : -1);
-        }
     }
     ktap_diag("elapsed %.1fs", gl_now_s() - t0);
     munmap(mem, pages * GL_PAGE_SIZE);
