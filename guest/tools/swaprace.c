@@ -101,6 +101,7 @@ static long long swap_free_kb(void)
     }
     return strtoll(p + 9, NULL, 10);
 }
+
 /* SwapTotal - SwapFree in kB (-1 without /proc/meminfo). */
 static long long swap_used_kb(void)
 {
@@ -623,7 +624,6 @@ int main(int argc, char **argv)
     if (o.discard) {
         discard_probe_start();
     }
-
     passes = calloc(o.workers, sizeof(*passes));
     deadline = gl_now_s() + o.seconds;
     for (int i = 0; i < o.workers && !err; i++) {
