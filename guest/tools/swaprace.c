@@ -17,7 +17,11 @@
  * loop (--discard: swapon with discards, at swapon and as slots are
  * freed); --churn adds a thread that forks short-lived children which
  * fill, page out, verify and exit (their swap entries are freed by exit
- * while swapoff runs).
+ * while swapoff runs; --churners N runs N such threads, --churn-mem SIZE
+ * sizes each child; --swapoff-on-exit makes the cycler swap off right after
+ * a child exited, as a shutdown does once the processes holding swap are
+ * gone).  With --discard, kprobes count how often an allocator found no
+ * free cluster and ran the pending discards itself.
  *
  * Guarantee under test: concurrent swap-in of one page by several threads
  * (and any PTE change during a swap-in) returns the latest data; swapoff
@@ -64,6 +68,8 @@ static struct {
     const char *swapoff_dev;
     int discard;
     int churn;
+    uint64_t churn_mem;
+    int swapoff_on_exit;
     int pause_us;
     int swapon_ms;
 } o;
@@ -75,7 +81,13 @@ static double deadline;
 static long long *passes;          /* per worker, count mode */
 static long long reads, bad_reads, pageouts, pageout_errors, wp_toggles, wp_errors;
 static long long swapoffs, swapoff_errors, swapon_errors, children, child_failures;
-static double swapoff_max_s;
+static long long swapoffs_after_exit;
+/* Churn children exits, for --swapoff-on-exit. */
+static pthread_mutex_t exit_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t exit_cond = PTHREAD_COND_INITIALIZER;
+static long long exits;
+static double swapoff_max_s, swapoff_total_s;
+static long long swapoff_inuse_kb;         /* summed over the swapoffs */
 static long long swap_free_min_kb = -1;
 
 /* SwapFree in kB (-1 without swap): the pager tracks how full swap got. */
@@ -89,6 +101,116 @@ static long long swap_free_kb(void)
     }
     return strtoll(p + 9, NULL, 10);
 }
+
+/* SwapTotal - SwapFree in kB (-1 without /proc/meminfo). */
+static long long swap_used_kb(void)
+{
+    char buf[4096], *p;
+    int n = gl_read_file("/proc/meminfo", buf, sizeof(buf));
+
+    if (n < 0 || !(p = strstr(buf, "SwapTotal:"))) {
+        return -1;
+    }
+    return strtoll(p + 10, NULL, 10) - swap_free_kb();
+}
+
+/* @n pages of anonymous memory, order-0 folios only. */
+static uint8_t *map_pages(size_t n)
+{
+    uint8_t *m = mmap(NULL, n * GL_PAGE_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (m == MAP_FAILED) {
+        return NULL;
+    }
+    madvise(m, n * GL_PAGE_SIZE, MADV_NOHUGEPAGE);
+    return m;
+}
+
+/*
+ * Who ran the pending discards of freed clusters: kprobes on
+ * swap_do_scheduled_discard (every run of the pending list) and on
+ * swap_discard_work (the discard worker's runs); the difference is the
+ * allocators that found no free cluster and ran the list themselves, with
+ * the swap lock dropped.  A stack-keyed hist cannot tell them apart: the
+ * stack of a kprobe ends at its int3 frame (measured on faultline's 6.12
+ * build).
+ */
+#define DISCARD_GROUP "fl_swaprace"
+enum { DP_ALL, DP_WORKER, DP__N };
+static const struct {
+    const char *event, *sym;
+} discard_probe[DP__N] = {
+    [DP_ALL] = { "discard_runs", "swap_do_scheduled_discard" },
+    [DP_WORKER] = { "discard_worker", "swap_discard_work" },
+};
+static int discard_probe_ok[DP__N];
+/* Kretprobes on the same functions: runs that ended while a swapoff ran. */
+static const char *const discard_ret_event[DP__N] = {
+    [DP_ALL] = "discard_runs_ret", [DP_WORKER] = "discard_worker_ret",
+};
+static int discard_ret_ok[DP__N];
+static long long allocator_runs_in_swapoff = -1;
+
+/* Returns counted so far by kretprobe @i (-1 if it is not installed). */
+static long long discard_returns(int i)
+{
+    char path[256];
+    struct gl_ret_hist h;
+
+    gl_trace_event_path(path, sizeof(path), DISCARD_GROUP, discard_ret_event[i], "hist");
+    return discard_ret_ok[i] && gl_hist_read_ret(path, &h) == 0 ? h.total : -1;
+}
+
+/* Allocator runs of the pending discards that returned so far (-1: unknown). */
+static long long allocator_returns(void)
+{
+    long long all = discard_returns(DP_ALL), worker = discard_returns(DP_WORKER);
+
+    return all >= 0 && worker >= 0 ? all - worker : -1;
+}
+
+static void discard_probe_start(void)
+{
+    for (int i = 0; i < DP__N; i++) {
+        int err;
+
+        gl_kprobe_hist_remove(DISCARD_GROUP, discard_probe[i].event);
+        err = gl_kprobe_hist_add(DISCARD_GROUP, discard_probe[i].event, discard_probe[i].sym);
+        discard_probe_ok[i] = !err;
+        if (err) {
+            ktap_diag("kprobe %s not installed: %s", discard_probe[i].sym, strerror(-err));
+        }
+        gl_kretprobe_hist_remove(DISCARD_GROUP, discard_ret_event[i]);
+        discard_ret_ok[i] = !gl_kretprobe_hist_add(DISCARD_GROUP, discard_ret_event[i],
+                                                   discard_probe[i].sym);
+    }
+    if (discard_ret_ok[DP_ALL] && discard_ret_ok[DP_WORKER]) {
+        allocator_runs_in_swapoff = 0;
+    }
+}
+
+static void discard_probe_report(void)
+{
+    long long n[DP__N];
+
+    for (int i = 0; i < DP__N; i++) {
+        char path[256];
+        struct gl_hist h;
+
+        gl_trace_event_path(path, sizeof(path), DISCARD_GROUP, discard_probe[i].event, "hist");
+        n[i] = discard_probe_ok[i] && gl_hist_read(path, &h) == 0 ? h.sum : -1;
+        if (n[i] >= 0) {
+            ktap_diag("kprobe %s %lld", discard_probe[i].sym, n[i]);
+        }
+        gl_kprobe_hist_remove(DISCARD_GROUP, discard_probe[i].event);
+        gl_kretprobe_hist_remove(DISCARD_GROUP, discard_ret_event[i]);
+    }
+    ktap_diag("discard_runs_by_allocator %lld",
+              n[DP_ALL] >= 0 && n[DP_WORKER] >= 0 ? n[DP_ALL] - n[DP_WORKER] : -1);
+    ktap_diag("discard_runs_by_allocator_ended_in_swapoff %lld", allocator_runs_in_swapoff);
+}
+
 static size_t first_bad_read = (size_t)-1;
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -97,7 +219,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: swaprace [--mode count|read] [--mem SIZE] [--workers N] [--seconds N]\n"
             "                [--seed N] [--pageout-chunk PAGES] [--wp-toggle]\n"
-            "                [--swapoff-cycle DEV [--discard]] [--churn] [--pass-pause-us N]\n"
+            "                [--swapoff-cycle DEV [--discard] [--swapoff-on-exit]]\n"
+            "                [--churn [--churners N] [--churn-mem SIZE]] [--pass-pause-us N]\n"
             "                [--swapon-ms N]\n");
     exit(2);
 }
@@ -115,6 +238,9 @@ static void parse_args(int argc, char **argv)
         { "swapoff-cycle", required_argument, NULL, 'S' },
         { "discard", no_argument, NULL, 'D' },
         { "churn", no_argument, NULL, 'C' },
+        { "churners", required_argument, NULL, 'N' },
+        { "churn-mem", required_argument, NULL, 'E' },
+        { "swapoff-on-exit", no_argument, NULL, 'X' },
         { "pass-pause-us", required_argument, NULL, 'P' },
         { "swapon-ms", required_argument, NULL, 'O' },
         { NULL, 0, NULL, 0 },
@@ -122,7 +248,8 @@ static void parse_args(int argc, char **argv)
     int c;
 
     o = (typeof(o)){ .mode = MODE_COUNT, .mem = 16 << 20, .workers = 4, .seconds = 30,
-                     .seed = 1, .chunk = 64, .swapon_ms = 200 };
+                     .seed = 1, .chunk = 64, .swapon_ms = 200,
+                     .churn_mem = 1024 * GL_PAGE_SIZE };
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 'M':
@@ -142,7 +269,10 @@ static void parse_args(int argc, char **argv)
         case 'W': o.wp_toggle = 1; break;
         case 'S': o.swapoff_dev = optarg; break;
         case 'D': o.discard = 1; break;
-        case 'C': o.churn = 1; break;
+        case 'C': o.churn = o.churn ? o.churn : 1; break;
+        case 'N': o.churn = atoi(optarg); break;
+        case 'E': o.churn_mem = gl_parse_size(optarg); break;
+        case 'X': o.swapoff_on_exit = 1; break;
         case 'P': o.pause_us = atoi(optarg); break;
         case 'O': o.swapon_ms = atoi(optarg); break;
         default: usage();
@@ -152,7 +282,9 @@ static void parse_args(int argc, char **argv)
      * count mode writes would block its workers on uffd faults. */
     if (optind != argc || o.mem < 2 * GL_PAGE_SIZE || o.workers < 2 || o.workers % 2 ||
         o.workers > 64 || o.seconds < 1 || !o.chunk || o.pause_us < 0 || o.swapon_ms < 0 ||
-        (o.wp_toggle && o.mode != MODE_READ) || (o.discard && !o.swapoff_dev)) {
+        (o.wp_toggle && o.mode != MODE_READ) || (o.discard && !o.swapoff_dev) ||
+        o.churn < 0 || o.churn > 2 || o.churn_mem < 2 * GL_PAGE_SIZE ||
+        (o.swapoff_on_exit && (!o.swapoff_dev || !o.churn))) {
         usage();
     }
 }
@@ -298,12 +430,40 @@ static void *wp_toggler(void *arg)
     return NULL;
 }
 
+/* --swapoff-on-exit: wait (at most 2 s) for the next churn child to exit;
+ * 1 if one did. */
+static int wait_child_exit(void)
+{
+    struct timespec ts;
+    long long seen;
+    int got;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 2;
+    pthread_mutex_lock(&exit_lock);
+    seen = exits;
+    while (exits == seen && !stop &&
+           pthread_cond_timedwait(&exit_cond, &exit_lock, &ts) == 0) {
+    }
+    got = exits != seen;
+    pthread_mutex_unlock(&exit_lock);
+    return got;
+}
+
 static void *swapoff_cycler(void *arg)
 {
     int flags = o.discard ? SWAP_FLAG_DISCARD : 0;
 
     while (!stop) {
-        double t = gl_now_s();
+        long long used, ended;
+        double t;
+
+        if (o.swapoff_on_exit && wait_child_exit()) {
+            swapoffs_after_exit++;
+        }
+        used = swap_used_kb();
+        ended = allocator_runs_in_swapoff >= 0 ? allocator_returns() : -1;
+        t = gl_now_s();
 
         if (swapoff(o.swapoff_dev)) {
             swapoff_errors++;
@@ -311,9 +471,21 @@ static void *swapoff_cycler(void *arg)
             break;
         }
         t = gl_now_s() - t;
+        /* Allocator runs of the pending discards that returned while
+         * swapoff ran: swapoff overlapped an allocator outside the swap
+         * lock (the window swapoff must wait out). */
+        if (ended >= 0) {
+            long long now = allocator_returns();
+
+            if (now >= ended) {
+                allocator_runs_in_swapoff += now - ended;
+            }
+        }
         if (t > swapoff_max_s) {
             swapoff_max_s = t;
         }
+        swapoff_total_s += t;
+        swapoff_inuse_kb += used > 0 ? used : 0;
         swapoffs++;
         if (swapon(o.swapoff_dev, flags)) {
             swapon_errors++;
@@ -331,15 +503,13 @@ static void *swapoff_cycler(void *arg)
  * unmap frees the swap entries it still holds. */
 static int churn_child(uint64_t seed)
 {
-    size_t n = 1024;
-    uint8_t *m = mmap(NULL, n * GL_PAGE_SIZE, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t n = o.churn_mem / GL_PAGE_SIZE;
+    uint8_t *m = map_pages(n);
     size_t first;
 
-    if (m == MAP_FAILED) {
+    if (!m) {
         return 3;
     }
-    madvise(m, n * GL_PAGE_SIZE, MADV_NOHUGEPAGE);
     gl_pattern_fill(m, n, seed);
     madvise(m, n * GL_PAGE_SIZE, MADV_PAGEOUT);
     /* Half back in (verified), half left on swap for exit to free. */
@@ -353,21 +523,25 @@ static int churn_child(uint64_t seed)
 static void *churner(void *arg)
 {
     while (!stop) {
+        long long id = __atomic_fetch_add(&children, 1, __ATOMIC_RELAXED);
         pid_t pid = fork();
         int st;
 
         if (pid == 0) {
-            _exit(churn_child(o.seed + 1000 + children));
+            _exit(churn_child(o.seed + 1000 + id));
         }
         if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
-            child_failures++;
+            __atomic_fetch_add(&child_failures, 1, __ATOMIC_RELAXED);
             if (pid > 0) {
-                ktap_diag("churn child %lld: %s %d", children,
+                ktap_diag("churn child %lld: %s %d", id,
                           WIFSIGNALED(st) ? "signal" : "exit",
                           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
             }
         }
-        children++;
+        pthread_mutex_lock(&exit_lock);
+        exits++;
+        pthread_cond_broadcast(&exit_cond);
+        pthread_mutex_unlock(&exit_lock);
     }
     return NULL;
 }
@@ -416,20 +590,18 @@ int main(int argc, char **argv)
 
     parse_args(argc, argv);
     pages = o.mem / GL_PAGE_SIZE;
-    ktap_header(5 + !!o.swapoff_dev + o.churn);
+    ktap_header(5 + !!o.swapoff_dev + !!o.churn);
     ktap_diag("swaprace mode=%s pages=%zu workers=%d seconds=%d seed=%" PRIu64
               " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d",
               o.mode == MODE_COUNT ? "count" : "read", pages, o.workers, o.seconds, o.seed,
               o.chunk, o.wp_toggle, o.pause_us);
     gl_vmstat_read(&before);
 
-    mem = mmap(NULL, pages * GL_PAGE_SIZE, PROT_READ | PROT_WRITE,
-               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
+    /* Order-0 folios only: the skip-swapcache path is the single-page one. */
+    mem = map_pages(pages);
+    if (!mem) {
         ktap_bail("mmap %zu pages failed", pages);
     }
-    /* Order-0 folios only: the skip-swapcache path is the single-page one. */
-    madvise(mem, pages * GL_PAGE_SIZE, MADV_NOHUGEPAGE);
     if (o.mode == MODE_COUNT) {
         count_fill();
     } else {
@@ -455,6 +627,9 @@ int main(int argc, char **argv)
             ktap_diag("userfaultfd write-protect setup failed: %s", strerror(-err));
         }
     }
+    if (o.discard) {
+        discard_probe_start();
+    }
     passes = calloc(o.workers, sizeof(*passes));
     deadline = gl_now_s() + o.seconds;
     for (int i = 0; i < o.workers && !err; i++) {
@@ -470,7 +645,7 @@ int main(int argc, char **argv)
     if (!err && o.swapoff_dev) {
         err = pthread_create(&th[nth++], NULL, swapoff_cycler, NULL);
     }
-    if (!err && o.churn) {
+    for (int i = 0; i < o.churn && !err; i++) {
         err = pthread_create(&th[nth++], NULL, churner, NULL);
     }
     /* The workers end at the deadline; then the pager and the toggler. */
@@ -545,12 +720,20 @@ int main(int argc, char **argv)
     ktap_diag("wp_toggles %lld", wp_toggles);
     ktap_diag("swapoff_cycles %lld", swapoffs);
     ktap_diag("swapoff_max_ms %.0f", swapoff_max_s * 1000);
+    ktap_diag("swapoff_mean_ms %.0f", swapoffs ? swapoff_total_s * 1000 / swapoffs : 0);
+    ktap_diag("swapoff_mean_inuse_kb %lld", swapoffs ? swapoff_inuse_kb / swapoffs : 0);
     ktap_diag("churn_children %lld", children);
+    if (o.swapoff_on_exit) {
+        ktap_diag("swapoffs_after_exit %lld", swapoffs_after_exit);
+    }
     if (swap_free_min_kb >= 0) {
         ktap_diag("swap_free_min_kb %lld", swap_free_min_kb);
     }
     ktap_diag("pages_verified %zu", pages);
     ktap_diag("data_errors %zu", bad + (size_t)bad_reads);
+    if (o.discard) {
+        discard_probe_report();
+    }
     ktap_diag("elapsed %.1fs", gl_now_s() - t0);
     munmap(mem, pages * GL_PAGE_SIZE);
     return ktap_finish();
