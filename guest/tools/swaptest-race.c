@@ -223,7 +223,8 @@ static void race_leak_check(const struct options *o)
         }
         gl_sleep_ms(100);
     }
-    ktap_diag("race lru_left_pages %lld reclaim_passes %d", left, passes);
+    ktap_diag("lru_left_pages %lld", left);
+    ktap_diag("race reclaim_passes %d", passes);
     ktap_check(left == 0, ktap_name("memory comes back: no page left on the memcg's LRU "
                                     "once the pattern is unmapped"),
                "%lld pages left after %d reclaim passes", left, passes);

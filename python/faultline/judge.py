@@ -127,16 +127,17 @@ def check_expectations(sc, ktap, console, faults, fault_log=()):
 
 
 
-# Diagnostics in which the guest tools count what the kernel lost (pages
-# that read back wrong, increments that vanished, a parent's pages that
-# fault with SIGBUS): above zero, a guarantee the kernel always owes is
-# broken, whatever the scenario expected.
-DATA_LOSS_DIAGS = ("data_errors", "lost_increments", "sigbus_pages_parent")
+# Diagnostics in which the guest tools count what the kernel lost or kept
+# (pages that read back wrong, increments that vanished, a parent's pages
+# that fault with SIGBUS, pages left charged on a memcg's LRU once their
+# memory was unmapped and reclaimed): above zero, a guarantee the kernel
+# always owes is broken, whatever the scenario expected.
+DATA_LOSS_DIAGS = ("data_errors", "lost_increments", "sigbus_pages_parent", "lru_left_pages")
 
 
 def broken_guarantee(r):
     """What a failed run @r (a Report) shows the kernel broke: "crash",
-    "hang", "splat" or "data loss (KEY N)"; None when it passed, was
+    "hang", "splat", "data loss (KEY N)" or "leak (lru_left_pages N)"; None when it passed, was
     aborted or could not run, or failed only a check of its workload or
     of the kernel's behaviour (e.g. less writeback than the scenario
     needs): such a run says nothing about the kernel's correctness."""
@@ -150,7 +151,10 @@ def broken_guarantee(r):
         return "splat"
     lost = [f"{key} {r.diag[key]}" for key in DATA_LOSS_DIAGS
             if isinstance(r.diag.get(key), (int, float)) and r.diag[key] > 0]
-    return f"data loss ({', '.join(lost)})" if lost else None
+    if not lost:
+        return None
+    return ("leak" if lost == [k for k in lost if k.startswith("lru_left_pages")]
+            else "data loss") + f" ({', '.join(lost)})"
 
 
 def _verdict(sc, w, console, k):

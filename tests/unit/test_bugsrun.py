@@ -220,6 +220,8 @@ class TableTest(unittest.TestCase):
         self.assertEqual(bg(report(1, EXIT_FAIL, 1, "guest tests failed",
                                    diag={"sigbus_pages_parent": 4})),
                          "data loss (sigbus_pages_parent 4)")
+        self.assertEqual(bg(report(1, EXIT_FAIL, 1, "guest tests failed",
+                                   diag={"lru_left_pages": 12})), "leak (lru_left_pages 12)")
 
     def test_markdown_and_docs(self):
         row = self.row([report(1, EXIT_FAIL, 20)], [report(1, EXIT_PASS, 20)],
