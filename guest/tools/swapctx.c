@@ -122,6 +122,7 @@ int main(int argc, char **argv)
     long long errors_min = 0;
     long long retried = 0;      /* ->rw_page failures, retried as bios */
     bool rw_page;
+    char symbols[PROBE_NR][96];
     char mode[32], path[256];
     int c, status, want;
     pid_t pid;
@@ -151,21 +152,23 @@ int main(int argc, char **argv)
     if (gl_read_file(path, mode, sizeof(mode)) < 0) {
         ktap_bail("cannot read %s", path);
     }
-    {
-        const char *want[] = { probes[PROBE_SYNC] };
-        char got[1][96];
-
-        gl_kallsyms_resolve(want, got, 1);
-        rw_page = !got[0][0];
-    }
+    /*
+     * The symbols as this kernel has them: a compiler may have emitted a
+     * clone (swap_writepage_bdev_sync.isra.0 in a 7.2 built with
+     * gcc 12), and a probe needs the name kallsyms lists.
+     */
+    gl_kallsyms_resolve(probes, symbols, PROBE_NR);
+    rw_page = !symbols[PROBE_SYNC][0];
     for (int i = 0; i < PROBE_NR; i++) {
+        const char *target = i == PROBE_SYNC && rw_page ? SYNC_RW_PAGE :
+            symbols[i][0] ? symbols[i] : probes[i];
         int err = i == PROBE_SYNC && rw_page ?
-            gl_kretprobe_hist_add(KPROBE_GROUP, event_name(i), SYNC_RW_PAGE) :
-            gl_kprobe_hist_add(KPROBE_GROUP, event_name(i), probes[i]);
+            gl_kretprobe_hist_add(KPROBE_GROUP, event_name(i), target) :
+            gl_kprobe_hist_add(KPROBE_GROUP, event_name(i), target);
 
         if (err) {
             ktap_bail("%s on %s: error %d", i == PROBE_SYNC && rw_page ? "kretprobe" :
-                      "kprobe", i == PROBE_SYNC && rw_page ? SYNC_RW_PAGE : probes[i], err);
+                      "kprobe", target, err);
         }
     }
     read_counters(disk, before);
