@@ -294,6 +294,22 @@ def new_scratch(rundir=None):
     return d
 
 
+def empty_scratch(d):
+    """Remove what @d holds but its owner.json: the run's disk and sockets
+    go, and the directory stays the sign that its run has no report yet
+    (sweep() writes one should this launcher die before it does)."""
+    for name in os.listdir(d) if os.path.isdir(d) else ():
+        if name != OWNER:
+            path = os.path.join(d, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
 def remove_scratch(d):
     shutil.rmtree(d, ignore_errors=True)
     with _lock:

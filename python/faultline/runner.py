@@ -130,10 +130,10 @@ def scratch_dir(rundir=None):
     return abort.new_scratch(rundir)
 
 
-def boot_and_judge(sc, seed, opts, builds, rundir):
-    """Prepare the inputs, boot the machine, watch it, judge it: a Report."""
+def boot_and_judge(sc, seed, opts, builds, rundir, scratch):
+    """Prepare the inputs in @scratch, boot the machine, watch it, judge
+    it: a Report.  @scratch is emptied, not removed: see one_run."""
     t0 = time.monotonic()
-    scratch = scratch_dir(rundir)
     clock = restore.PhaseClock(Progress(len(sc.tests), opts.quiet))
     try:
         if opts.restore:
@@ -148,7 +148,7 @@ def boot_and_judge(sc, seed, opts, builds, rundir):
             t_run = time.monotonic()
             watch = m.run(sc.timeout_s, clock)
     finally:
-        abort.remove_scratch(scratch)
+        abort.empty_scratch(scratch)
     r = judge(sc, rundir, seed, opts.deterministic, watch, time.monotonic() - t0)
     watch.backend_info["phases"] = clock.phases(t_start - t0, t_run - t_start, watch.elapsed_s,
                                                 time.monotonic() - t0)
@@ -166,13 +166,24 @@ def one_run(sc, seed, opts, builds, rundir, verbose=True):
     meta = write_run_meta(rundir, sc, opts, seed, builds, start_time=start)
     if not opts.quiet:
         say(f"running {sc.name} seed {seed}: {sc.description}")
-    r, watch = boot_and_judge(sc, seed, opts, builds, rundir)
-    meta = write_run_meta(rundir, sc, opts, seed, builds, watch.backend_info, start)
-    if isinstance(r.faults, dict) and "rules" in r.faults:
-        with open(os.path.join(rundir, "stats.json"), "w") as f:
-            json.dump(r.faults, f, indent=1)
-    r.plots = report.write_plots(rundir, r)
-    r.save(rundir)
+    # The scratch directory (its owner.json) outlives the machine until
+    # report.json is written: a launcher killed while judging leaves it,
+    # and the next launcher's sweep() writes the run's report.
+    scratch = scratch_dir(rundir)
+    try:
+        r, watch = boot_and_judge(sc, seed, opts, builds, rundir, scratch)
+        meta = write_run_meta(rundir, sc, opts, seed, builds, watch.backend_info, start)
+        if isinstance(r.faults, dict) and "rules" in r.faults:
+            with open(os.path.join(rundir, "stats.json"), "w") as f:
+                json.dump(r.faults, f, indent=1)
+        r.plots = report.write_plots(rundir, r)
+        r.save(rundir)
+    except abort.Aborted:
+        raise       # tracks_run writes the report, then abort.finish() removes the scratch
+    except BaseException:
+        abort.remove_scratch(scratch)
+        raise
+    abort.remove_scratch(scratch)
     report.write_junit(os.path.join(rundir, "junit.xml"), [(r, rundir)])
     kcidb.write(os.path.join(rundir, "kcidb.json"), [(r, rundir)])
     if not verbose:

@@ -157,6 +157,29 @@ class Sweep(unittest.TestCase):
                          ("aborted", 137, "smoke", 7))
         self.assertIn("SIGKILL", rep["reason"])
 
+    def test_killed_while_judging(self):
+        """The machine is gone and its scratch emptied (disk freed), but the
+        run has no report yet: a launcher SIGKILLed then is reported by the
+        next one, as judging (seen in CI: SIGKILL during judge left a run
+        directory without report.json when the scratch went first)."""
+        rundir = os.path.join(self.base, "run")
+        os.makedirs(rundir)
+        with open(os.path.join(rundir, "run.json"), "w") as f:
+            json.dump({"scenario": "smoke", "seed": 3, "start_time": time.time()}, f)
+        for name, text in (("console.log", "boot\n"), ("ktap.log", "# kernel 6.12\n"
+                                                                "FAULTLINE-EXIT 0\n")):
+            with open(os.path.join(rundir, name), "w") as f:
+                f.write(text)
+        d = self.scratch(dead_identity(), rundir)
+        os.makedirs(os.path.join(d, "sub"))
+        abort.empty_scratch(d)
+        self.assertEqual(os.listdir(d), [abort.OWNER])
+        self.assertEqual(abort.sweep(), [d])
+        with open(os.path.join(rundir, "report.json")) as f:
+            rep = json.load(f)
+        self.assertEqual((rep["outcome"], rep["seed"]), ("aborted", 3))
+        self.assertIn("during judge", rep["reason"])
+
     def test_report_kept(self):
         """A run that has its report.json keeps it."""
         rundir = os.path.join(self.base, "run")
