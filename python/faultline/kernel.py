@@ -890,9 +890,9 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
         say(f"building {src.ident}" + (f" + {len(patches)} patch(es)" if patches else "")
             + f" (key {key}, {len(config.splitlines())} config lines, make -j{jobs})")
         objdir = build_tree(src.family, flavour(cfg), config)
-        cfg = os.path.join(objdir, ".config")
-        if not os.path.exists(cfg) or open(cfg).read() != config:
-            with open(cfg, "w") as f:
+        dot_config = os.path.join(objdir, ".config")
+        if not os.path.exists(dot_config) or open(dot_config).read() != config:
+            with open(dot_config, "w") as f:
                 f.write(config)
         logpath = os.path.join(objdir, "build.log")
         # cold: nothing compiled in this build tree yet (targets: a cold
