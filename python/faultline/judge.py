@@ -127,18 +127,19 @@ def check_expectations(sc, ktap, console, faults, fault_log=()):
 
 
 
-# Diagnostics in which the guest tools count what the kernel lost or kept
-# (pages that read back wrong, increments that vanished, a parent's pages
-# that fault with SIGBUS, pages left charged on a memcg's LRU once their
-# memory was unmapped and reclaimed): above zero, a guarantee the kernel
-# always owes is broken, whatever the scenario expected.
-DATA_LOSS_DIAGS = ("data_errors", "lost_increments", "sigbus_pages_parent", "lru_left_pages")
+# Diagnostics in which the guest tools count what the kernel lost (pages
+# that read back wrong, increments that vanished, a parent's pages that
+# fault with SIGBUS) or kept (pages left charged on a memcg's LRU once
+# their memory was unmapped and reclaimed): above zero, a guarantee the
+# kernel always owes is broken, whatever the scenario expected.
+DATA_LOSS_DIAGS = ("data_errors", "lost_increments", "sigbus_pages_parent")
+LEAK_DIAGS = ("lru_left_pages",)
 
 
 def broken_guarantee(r):
     """What a failed run @r (a Report) shows the kernel broke: "crash",
-    "hang", "splat", "data loss (KEY N)" or "leak (lru_left_pages N)"; None when it passed, was
-    aborted or could not run, or failed only a check of its workload or
+    "hang", "splat", "data loss (KEY N, ...)" or "leak (KEY N)"; None when
+    it passed, was aborted or could not run, or failed only a check of its workload or
     of the kernel's behaviour (e.g. less writeback than the scenario
     needs): such a run says nothing about the kernel's correctness."""
     if r.status == EXIT_PASS or r.status == EXIT_SETUP or r.outcome == "aborted":
@@ -149,12 +150,12 @@ def broken_guarantee(r):
         return "crash"
     if r.reason.startswith("kernel splat"):
         return "splat"
-    lost = [f"{key} {r.diag[key]}" for key in DATA_LOSS_DIAGS
-            if isinstance(r.diag.get(key), (int, float)) and r.diag[key] > 0]
-    if not lost:
-        return None
-    return ("leak" if lost == [k for k in lost if k.startswith("lru_left_pages")]
-            else "data loss") + f" ({', '.join(lost)})"
+    for what, keys in (("data loss", DATA_LOSS_DIAGS), ("leak", LEAK_DIAGS)):
+        counted = [f"{key} {r.diag[key]}" for key in keys
+                   if isinstance(r.diag.get(key), (int, float)) and r.diag[key] > 0]
+        if counted:
+            return f"{what} ({', '.join(counted)})"
+    return None
 
 
 def _verdict(sc, w, console, k):
