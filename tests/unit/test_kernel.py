@@ -1,7 +1,8 @@
 """Unit tests of `faultline kernel` (python/faultline/kernel.py): the config
 fragments, the config check, the cache key, patch splitting and application
-(on real git trees made here) and --kernel NAME resolution.  No kernel
-source needed; the real builds are in the slow suite (tests/slow/kernel.py)."""
+(on real git trees made here), --kernel NAME resolution, and the build
+pipeline through the CLI around a stand-in for make.  No kernel source
+needed; the real builds are in the slow suite (tests/slow/kernel_build.py)."""
 
 import argparse
 import os
@@ -550,6 +551,113 @@ class BuildErrors(unittest.TestCase):
                 self.assertRegex(r.stderr, want)
             # nothing was downloaded or created for the refused builds
             self.assertFalse(os.path.exists(os.path.join(tmp, "kernel", "debs")))
+
+
+# A stand-in for kbuild: the build pipeline (config, key, compile, publish,
+# name, cache hit) runs for real around it; the real compilers run in the
+# slow suite (tests/slow/kernel_build.py).
+FAKE_MAKE = r"""#!/usr/bin/python3
+import os, sys
+args = sys.argv[1:]
+objdir = next(a[2:] for a in args if a.startswith("O="))
+mods = next((a.split("=", 1)[1] for a in args if a.startswith("INSTALL_MOD_PATH=")), None)
+targets = [a for a in args if not a.startswith("-") and "=" not in a and not os.path.isdir(a)]
+def put(rel, text):
+    path = os.path.join(objdir, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+with open(os.path.join(os.environ["FAKE_MAKE_LOG"]), "a") as log:
+    log.write(" ".join(targets) + "\n")
+for t in targets:
+    if t == "tinyconfig":
+        put(".config", "CONFIG_TINY=y\n")
+    elif t == "bzImage":
+        put("arch/x86/boot/bzImage", "kernel image")
+        put("System.map", "ffffffff81000000 T _text\n")
+        put("vmlinux", "elf")
+        put("include/config/kernel.release", "6.99.0-test\n")
+        put("Module.symvers", "")
+    elif t == "modules_install":
+        d = os.path.join(mods, "lib", "modules", "6.99.0-test")
+        os.makedirs(d, exist_ok=True)
+        open(os.path.join(d, "modules.builtin"), "w").close()
+"""
+
+# merge_config.sh -m -O DIR BASE FRAGMENT...: the fragments appended
+FAKE_MERGE = """#!/bin/sh
+shift; shift; out=$1; base=$2; shift; shift
+cat "$@" >> "$out/.config"
+"""
+
+
+class Pipeline(unittest.TestCase):
+    """`faultline kernel build TREE` end to end through the CLI: a build
+    publishes an entry under its name, the same inputs are a cache hit, a
+    one-file change rebuilds in the same build tree."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        t = self.tmp.name
+        self.tree = os.path.join(t, "linux")
+        for d in ("arch/x86/include", "include/linux", "scripts/kconfig", "mm"):
+            os.makedirs(os.path.join(self.tree, d))
+        options = kernel.fragment_options()
+        with open(os.path.join(self.tree, "Kconfig"), "w") as f:
+            f.write("".join(f"config {o.name[len('CONFIG_'):]}\n" for o in options))
+        for rel, text in (("Makefile", "all:\n"), ("arch/x86/Makefile", ""),
+                          ("include/linux/swap.h", ""), ("mm/swapfile.c", "int x;\n"),
+                          ("scripts/kconfig/merge_config.sh", FAKE_MERGE)):
+            with open(os.path.join(self.tree, rel), "w") as f:
+                f.write(text)
+        bindir = os.path.join(t, "bin")
+        os.makedirs(bindir)
+        with open(os.path.join(bindir, "make"), "w") as f:
+            f.write(FAKE_MAKE)
+        os.chmod(os.path.join(bindir, "make"), 0o755)
+        self.makelog = os.path.join(t, "make.log")
+        self.env = dict(os.environ, FAULTLINE_CACHE=os.path.join(t, "cache"),
+                        PATH=bindir + os.pathsep + os.environ["PATH"], FAULTLINE_CCACHE="0",
+                        FAKE_MAKE_LOG=self.makelog, PYTHONPATH=os.path.join(TOP, "python"))
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def build(self):
+        r = subprocess.run([sys.executable, "-m", "faultline", "kernel", "build", self.tree,
+                            "--name", "mine"], cwd=TOP, env=self.env, capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def test_build_publish_hit_and_rebuild(self):
+        r = self.build()
+        image = r.stdout.strip().splitlines()[-1]
+        self.assertTrue(image.endswith("/bzImage"), r.stdout)
+        entry = os.path.dirname(image)
+        info = read(entry, "BUILDINFO")
+        self.assertIn("release=6.99.0-test", info)
+        self.assertIn("cold=1", info)
+        self.assertIn("CONFIG_SWAP=y", read(entry, "config"))
+        self.assertTrue(os.path.isfile(os.path.join(entry, "modules", "modules.builtin")))
+        names = os.path.join(self.env["FAULTLINE_CACHE"], "kernel", "names", "mine")
+        self.assertEqual(os.path.realpath(names), os.path.realpath(entry))
+        self.assertRegex(r.stderr, r"kernel mine: .*total [0-9.]+s \(cold build")
+
+        r = self.build()
+        self.assertIn("kernel cache hit", r.stderr)
+        self.assertEqual(r.stdout.strip().splitlines()[-1], image)
+
+        with open(os.path.join(self.tree, "mm", "swapfile.c"), "a") as f:
+            f.write("int y;\n")
+        r = self.build()
+        image2 = r.stdout.strip().splitlines()[-1]
+        self.assertNotEqual(image2, image)
+        self.assertIn("cold=0", read(os.path.dirname(image2), "BUILDINFO"))
+        self.assertRegex(r.stderr, r"\(rebuild, target 90 s")
+        # both entries stay; the name follows the newest build
+        self.assertTrue(os.path.isfile(image))
+        self.assertEqual(os.path.realpath(names), os.path.realpath(os.path.dirname(image2)))
 
 
 if __name__ == "__main__":
