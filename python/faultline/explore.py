@@ -291,7 +291,7 @@ class Explorer:
         print(f"explore: tried {self.tried}, kept {self.kept}, features {len(self.seen)}, "
               f"failures {len(self.failures)}, {m}m{s:02d}s left", flush=True)
 
-    def run(self, budget_s, max_runs=None):
+    def run(self, budget_s, max_runs=None, max_failures=None):
         for d in ("runs", "corpus"):
             os.makedirs(os.path.join(self.out, d), exist_ok=True)
         self.builds = build_all(self.opts.kernel, self.opts.modules, True)
@@ -303,7 +303,8 @@ class Explorer:
             if name not in self.baselines:
                 self.baseline(name)
         while self.explorable() and time.monotonic() - t0 < budget_s and \
-                (max_runs is None or runs < max_runs):
+                (max_runs is None or runs < max_runs) and \
+                (max_failures is None or len(self.failures) < max_failures):
             n = min(self.jobs, max_runs - runs) if max_runs is not None else self.jobs
             batch = [(self.tried + i,) + self.schedule_for(self.tried + i) for i in range(n)]
             with Executor(max_workers=n) as ex:
@@ -364,7 +365,8 @@ def parse_schedule(entry):
 
 
 def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
-            allow_lies=False, max_runs=None, quiet=False, minimize_budget=None):
+            allow_lies=False, max_runs=None, quiet=False, minimize_budget=None,
+            max_failures=None):
     """`faultline explore`: 0 nothing failed, 1 failures found (summary.txt)."""
     budget_s = parse_budget(budget)
     if not 1 <= jobs <= 16:
@@ -375,6 +377,8 @@ def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
         raise SetupError("--minimize-budget must be >= 0")
     if max_runs is not None and max_runs < 1:
         raise SetupError("--max-runs must be >= 1")
+    if max_failures is not None and max_failures < 1:
+        raise SetupError("--max-failures must be >= 1")
     if opts.rules or opts.mutate:
         raise SetupError("explore makes its own rules: --rules and --mutate do not apply")
     if resume:
@@ -403,4 +407,4 @@ def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
                       minimize_budget=minimize_budget)
         ex.prepare(names)
         os.makedirs(ex.out, exist_ok=True)
-    return ex.run(budget_s, max_runs)
+    return ex.run(budget_s, max_runs, max_failures)

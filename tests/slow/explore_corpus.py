@@ -2,7 +2,7 @@
 """explore against the real-bug corpus, beside a plain seed sweep with the
 same budget (meson suite slow; not part of `check`).
 
-  explore_corpus.py [BUG ...] [--budget 30m] [--fixed]
+  explore_corpus.py [BUG ...] [--budget 30m] [--fixed] [--restore]
 
 For each bug of tests/bugs/ whose buggy kernel is built (`faultline kernel
 build BASE --patch tests/bugs/NAME/reintroduce.patch --name bug-NAME`), on
@@ -11,8 +11,10 @@ each of the bug's scenarios:
     scenario's own rules removed: no bug-specific rule anywhere);
   - a seed sweep of the scenario as written, seeds 1, 2, ... one run at a
     time until the first failure or the same budget.
---fixed runs the same two on the base kernel (e.g. debian-6.1), where
-nothing may fail.  Prints one line per bug and side: found or not, time to
+Each side stops at its first failure.  --restore runs both sides from a
+saved guest (run --restore) where the scenario's device can be hot-added,
+so the two compare searches, not boot costs.  --fixed runs the same two
+on the base kernel (e.g. debian-6.1), where nothing may fail.  Prints one line per bug and side: found or not, time to
 the first failure, runs, and explore's minimal schedule; writes
 build/explore-corpus/results.json.  Exit 0 when explore found at least
 half of the bugs (and, with --fixed, nothing failed on the fixed kernels),
@@ -29,7 +31,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, TOP, exit_with  # noqa: E402
 
-from faultline import bugs, explore  # noqa: E402
+from faultline import bugs, explore, restore, scenario  # noqa: E402
 from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
 
 OUT = os.path.join(TOP, "build", "explore-corpus")
@@ -46,12 +48,18 @@ def kernel_opt(kernel):
     return [] if kernel == "default" else ["--kernel", kernel]
 
 
-def run_explore(scenario, kernel, budget, out):
+def restorable(name):
+    """--restore where the scenario's device can be hot-added."""
+    return ["--restore"] if scenario.load(name).device.kind in restore.KINDS else []
+
+
+def run_explore(name, kernel, budget, out, extra):
     t0 = time.monotonic()
-    res = subprocess.run([FAULTLINE, "explore", scenario, *kernel_opt(kernel), "--budget",
-                          budget, "--out", out, "--quiet"], capture_output=True, text=True)
+    res = subprocess.run([FAULTLINE, "explore", name, *kernel_opt(kernel), "--budget",
+                          budget, "--max-failures", "1", "--out", out, "--quiet", *extra],
+                         capture_output=True, text=True)
     if res.returncode not in (EXIT_PASS, EXIT_FAIL):
-        raise SetupError(f"explore {scenario} --kernel {kernel}: exit {res.returncode}: "
+        raise SetupError(f"explore {name} --kernel {kernel}: exit {res.returncode}: "
                          + (res.stderr.strip().splitlines() or [""])[-1])
     with open(os.path.join(out, "state.json")) as f:
         st = json.load(f)
@@ -64,16 +72,16 @@ def run_explore(scenario, kernel, budget, out):
             "repro": first.get("repro") if first else None}
 
 
-def run_sweep(scenario, kernel, budget_s, out):
+def run_sweep(name, kernel, budget_s, out, extra):
     """Seeds 1, 2, ... of the scenario as written, until a failure or the budget."""
     t0, seed = time.monotonic(), 0
     while time.monotonic() - t0 < budget_s:
         seed += 1
-        res = subprocess.run([FAULTLINE, "run", scenario, *kernel_opt(kernel), "--seed",
-                              str(seed), "--quiet", "--out", out], capture_output=True,
+        res = subprocess.run([FAULTLINE, "run", name, *kernel_opt(kernel), "--seed",
+                              str(seed), "--quiet", "--out", out, *extra], capture_output=True,
                              text=True)
         if res.returncode == 2:
-            raise SetupError(f"run {scenario} --kernel {kernel}: "
+            raise SetupError(f"run {name} --kernel {kernel}: "
                              + (res.stderr.strip().splitlines() or [""])[-1])
         if res.returncode != EXIT_PASS:
             return {"found": True, "runs": seed, "first_failure_s":
@@ -86,6 +94,8 @@ def main():
     p.add_argument("bugs", nargs="*", help="corpus bug names (default: every built one)")
     p.add_argument("--budget", default="30m")
     p.add_argument("--fixed", action="store_true", help="also the fixed base kernels")
+    p.add_argument("--restore", action="store_true",
+                   help="both sides from a saved guest where the device allows it")
     args = p.parse_args()
     budget_s = explore.parse_budget(args.budget)
     have = kernels()
@@ -111,10 +121,13 @@ def main():
         for sc in b.scenarios:
             for side, kernel in sides:
                 tag = f"{b.name}-{sc}-{side}-{int(time.time())}"
-                ex = run_explore(sc, kernel, args.budget, os.path.join(OUT, tag, "explore"))
-                sw = run_sweep(sc, kernel, budget_s, os.path.join(OUT, tag, "sweep"))
+                extra = restorable(sc) if args.restore else []
+                ex = run_explore(sc, kernel, args.budget, os.path.join(OUT, tag, "explore"),
+                                 extra)
+                sw = run_sweep(sc, kernel, budget_s, os.path.join(OUT, tag, "sweep"), extra)
                 results.append({"bug": b.name, "scenario": sc, "kernel": kernel,
-                                "side": side, "explore": ex, "sweep": sw})
+                                "side": side, "restore": bool(extra), "explore": ex,
+                                "sweep": sw})
                 if side == "bug" and ex["found"]:
                     found += 1
                 if side == "fixed" and (ex["found"] or sw["found"]):

@@ -284,6 +284,35 @@ class ResumeTest(unittest.TestCase):
             with self.assertRaisesRegex(SetupError, "smoke fails with no faults"):
                 self.baseline(d, ["smoke"], [fail])
 
+    def test_max_failures_stops_the_search_at_the_nth_failure(self):
+        """--max-failures 1: the search ends at its first failure instead of
+        spending the rest of the budget (time to first failure is what a
+        corpus measurement wants)."""
+        ok = Report(scenario="smoke", seed=1, status=EXIT_PASS, outcome="pass", reason="pass")
+        crash = Report(scenario="smoke", seed=1, status=EXIT_CRASH, outcome="crash",
+                       reason="kernel crash: Oops")
+        outcomes = iter([ok, ok, ok, crash] + [ok] * 50)
+        ran = []
+
+        def fake_run(name, sched, opts, builds, rundir):
+            ran.append(rundir)
+            os.makedirs(rundir, exist_ok=True)
+            r = next(outcomes)
+            return explore.Result(r, rundir, {f"diag:x{len(ran)}"}, explore.failure_class(r), 1.0)
+        with tempfile.TemporaryDirectory() as d:
+            ex = explore.Explorer(d, RunOptions(quiet=True), seed=3, quiet=True,
+                                  minimize_budget=0)
+            ex.prepare(["smoke"])
+            with mock.patch.object(explore, "run_schedule", fake_run), \
+                    mock.patch.object(explore, "build_all", lambda *a: None), \
+                    mock.patch.object(explore.runner, "load_run",
+                                      lambda d: ({"run_command": "faultline run x"}, None)), \
+                    mock.patch.object(explore.minimize, "signature", lambda d, r: "Oops"):
+                rc = ex.run(3600, max_failures=1)
+            self.assertEqual(rc, explore.EXIT_FAIL)
+            self.assertEqual(len(ran), 4)       # the baseline and three trials
+            self.assertEqual([f["trial"] for f in ex.failures], [2])
+
     def test_bad_input_is_one_line_before_any_vm(self):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state.json"), "w") as f:

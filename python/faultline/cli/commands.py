@@ -66,7 +66,8 @@ def cmd_explore(args):
     from .. import explore
     return explore.explore(args.scenarios, RunOptions.from_args(args), args.budget, args.jobs,
                            args.out, args.resume, args.seed, args.allow_lies,
-                           args.max_runs, args.quiet, args.minimize_budget)
+                           args.max_runs, args.quiet, args.minimize_budget,
+                           args.max_failures)
 
 
 def cmd_list(args):

@@ -194,6 +194,8 @@ def parser():
     kernel_opts(ex)
     ex.add_argument("--budget", default="30m", help="wall time, e.g. 90s, 30m, 2h (default 30m)")
     ex.add_argument("--max-runs", type=inputs.positive_int, help="stop after N runs")
+    ex.add_argument("--max-failures", type=inputs.positive_int, metavar="N",
+                    help="stop after N failures (default: search the whole budget)")
     ex.add_argument("--minimize-budget", type=int, metavar="N",
                     help="runs to minimize a failure with (default 40; 0: do not)")
     ex.add_argument("--jobs", type=inputs.positive_int, default=1,
