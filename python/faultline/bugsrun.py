@@ -22,9 +22,11 @@ import os
 import shutil
 import time
 
-from . import TOP, bugs, judge, kcidb, kernel, minimize, runner, scenario
+from . import TOP, bugs, inputs, judge, kcidb, kernel, minimize, runner, scenario
+from .backends import backend_class
 from .build import build_all, say, sha256
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from .lava import lava_run_path
 from .options import BugsOptions
 from .report import load_report
 from .runner import RunOptions
@@ -94,9 +96,9 @@ def _same_file(a, b):
         return False
 
 
-def reusable(rundir, image, scenario_path=None):
+def reusable(rundir, image, scenario_path=None, backend="qemu"):
     """The Report of a finished run in @rundir on @image (of the scenario
-    file @scenario_path as it is now), or None."""
+    file @scenario_path as it is now, on @backend), or None."""
     try:
         r = load_report(rundir)
         with open(os.path.join(rundir, "run.json")) as f:
@@ -107,6 +109,8 @@ def reusable(rundir, image, scenario_path=None):
         return None             # stopped or never ran: run it again
     if meta.get("kernel_sha256") != sha256(image):
         return None             # an older build of that kernel
+    if meta.get("backend", "qemu") != backend:
+        return None             # a lab's campaign wants its own runs
     if scenario_path and not _same_file(scenario_path, os.path.join(rundir, "scenario.toml")):
         return None             # the scenario changed since
     return r
@@ -116,7 +120,7 @@ def run_seed(scname, seed, side, kern, opts_base, rundir, builds_of, no_rules):
     """One run (or its earlier result): (Report, reused).  @no_rules: an
     empty rules file, the "nofaults" side's --rules."""
     image, modules = kern
-    r = reusable(rundir, image, scenario.find(scname))
+    r = reusable(rundir, image, scenario.find(scname), opts_base.backend)
     if r is not None:
         return r, True
     shutil.rmtree(rundir, ignore_errors=True)
@@ -311,6 +315,20 @@ def write_outputs(out, rows, all_runs, seeds_text, deterministic, docs):
 
 # ---------------------------------------------------------------- command
 
+def check_backend(backend, connect):
+    """The backend options of every run, checked before any kernel is
+    built: the backend exists, its host tools are there, --connect
+    belongs to libvirt and answers."""
+    backend_class(backend)
+    if connect and backend != "libvirt":
+        raise SetupError("--connect is an option of --backend libvirt")
+    if backend == "lava":
+        lava_run_path()
+    if backend == "libvirt":
+        return {"connect": inputs.check_libvirt_uri(connect)} if connect else {}
+    return {}
+
+
 def campaign(args: BugsOptions):
     """`faultline bugs`: 0 when every buggy kernel failed at least once and
     every fixed kernel passed every seed, 1 otherwise."""
@@ -323,6 +341,7 @@ def campaign(args: BugsOptions):
     corpus = select(args.names)
     if args.budget < 1:
         raise SetupError("--budget must be >= 1")
+    backend_options = check_backend(args.backend, args.connect)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     seeds_text = f"{seeds[0]}..{seeds[-1]}"
@@ -330,7 +349,8 @@ def campaign(args: BugsOptions):
     no_rules = os.path.join(out, "no-faults.rules")
     with open(no_rules, "w") as f:
         f.write("# faultline bugs: the scenario's rules removed\n")
-    opts_base = RunOptions(deterministic=args.deterministic, quiet=True)
+    opts_base = RunOptions(deterministic=args.deterministic, quiet=True, backend=args.backend,
+                           backend_options=backend_options)
     rows, all_runs, builds_of = [], [], {}
     t0 = time.monotonic()
     for bug in corpus:

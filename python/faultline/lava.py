@@ -380,6 +380,16 @@ def lava_version():
         return None
 
 
+def lava_run_path():
+    """lava-run, or SetupError naming what this host lacks for local runs."""
+    if os.geteuid() != 0:
+        raise SetupError("the lava backend runs lava-run, which needs root")
+    path = shutil.which("lava-run")
+    if not path:
+        raise SetupError("lava-run not found: run scripts/setup (installs lava-dispatcher)")
+    return path
+
+
 class LavaMachine(Machine):
     """One run as a LAVA job run by lava-run on this host.
 
@@ -435,11 +445,7 @@ class LavaMachine(Machine):
         """Check what a local LAVA run needs; run() writes the job (it needs
         the watchdog time for LAVA's timeouts) and starts lava-run."""
         spec = self.spec
-        if os.geteuid() != 0:
-            raise SetupError("the lava backend runs lava-run, which needs root")
-        self.lava_run = shutil.which("lava-run")
-        if not self.lava_run:
-            raise SetupError("lava-run not found: run scripts/setup (installs lava-dispatcher)")
+        self.lava_run = lava_run_path()
         if not os.access(spec.qemu_binary, os.X_OK):
             raise SetupError(f"no QEMU at {spec.qemu_binary}")
         template_dir(self.options.get("cache") or CACHE)

@@ -32,19 +32,21 @@ def _zero_disk_gz(path, size):
 
 
 def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=False,
-               quiet=False):
+               quiet=False, labels=None):
     """One LAVA job per (kernel, scenario, seed) in @out/jobs/, with the
     artefacts it deploys beside it: per kernel the image, per job the
     initramfs (with its run.sh) and rules, per disk size one compressed
     empty disk.  @scenarios: loaded Scenarios; @kernels: [(bzImage or None,
-    modules or None)]; @seeds: list or None (each scenario's own seed).
-    Returns the job files."""
+    modules or None)]; @seeds: list or None (each scenario's own seed);
+    @labels: a name per kernel for its directory and jobs (default
+    kernelN).  Returns the job files."""
     os.makedirs(os.path.join(out, "jobs"), exist_ok=True)
     version = git_describe()
     jobs, disks = [], {}
     for ki, (kernel, modules) in enumerate(kernels):
         builds = build_all(kernel, modules, quiet)
-        kdir = os.path.join(out, f"kernel{ki}")
+        label = labels[ki] if labels else f"kernel{ki}"
+        kdir = os.path.join(out, label)
         os.makedirs(kdir, exist_ok=True)
         kimage = os.path.join(kdir, "vmlinuz")
         shutil.copyfile(builds.kernel, kimage)
@@ -55,7 +57,7 @@ def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=Fals
                 disks[size] = os.path.join(out, f"disk-{size}.img.gz")
                 _zero_disk_gz(disks[size], size)
             for seed in seeds or [sc.faults.seed]:
-                name = f"{sc.name}-seed{seed}-kernel{ki}"
+                name = f"{sc.name}-seed{seed}-{label}"
                 jdir = os.path.join(out, name)
                 os.makedirs(jdir, exist_ok=True)
                 spec = prepare_spec(sc, sc_builds, jdir, seed=seed,
@@ -72,9 +74,28 @@ def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=Fals
                 if spec.rules_file:
                     urls["rules"] = _url(base_url, out, spec.rules_file)
                 job = make_job(spec, urls, sc.timeout_s, meta,
-                               name=f"faultline {sc.name} seed {seed} kernel{ki}")
+                               name=f"faultline {sc.name} seed {seed} {label}")
                 path = os.path.join(out, "jobs", name + ".yaml")
                 with open(path, "w") as f:
                     f.write(_yaml_dump(job))
                 jobs.append(path)
+    return jobs
+
+
+def write_bug_jobs(corpus, seeds, out, base_url=None, deterministic=False, quiet=False):
+    """`faultline lava --bug`: each corpus bug's scenarios on its fixed and
+    its buggy kernel (built or taken from the kernel cache), one job per
+    (bug, kernel, scenario, seed); --deterministic where the scenario
+    allows it, as `faultline bugs` runs them."""
+    from . import bugsrun
+    jobs = []
+    for bug in corpus:
+        for side in ("fixed", "buggy"):
+            image, modules = bugsrun.build_kernel(bug, side == "buggy")
+            for name in bug.scenarios:
+                det = deterministic and not bugsrun.deterministic_ok(name)
+                opts = runner.RunOptions(kernel=image, modules=modules, deterministic=det)
+                sc = runner.load_scenario(name, opts)
+                jobs += write_jobs([sc], [(image, modules)], seeds, out, base_url, det, quiet,
+                                   labels=[f"{bug.name}-{side}"])
     return jobs

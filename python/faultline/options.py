@@ -174,3 +174,5 @@ class BugsOptions:
     budget: int = 40
     jobs: int | None = None     # make -jN
     docs: bool = False
+    backend: str = "qemu"
+    connect: str | None = None  # libvirt URI

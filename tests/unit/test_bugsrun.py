@@ -18,6 +18,7 @@ from faultline import bugs, bugsrun  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
 from faultline.build import sha256  # noqa: E402
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
+from faultline.options import RunOptions  # noqa: E402
 from faultline.report import Report  # noqa: E402
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
@@ -71,6 +72,28 @@ class BadInputTest(unittest.TestCase):
     def test_bad_budget(self):
         self.refused("--budget", "0", want="--budget must be >= 1")
 
+    def test_bad_backend_options(self):
+        self.refused("--connect", "qemu:///system",
+                     want="--connect is an option of --backend libvirt")
+        self.refused("--backend", "lava", "--connect", "qemu:///system",
+                     want="--connect is an option of --backend libvirt")
+
+    def test_lava_jobs_of_bugs_bad_input(self):
+        """`faultline lava --bug`: checked before any kernel is built."""
+        for args, want in ((["--bug", "no-such-bug"], "no corpus bug 'no-such-bug'"),
+                           (["smoke", "--bug", "rotational-reclaim-work"],
+                            "--bug brings its scenarios and kernels"),
+                           (["--bug", "rotational-reclaim-work", "--seed", "1", "--seeds",
+                             "1..2"], "--seed and --seeds exclude each other"),
+                           ([], "lava needs a SCENARIO (or --bug NAME)")):
+            r = subprocess.run([sys.executable, "-m", "faultline", "lava", *args, "--out",
+                                os.path.join(self.tmp, "jobs")], cwd=os.path.join(TOP, "python"),
+                               env=self.env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn(want, r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "c")))
+
     def test_list(self):
         r = cli("--list", env=self.env)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -110,14 +133,20 @@ class ResumeTest(unittest.TestCase):
         self.assertEqual((r.status, r.seed), (EXIT_FAIL, 1))
         # run_seed does not boot anything for it (same scenario text).
         shutil.copy(flscenario.find("smoke"), os.path.join(self.run, "scenario.toml"))
-        got, reused = bugsrun.run_seed("smoke", 1, "buggy", (self.image, None), None, self.run,
-                                       {}, None)
+        got, reused = bugsrun.run_seed("smoke", 1, "buggy", (self.image, None), RunOptions(),
+                                       self.run, {}, None)
         self.assertTrue(reused)
         self.assertEqual(got.status, EXIT_FAIL)
 
     def test_stopped_run_is_not(self):
         self.write(143)
         self.assertIsNone(bugsrun.reusable(self.run, self.image))
+
+    def test_run_on_another_backend_is_not(self):
+        """A lab's campaign (--backend lava) runs its own seeds."""
+        self.write(EXIT_PASS)
+        self.assertIsNotNone(bugsrun.reusable(self.run, self.image))
+        self.assertIsNone(bugsrun.reusable(self.run, self.image, backend="lava"))
 
     def test_run_of_another_build_is_not(self):
         self.write(EXIT_PASS, image_sha="0" * 64)

@@ -29,23 +29,32 @@ def cmd_matrix(args):
 
 
 def cmd_lava(args):
-    from .. import lavajobs
+    from .. import bugsrun, lavajobs
     if args.seed is not None and args.seeds:
         raise SetupError("--seed and --seeds exclude each other")
-    if args.modules and len(args.modules) != len(args.kernel or []):
-        raise SetupError("--modules: give one per --kernel, in the same order")
-    kernels = list(zip(args.kernel, args.modules or [None] * len(args.kernel))) \
-        if args.kernel else [(None, None)]
-    for k, _ in kernels:
-        if k and not os.path.isfile(k):
-            raise SetupError(f"no kernel image {k}")
     seeds = runner.parse_seeds(args.seeds) if args.seeds else (
         [args.seed] if args.seed is not None else None)
-    opts = RunOptions(deterministic=args.deterministic)
-    scs = [runner.load_scenario(name, opts) for name in args.scenarios]
-    out = args.out or runner.new_dir(DEFAULT_OUT, "lava-jobs")
-    jobs = lavajobs.write_jobs(scs, kernels, seeds, os.path.abspath(out), args.base_url,
-                               args.deterministic)
+    if args.bug:
+        if args.scenarios or args.kernel:
+            raise SetupError("--bug brings its scenarios and kernels: no SCENARIO or --kernel")
+        corpus = bugsrun.select(args.bug)
+    else:
+        if not args.scenarios:
+            raise SetupError("lava needs a SCENARIO (or --bug NAME)")
+        if args.modules and len(args.modules) != len(args.kernel or []):
+            raise SetupError("--modules: give one per --kernel, in the same order")
+        kernels = list(zip(args.kernel, args.modules or [None] * len(args.kernel))) \
+            if args.kernel else [(None, None)]
+        for k, _ in kernels:
+            if k and not os.path.isfile(k):
+                raise SetupError(f"no kernel image {k}")
+        opts = RunOptions(deterministic=args.deterministic)
+        scs = [runner.load_scenario(name, opts) for name in args.scenarios]
+    out = os.path.abspath(args.out or runner.new_dir(DEFAULT_OUT, "lava-jobs"))
+    if args.bug:
+        jobs = lavajobs.write_bug_jobs(corpus, seeds, out, args.base_url, args.deterministic)
+    else:
+        jobs = lavajobs.write_jobs(scs, kernels, seeds, out, args.base_url, args.deterministic)
     for j in jobs:
         print(j)
     say(f"{len(jobs)} LAVA job(s); submit with: lavacli jobs submit FILE (docs/ci.md)")

@@ -12,8 +12,8 @@
                                       shrink a failing --deterministic run to
                                       the few faults that make it fail
   faultline explore SCENARIO... [--kernel K] [--budget 30m] [--jobs N] [--out DIR]
-                    [--resume DIR] [--seed S] [--max-runs N] [--minimize-budget N]
-                    [--allow-lies]
+                    [--resume DIR] [--seed S] [--max-runs N] [--max-failures N]
+                    [--minimize-budget N] [--allow-lies] [--restore]
                                       search fault schedules for kernel failures
   faultline cmdline SCENARIO          print the QEMU command line
   faultline libvirt-xml SCENARIO      write a domain XML for `virsh create`
@@ -22,10 +22,12 @@
                    [--backend qemu|libvirt|lava [--run]]
   faultline lava SCENARIO ... [--kernel K [--modules M]] [--seed N | --seeds A..B]
                  [--out DIR] [--base-url URL]   LAVA jobs and their artefacts
+  faultline lava --bug NAME ... [--seeds A..B]  the real-bug corpus as LAVA jobs
   faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
   faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
   faultline kernel config|build|list  guest kernels from source (docs/kernels.md)
   faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
+                 [--backend qemu|libvirt|lava]
                                       recall on the real-bug corpus (docs/bugs.md)
   faultline build | setup
 
@@ -156,7 +158,10 @@ def parser():
     mx.add_argument("--junit", metavar="FILE", help="also copy the JUnit XML here")
     mx.add_argument("--kcidb", metavar="FILE", help="also copy the KCIDB JSON here")
     lv = sub.add_parser("lava", help="write LAVA jobs (device_type qemu) and artefacts")
-    lv.add_argument("scenarios", nargs="+", help="scenario name or .toml path")
+    lv.add_argument("scenarios", nargs="*", help="scenario name or .toml path")
+    lv.add_argument("--bug", action="append", metavar="NAME",
+                    help="instead of scenarios: a corpus bug's scenarios on its fixed and "
+                         "buggy kernels (repeat for more; docs/bugs.md)")
     lv.add_argument("--kernel", action="append", metavar="BZIMAGE", type=inputs.kernel_image,
                     help="a kernel (repeat for more; default: Debian's 6.12)")
     lv.add_argument("--modules", action="append", metavar="DIR", type=inputs.modules_dir,
@@ -316,6 +321,11 @@ def bugs_parser(sub):
                     help="results (default runs/bugs; reused on the next run: resume)")
     bp.add_argument("--docs", action="store_true",
                     help="also write the table into docs/bugs.md")
+    bp.add_argument("--backend", default="qemu", choices=BACKENDS,
+                    help="run each seed as `run --backend` does (default qemu; lava: "
+                         "through lava-run)")
+    bp.add_argument("--connect", type=inputs.libvirt_uri,
+                    help="libvirt URI for --backend libvirt (default: qemu:///system)")
     return bp
 
 
