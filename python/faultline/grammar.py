@@ -10,7 +10,10 @@ data by design or that the frontend cannot recover from, so that a failure
 explore finds is the kernel's fault, never the device's:
   - lie, corrupt: they lose or flip data on purpose;
   - a read error (op read or any): swap-in of that page fails, the page is
-    gone (SIGBUS), as it would be on a real dying disk;
+    gone (SIGBUS), as it would be on a real dying disk; except where the
+    scenario's own rules fail reads (its tests judge what the kernel owes
+    then: SIGBUS or EIO, never a wrong byte), and then only in the engine
+    states those rules were armed in;
   - reset-fail=: Linux removes an NVMe controller whose reset failed;
   - lost completions (drop, error=timeout, irq=suppress) and fatal: only on
     writes (the driver's abort fails the I/O: a write is redirtied, a read
@@ -48,6 +51,9 @@ class Space:
     lost_ok: bool = False           # drop / timeout / irq=suppress allowed
     fatal_ok: bool = False          # NVMe fatal allowed
     context_ok: bool = True         # complete= allowed (syncblk)
+    # Read errors allowed (the scenario's own rules fail reads): in these
+    # states (empty: in any); None: not allowed.
+    read_error_states: tuple | None = None
 
     @classmethod
     def of(cls, sc, own_rules, allow_lies=False):
@@ -64,8 +70,36 @@ class Space:
         asserted = any("swapctx" in t and "--expect" in t for t in sc.tests)
         return cls(kind=kind, sectors=sc.device.size_bytes // 512, cpus=sc.vm.cpus,
                    states=tuple(states), allow_lies=allow_lies, context_ok=not asserted,
+                   read_error_states=_read_error_states(own_rules),
                    lost_ok=can_lose and (kind == "syncblk" or lost or fatal or allow_lies),
                    fatal_ok=kind == "nvme" and (fatal or allow_lies))
+
+
+def _read_error_states(rules_text):
+    """The engine states the read-error rules of @rules_text are armed in
+    (() when one of them is not), or None when no rule fails reads."""
+    states = set()
+    for line in rules_text.splitlines():
+        toks = line.split("#", 1)[0].split()
+        if toks and toks[0].endswith(":"):
+            toks = toks[1:]
+        if not toks or toks[0] not in ("read", "any") or \
+                not any(t.startswith("error=") for t in toks):
+            continue
+        state = next((t[len("state="):] for t in toks if t.startswith("state=")), None)
+        if state is None or not state.isdigit():
+            return ()
+        states.add(int(state))
+    return tuple(sorted(states)) if states else None
+
+
+def read_error_ok(space, op, match):
+    """A read error on @op with @match within what the scenario allows."""
+    if space.allow_lies:
+        return True
+    if space.read_error_states is None or op not in ("read", "any"):
+        return False
+    return not space.read_error_states or match.get("state") in space.read_error_states
 
 
 @dataclass
@@ -163,7 +197,8 @@ def _actions(space, op):
     """(kind, weight) of the actions a rule on @op may take."""
     data_op = op in ("write", "discard", "write-zeroes", "flush")
     acts = [("delay", 5)]
-    if data_op or space.allow_lies:
+    if data_op or space.allow_lies or \
+            (space.read_error_states is not None and op in ("read", "any")):
         acts.append(("error", 4))
     # A lost completion ends in the driver's abort: a failed write is
     # redirtied, a failed read loses the page (syncblk: timeouts 1, errors
@@ -243,7 +278,9 @@ def _action(rng, space, kind, rule):
     if kind == "irq-delay":
         return {"irq-delay": _delay(rng, _delay_cap(rule))}
     if kind == "error":
-        a = {"error": rng.choice(ERRORS + (("read-error",) if space.allow_lies else ()))}
+        reads = space.allow_lies or (space.read_error_states is not None and
+                                     op in ("read", "any"))
+        a = {"error": rng.choice(ERRORS + (("read-error",) if reads else ()))}
         if op == "write" and rng.random() < 0.25:
             a["when"] = "after"
         if space.kind == "nvme" and rng.random() < 0.6:
@@ -268,6 +305,10 @@ def gen_rule(rng, space, name):
     kind = _weighted(rng, _actions(space, op))
     r = Rule(name, op, _match(rng, space), _trigger(rng, kind in RARE))
     r.action = _action(rng, space, kind, r)
+    if "error" in r.action and not read_error_ok(space, op, r.match) and \
+            op in ("read", "any"):
+        # allowed only in the states the scenario's own read errors use
+        r.match["state"] = rng.choice(space.read_error_states)
     return r
 
 
@@ -375,9 +416,11 @@ def excluded(text, space):
         for k in ("lie", "corrupt", "reset-fail"):
             if k in keys:
                 return f"{line}: {k} breaks data"
-        if "error" in keys and op in ("read", "any"):
+        state = int(keys["state"]) if keys.get("state", "").isdigit() else None
+        if "error" in keys and op in ("read", "any") and \
+                not read_error_ok(space, op, {"state": state} if state is not None else {}):
             return f"{line}: a read error loses the page"
-        if "error" in keys and keys["error"] == "read-error":
+        if "error" in keys and keys["error"] == "read-error" and op not in ("read", "any"):
             return f"{line}: read-error"
         lost = "drop" in keys or keys.get("error") == "timeout" or keys.get("irq") == "suppress"
         if lost and not space.lost_ok:

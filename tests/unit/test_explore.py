@@ -26,7 +26,7 @@ FIXTURES = os.path.join(TOP, "tests", "unit", "explore")
 # (lost completions, fatal, in-band states, several CPUs).
 SCENARIOS = ["smoke", "syncblk-task", "write-error-redirty-virtio",
              "write-error-redirty-virtio-scsi", "nvme-lost-completion", "nvme-fatal",
-             "syncblk-cpu-target", "nvme-queue-target", "write-error-redirty-sync"]
+             "syncblk-cpu-target", "nvme-queue-target", "write-error-redirty-sync", "read-error"]
 PER_SCENARIO = 800
 
 
@@ -83,7 +83,32 @@ class GrammarTest(unittest.TestCase):
                 self.assertEqual(grammar.device_problem(space.kind, t), "", (name, t))
                 self.assertEqual(grammar.excluded(t, space), "", (name, t))
                 for tok in ("lie", "corrupt", "reset-fail", "read-error"):
+                    if tok == "read-error" and space.read_error_states is not None:
+                        continue
                     self.assertNotIn(tok, t.split(), (name, t))
+
+    def test_read_errors_only_where_the_scenario_fails_reads_and_in_its_states(self):
+        """read-error.toml fails reads in state 1 (armed once the pattern is
+        on the device): explore may too, in state 1 only; smoke never."""
+        rng = random.Random(12)
+        spaces_by = dict(spaces())
+        rerr = spaces_by["read-error"]
+        self.assertEqual(rerr.read_error_states, (1,))
+        self.assertIsNone(spaces_by["smoke"].read_error_states)
+        failing_reads = []
+        for s in schedules(rerr, rng, 400):
+            for line in s.text().splitlines():
+                toks = line.split()
+                if len(toks) > 1 and toks[1] in ("read", "any") and \
+                        any(t.startswith("error=") for t in toks):
+                    failing_reads.append(line)
+                    self.assertIn("state=1", toks, line)
+        self.assertTrue(failing_reads)
+        self.assertTrue(any("error=read-error" in ln for ln in failing_reads))
+        self.assertIn("loses the page", grammar.excluded("a: read every=2 error=eio", rerr))
+        self.assertEqual(grammar.excluded("a: read state=1 every=2 error=eio", rerr), "")
+        self.assertEqual(grammar._read_error_states("r: read every=3 error=eio\n"), ())
+        self.assertIsNone(grammar._read_error_states("w: write every=3 error=eio\n"))
 
     def test_the_space_uses_what_each_attach_point_has(self):
         rng = random.Random(8)
