@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from . import feedback, grammar, judge, minimize, runner, scenario
+from . import feedback, grammar, judge, ktap, minimize, runner, scenario
 from .abort import Executor
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
@@ -43,25 +43,40 @@ def parse_budget(text):
 
 @dataclass
 class Result:
-    """One schedule's run: its Report, run directory, feature set and
-    failure class ("" for none, else crash, hang or fail)."""
+    """One schedule's run: its Report, run directory, feature set,
+    failure class ("" for none, else crash, hang or fail) and whether the
+    guest bailed out (its setup or test could not run)."""
     report: object
     rundir: str
     features: set
     failure: str
     elapsed_s: float
+    bailed: bool = False
 
 
-def failure_class(r):
+def failure_class(r, bailed=False):
     """"" unless the kernel or the guest's checks failed: a crash or hang
     (exit 3), a splat or a failed guest test (exit 1).  An unmet [expect]
     of the scenario is not a failure here: its expectations were written
-    for its own rules, which explore removed."""
+    for its own rules, which explore removed.  Nor is a guest that bailed
+    out (KTAP "Bail out!": swapon refused a swap area whose header write
+    failed, say): the schedule kept the test from running, the kernel was
+    never tested."""
     if r.status == EXIT_CRASH:
         return "hang" if r.outcome == "hang" else "crash"
-    if r.status == EXIT_FAIL and not r.reason.startswith("expectation failed"):
+    if r.status == EXIT_FAIL and not r.reason.startswith("expectation failed") and \
+            not (bailed and not r.reason.startswith("kernel splat")):
         return "fail"
     return ""
+
+
+def bailed_out(rundir):
+    """Whether the run's KTAP has a "Bail out!"."""
+    try:
+        with open(os.path.join(rundir, "ktap.log"), errors="replace") as f:
+            return ktap.parse_ktap(f.read())["bail"]
+    except OSError:
+        return False
 
 
 def run_schedule(sc_name, sched, opts, builds, rundir):
@@ -77,8 +92,9 @@ def run_schedule(sc_name, sched, opts, builds, rundir):
     r, _ = runner.one_run(sc, sched.seed, o, builds, rundir, verbose=False)
     if r.status == EXIT_SETUP or r.outcome == "aborted":
         raise SetupError(f"{rundir}: {r.reason}")
-    return Result(r, rundir, feedback.features(rundir), failure_class(r),
-                  time.monotonic() - t0)
+    bailed = bailed_out(rundir)
+    return Result(r, rundir, feedback.features(rundir), failure_class(r, bailed),
+                  time.monotonic() - t0, bailed)
 
 
 class Explorer:
@@ -260,8 +276,9 @@ class Explorer:
         seed = scenario.load(name).faults.seed
         t0 = time.monotonic()
         res = run_schedule(name, grammar.Schedule(seed, []), self.opts, self.builds, d)
-        broken = judge.broken_guarantee(res.report) if res.failure else None
-        if res.failure and not broken:
+        failed = res.failure or (res.bailed and res.report.status != EXIT_PASS)
+        broken = judge.broken_guarantee(res.report) if failed else None
+        if failed and not broken:
             raise SetupError(f"{name} fails with no faults ({minimize.signature(d, res.report)}"
                              f"; {d}): explore needs a scenario that passes without its rules")
         self.seen |= res.features

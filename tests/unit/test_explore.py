@@ -309,6 +309,28 @@ class ResumeTest(unittest.TestCase):
             with self.assertRaisesRegex(SetupError, "smoke fails with no faults"):
                 self.baseline(d, ["smoke"], [fail])
 
+    def test_a_guest_that_bailed_out_is_not_a_failure(self):
+        """A schedule that fails every write fails mkswap's header: swapon
+        refuses the area and the guest bails out before any test (explore's
+        first corpus run called that a finding).  The kernel was never
+        tested; a crash or a splat still counts."""
+        fail = Report(scenario="s", seed=1, status=EXIT_FAIL, outcome="fail",
+                      reason="guest tests failed (exit 1, 0 not ok)")
+        splat = Report(scenario="s", seed=1, status=EXIT_FAIL, outcome="fail",
+                       reason="kernel splat: WARNING: at mm/swapfile.c:1")
+        crash = Report(scenario="s", seed=1, status=EXIT_CRASH, outcome="crash",
+                       reason="kernel crash: Oops")
+        self.assertEqual(explore.failure_class(fail), "fail")
+        self.assertEqual(explore.failure_class(fail, bailed=True), "")
+        self.assertEqual(explore.failure_class(splat, bailed=True), "fail")
+        self.assertEqual(explore.failure_class(crash, bailed=True), "crash")
+        with tempfile.TemporaryDirectory() as d:
+            self.assertFalse(explore.bailed_out(d))
+            with open(os.path.join(d, "ktap.log"), "w") as f:
+                f.write("swapon: /dev/syncblk0: Invalid argument\n"
+                        "Bail out! swapon /dev/syncblk0 failed\n")
+            self.assertTrue(explore.bailed_out(d))
+
     def test_max_failures_stops_the_search_at_the_nth_failure(self):
         """--max-failures 1: the search ends at its first failure instead of
         spending the rest of the budget (time to first failure is what a
