@@ -221,7 +221,7 @@ void swapoff_run(const struct options *o, struct run *R)
     run_count_verify(R, &vr, 1);
     R->verified += vr.ok;
     ktap_diag("sigbus_pages_swapoff %zu", vr.sigbus);
-    ktap_check(!vr.bad, ktap_name("every anonymous page (%zu) reads back or faults with SIGBUS",
+    ktap_check(!vr.bad, ktap_name("every anonymous page (%zu) was read back or faulted with SIGBUS",
                                   pages),
                "%zu match, %zu SIGBUS, %zu wrong%s", vr.ok, vr.sigbus, vr.bad,
                vr.bad ? " (data lost)" : "");
@@ -254,7 +254,7 @@ void swapoff_run(const struct options *o, struct run *R)
     R->verified += s_ok;
     ktap_diag("shmem_eio_pages %zu", s_eio);
     ktap_check(!s_bad && !s_other,
-               ktap_name("every shmem page (%zu) reads back or fails with EIO", spages),
+               ktap_name("every shmem page (%zu) was read back or failed with EIO", spages),
                "%zu match, %zu EIO, %zu wrong, %zu other errors", s_ok, s_eio, s_bad, s_other);
 
     /* Leave swap as the scenario set it up (its own swapoff comes last).
