@@ -200,7 +200,7 @@ void swapoff_run(const struct options *o, struct run *R)
     gl_memcg_set(o->cgroup, "memory.max", "max");
     scrub_free_memory(o->mem + o->shmem);
 
-    R->v_wb0 = R->v_fill;
+    /* The metrics' "writeback phase" is swapoff here. */
     gl_vmstat_read(&R->v_wb0);
     arm(o, "before swapoff");
     stuck = bounded_swapoff(o->swapoff_dev, o->swapoff_stall, fd, &swapoff_err, &secs, &left_kb);
@@ -221,8 +221,8 @@ void swapoff_run(const struct options *o, struct run *R)
     run_count_verify(R, &vr, 1);
     R->verified += vr.ok;
     ktap_diag("sigbus_pages_swapoff %zu", vr.sigbus);
-    ktap_check(!vr.bad, ktap_name("every anonymous page (%zu) was read back or faulted with SIGBUS",
-                                  pages),
+    ktap_check(!vr.bad,
+               ktap_name("every anonymous page (%zu) was read back or faulted with SIGBUS", pages),
                "%zu match, %zu SIGBUS, %zu wrong%s", vr.ok, vr.sigbus, vr.bad,
                vr.bad ? " (data lost)" : "");
     if (vr.bad) {
