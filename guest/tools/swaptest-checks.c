@@ -430,6 +430,9 @@ const struct check *const refault_checks[] = {
 const struct check *const race_checks[] = {
     &check_swapped_out, &check_pages, REQUESTED, NULL,
 };
+const struct check *const swapoff_checks[] = {
+    &check_swapped_out, &check_pages, REQUESTED, NULL,
+};
 
 /*
  * The named metrics of a run, for `faultline compare`: one `# NAME VALUE` line

@@ -50,6 +50,9 @@ struct options {
     int wb_refaults;        /* refault: mark the pages written back, refault those */
     int heal_slots;         /* heal: name the redirtied folios, see them written */
     int leak_check;         /* race: the memcg's LRU empties once the pattern is gone */
+    uint64_t shmem;         /* swapoff: bytes of pattern in a shmem file */
+    const char *swapoff_dev;/* swapoff: the swap device to swap off */
+    int swapoff_stall;      /* swapoff: seconds without progress before it is killed */
 };
 
 /* ------------------------------------------------------------ environment */

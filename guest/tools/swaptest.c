@@ -7,7 +7,7 @@
  *   swaptest MODE [options]
  *
  * MODE: writeback | completion | write-error | heal | read-error | refault | race |
- * readahead | lru
+ * readahead | lru | swapoff
  * (docs/scenarios.md describes each, its options and what it asserts; the
  * table of modes below gives each one's presets, run and checks).
  *
@@ -66,6 +66,7 @@ static const struct mode modes[] = {
     { "readahead", "--pattern compressible", readahead_run, readahead_planned,
       readahead_checks },
     { "lru", "--zswap on --wb-rounds 1 --wb-reclaims 12", lru_run, lru_planned, lru_checks },
+    { "swapoff", "--zswap off --disarm", swapoff_run, swapoff_planned, swapoff_checks },
 };
 #define N_MODES (sizeof(modes) / sizeof(modes[0]))
 
@@ -75,7 +76,7 @@ static void usage(void)
 {
     fprintf(stderr,
 "usage: swaptest MODE [options]\n"
-"  MODE: writeback completion write-error heal read-error refault race readahead lru\n"
+"  MODE: writeback completion write-error heal read-error refault race readahead lru swapoff\n"
 "  --mem SIZE --memcg-max SIZE --seed N --cgroup NAME --rounds N\n"
 "  --zswap on|off --shrinker on|off --zswap-max SIZE|max --zswap-writeback 0|1\n"
 "  --wb-rounds N --wb-method shrinker|limit --wb-reclaims N --settle-ms N\n"
@@ -88,7 +89,8 @@ static void usage(void)
 "  --expect-errors --expect-sigbus --device-lost\n"
 "  --pattern half|compressible\n"
 "  --threads N --duration SECONDS --chunk-pages N --leak-check   (race)\n"
-"  --page-cluster N --expect-ra zero|some   (readahead)\n");
+"  --page-cluster N --expect-ra zero|some   (readahead)\n"
+"  --swapoff-dev DEV [--shmem SIZE] [--swapoff-stall SECONDS]   (swapoff)\n");
     exit(2);
 }
 
@@ -149,6 +151,9 @@ static const struct option longopts[] = {
     { "no-disarm", no_argument, NULL, 6 },
     { "device-lost", no_argument, NULL, 7 },
     { "leak-check", no_argument, NULL, 8 },
+    { "shmem", required_argument, NULL, 12 },
+    { "swapoff-dev", required_argument, NULL, 13 },
+    { "swapoff-stall", required_argument, NULL, 14 },
     { NULL, 0, NULL, 0 },
 };
 
@@ -187,6 +192,9 @@ static void apply_options(struct options *o, int argc, char **argv)
         case 6: o->disarm = 0; break;
         case 7: o->device_lost = 1; break;
         case 8: o->leak_check = 1; break;
+        case 12: o->shmem = gl_parse_size(optarg); break;
+        case 13: o->swapoff_dev = optarg; break;
+        case 14: o->swapoff_stall = atoi(optarg); break;
         case 'e': o->expect_errors = 1; break;
         case 'b': o->expect_sigbus = 1; break;
         case 't': o->threads = atoi(optarg); break;
@@ -248,6 +256,7 @@ static const struct mode *parse_args(int argc, char **argv, struct options *o)
                        "auto",
         .expect_sync = -1, .settle_ms = 500, .threads = 4, .duration = 30,
         .chunk_pages = 64, .wb_reclaims = 4, .fill_writeback = 1, .page_cluster = -1,
+        .shmem = 16 << 20, .swapoff_stall = 30,
     };
     apply_presets(o, mode->presets);
     apply_options(o, argc - 1, argv + 1);
@@ -259,6 +268,10 @@ static const struct mode *parse_args(int argc, char **argv, struct options *o)
     }
     if (strcmp(o->kernel_mode, "auto") && strcmp(o->kernel_mode, "stock") &&
         strcmp(o->kernel_mode, "patched")) {
+        usage();
+    }
+    /* swapoff needs its device; it fills and checks only what it swapped */
+    if (!strcmp(o->mode, "swapoff") && (!o->swapoff_dev || !o->shmem || o->swapoff_stall < 1)) {
         usage();
     }
     if (!o->mem || !o->memcg_max || o->rounds < 1 || o->wb_rounds < 0 ||

@@ -4,7 +4,7 @@
  * runs a mode, swaptest-pipeline.c (fill, forced writeback, refault and
  * verify), swaptest-race.c (the race mode), swaptest-readahead.c and
  * swaptest-lru.c (the readahead and lru modes with their checks and
- * metrics), then its checks, swaptest-checks.c (with the metrics).
+ * metrics), swaptest-swapoff.c (swapoff with read errors), then its checks, swaptest-checks.c (with the metrics).
  * Below them, and never calling up: swaptest-env.h (options, memcg and
  * zswap settings, fault arming), swaptest-trace.h (tracing evidence),
  * swaptest-slots.h (where the pages are) and the leaf pagecheck.h (the
@@ -85,7 +85,7 @@ struct check {
 extern const struct check *const writeback_checks[], *const completion_checks[],
     *const write_error_checks[], *const heal_checks[], *const read_error_checks[],
     *const refault_checks[], *const race_checks[], *const readahead_checks[],
-    *const lru_checks[];
+    *const lru_checks[], *const swapoff_checks[];
 extern const struct check check_no_splat, check_pages;
 
 void run_checks(const struct check *const *checks, const struct options *o,
@@ -106,6 +106,9 @@ void readahead_run(const struct options *o, struct run *R);
 int readahead_planned(const struct options *o);
 void lru_run(const struct options *o, struct run *R);
 int lru_planned(const struct options *o);
+/* swaptest-swapoff.c */
+void swapoff_run(const struct options *o, struct run *R);
+int swapoff_planned(const struct options *o);
 
 /* The runs of the modes, and the KTAP results each reports. */
 void pipeline(const struct options *o, struct run *R);

@@ -13,7 +13,7 @@ from . import scenario as flscenario
 BUGS_DIR = os.path.join(TOP, "tests", "bugs")
 BASES = ("debian:6.1", "debian:6.12")
 _COMMIT = re.compile(r"^[0-9a-f]{12,40}$")
-_RELEASE = re.compile(r"^v\d+\.\d+(-rc\d+)?$")
+_RELEASE = re.compile(r"^v\d+\.\d+(\.\d+)?(-rc\d+)?$")
 
 # key: (type, required); free text keys are strings.
 _FIELDS = {

@@ -134,11 +134,15 @@ def check_expectations(sc, ktap, console, faults, fault_log=()):
 # kernel always owes is broken, whatever the scenario expected.
 DATA_LOSS_DIAGS = ("data_errors", "lost_increments", "sigbus_pages_parent")
 LEAK_DIAGS = ("lru_left_pages",)
+# Diagnostics in which a guest tool counts what the kernel never finished
+# (a swapoff whose area stopped emptying until it was killed): a hang the
+# guest measured itself, before the watchdog's.
+HANG_DIAGS = ("swapoff_stuck",)
 
 
 def broken_guarantee(r):
     """What a failed run @r (a Report) shows the kernel broke: "crash",
-    "hang", "splat", "data loss (KEY N, ...)" or "leak (KEY N)"; None when
+    "hang", "splat", "hang (KEY N)", "data loss (KEY N, ...)" or "leak (KEY N)"; None when
     it passed, was aborted or could not run, or failed only a check of its workload or
     of the kernel's behaviour (e.g. less writeback than the scenario
     needs): such a run says nothing about the kernel's correctness."""
@@ -150,7 +154,8 @@ def broken_guarantee(r):
         return "crash"
     if r.reason.startswith("kernel splat"):
         return "splat"
-    for what, keys in (("data loss", DATA_LOSS_DIAGS), ("leak", LEAK_DIAGS)):
+    for what, keys in (("hang", HANG_DIAGS), ("data loss", DATA_LOSS_DIAGS),
+                       ("leak", LEAK_DIAGS)):
         counted = [f"{key} {r.diag[key]}" for key in keys
                    if isinstance(r.diag.get(key), (int, float)) and r.diag[key] > 0]
         if counted:

@@ -106,6 +106,14 @@ class CorpusErrorsTest(unittest.TestCase):
         self.assertIn("is not a release",
                       self.broken(self.text.replace('fixed_in = "v6.12"', 'fixed_in = "6.12"')))
 
+    def test_three_part_release(self):
+        # a bug older than git's history is dated by a 2.6.x release
+        with open(os.path.join(self.dir, "bug.toml"), "w") as f:
+            f.write(self.text.replace('introduced_in = "v6.12-rc1"', 'introduced_in = "v2.6.16"'))
+        self.assertEqual(bugs.load(self.dir).data["introduced_in"], "v2.6.16")
+        self.assertIn("is not a release", self.broken(self.text.replace(
+            'introduced_in = "v6.12-rc1"', 'introduced_in = "v2.6.16.1.2"')))
+
     def test_patch_not_a_diff(self):
         self.assertIn("not a unified diff", self.broken(patch="just some text\n"))
 

@@ -251,6 +251,12 @@ class TableTest(unittest.TestCase):
                          "data loss (sigbus_pages_parent 4)")
         self.assertEqual(bg(report(1, EXIT_FAIL, 1, "guest tests failed",
                                    diag={"lru_left_pages": 12})), "leak (lru_left_pages 12)")
+        # a swapoff the guest had to kill is a hang, whatever else it saw
+        self.assertEqual(bg(report(1, EXIT_FAIL, 1, "guest tests failed",
+                                   diag={"swapoff_stuck": 1, "data_errors": 0})),
+                         "hang (swapoff_stuck 1)")
+        self.assertIsNone(bg(report(1, EXIT_FAIL, 1, "guest tests failed",
+                                    diag={"swapoff_stuck": 0, "sigbus_pages_swapoff": 40})))
 
     def test_markdown_and_docs(self):
         row = self.row([report(1, EXIT_FAIL, 20)], [report(1, EXIT_PASS, 20)],
