@@ -13,7 +13,8 @@ from . import scenario as flscenario
 BUGS_DIR = os.path.join(TOP, "tests", "bugs")
 BASES = ("debian:6.1", "debian:6.12")
 _COMMIT = re.compile(r"^[0-9a-f]{12,40}$")
-_RELEASE = re.compile(r"^v\d+\.\d+(\.\d+)?(-rc\d+)?$")
+# v2.6.x releases had three numbers (v2.6.19, v2.6.12-rc2).
+_RELEASE = re.compile(r"^v(\d+\.\d+|2\.6\.\d+)(-rc\d+)?$")
 
 # key: (type, required); free text keys are strings.
 _FIELDS = {
@@ -100,7 +101,7 @@ def load(name):
                        "(or 'unverified')")
     for k in ("fixed_in", "introduced_in"):
         if not _RELEASE.match(data[k]):
-            raise BugError(f"{where}: {k} {data[k]!r} is not a release (e.g. v6.9, v6.12-rc1)")
+            raise BugError(f"{where}: {k} {data[k]!r} is not a release (e.g. v6.9, v6.12-rc1, v2.6.19)")
     if data["base"] not in BASES:
         raise BugError(f"{where}: base {data['base']!r} is not one of {', '.join(BASES)}")
     if not data["scenarios"] or not all(isinstance(s, str) for s in data["scenarios"]):

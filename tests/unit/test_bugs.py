@@ -114,6 +114,18 @@ class CorpusErrorsTest(unittest.TestCase):
         self.assertIn("is not a release", self.broken(self.text.replace(
             'introduced_in = "v6.12-rc1"', 'introduced_in = "v2.6.16.1.2"')))
 
+    def test_three_number_releases_only_for_2_6(self):
+        # Fixes from the 2.6 era name releases like v2.6.19; a stable
+        # point release (v6.12.3) is not what fixed_in/introduced_in mean.
+        text = self.text.replace('fixed_in = "v6.12"', 'fixed_in = "v2.6.19"')
+        with open(os.path.join(self.dir, "bug.toml"), "w") as f:
+            f.write(text.replace('introduced_in = "v6.12-rc1"',
+                                 'introduced_in = "v2.6.12-rc2"'))
+        self.assertEqual(bugs.load(self.dir).data["fixed_in"], "v2.6.19")
+        self.assertIn("is not a release",
+                      self.broken(self.text.replace('fixed_in = "v6.12"',
+                                                    'fixed_in = "v6.12.3"')))
+
     def test_patch_not_a_diff(self):
         self.assertIn("not a unified diff", self.broken(patch="just some text\n"))
 
