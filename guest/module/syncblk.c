@@ -264,6 +264,7 @@ static void syncblk_issue(struct syncblk_slot *slot, u32 op, sector_t lba,
 	struct syncblk_dev *dev = slot->dev;
 	void __iomem *r = slot->regs;
 	unsigned long flags;
+	u32 ctx;
 
 	atomic64_inc(&dev->ios);
 	atomic64_inc(op == SYNCBLK_OP_WRITE ? &dev->writes : &dev->reads);
@@ -283,8 +284,8 @@ static void syncblk_issue(struct syncblk_slot *slot, u32 op, sector_t lba,
 	spin_lock_irqsave(&dev->lock, flags);
 	slot->inflight = true;
 	writel(SYNCBLK_DOORBELL_SUBMIT, r + SYNCBLK_SLOT_DOORBELL);
-	slot->ctx = readl(r + SYNCBLK_SLOT_CTX);
-	if (slot->ctx == SYNCBLK_CTX_TASK) {
+	ctx = slot->ctx = readl(r + SYNCBLK_SLOT_CTX);
+	if (ctx == SYNCBLK_CTX_TASK) {
 		slot->inflight = false;
 	} else {
 		slot->deadline = jiffies + msecs_to_jiffies(io_timeout_ms);
@@ -292,7 +293,12 @@ static void syncblk_issue(struct syncblk_slot *slot, u32 op, sector_t lba,
 	}
 	spin_unlock_irqrestore(&dev->lock, flags);
 
-	if (slot->ctx == SYNCBLK_CTX_TASK) {
+	/*
+	 * Not slot->ctx: once the lock is dropped an irq/thread command may
+	 * complete, and its slot go to another submitter whose command runs in
+	 * task context; reading that would end the other command's bio too.
+	 */
+	if (ctx == SYNCBLK_CTX_TASK) {
 		syncblk_poll(slot);
 		syncblk_end_cmd(slot);
 	}
