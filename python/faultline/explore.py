@@ -64,10 +64,11 @@ def failure_class(r, bailed=False):
     never tested."""
     if r.status == EXIT_CRASH:
         return "hang" if r.outcome == "hang" else "crash"
-    if r.status == EXIT_FAIL and not r.reason.startswith("expectation failed") and \
-            not (bailed and not r.reason.startswith("kernel splat")):
-        return "fail"
-    return ""
+    if r.status != EXIT_FAIL or r.reason.startswith("expectation failed"):
+        return ""
+    if bailed and not r.reason.startswith("kernel splat"):
+        return ""
+    return "fail"
 
 
 def bailed_out(rundir):

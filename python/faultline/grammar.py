@@ -93,6 +93,12 @@ def _read_error_states(rules_text):
     return tuple(sorted(states)) if states else None
 
 
+def _reads_may_fail(space, op):
+    """Whether a rule on @op may fail reads in @space (in some state)."""
+    return space.allow_lies or (space.read_error_states is not None and
+                                op in ("read", "any"))
+
+
 def read_error_ok(space, op, match):
     """A read error on @op with @match within what the scenario allows."""
     if space.allow_lies:
@@ -197,8 +203,7 @@ def _actions(space, op):
     """(kind, weight) of the actions a rule on @op may take."""
     data_op = op in ("write", "discard", "write-zeroes", "flush")
     acts = [("delay", 5)]
-    if data_op or space.allow_lies or \
-            (space.read_error_states is not None and op in ("read", "any")):
+    if data_op or _reads_may_fail(space, op):
         acts.append(("error", 4))
     # A lost completion ends in the driver's abort: a failed write is
     # redirtied, a failed read loses the page (syncblk: timeouts 1, errors
@@ -278,9 +283,8 @@ def _action(rng, space, kind, rule):
     if kind == "irq-delay":
         return {"irq-delay": _delay(rng, _delay_cap(rule))}
     if kind == "error":
-        reads = space.allow_lies or (space.read_error_states is not None and
-                                     op in ("read", "any"))
-        a = {"error": rng.choice(ERRORS + (("read-error",) if reads else ()))}
+        a = {"error": rng.choice(ERRORS + (("read-error",) if _reads_may_fail(space, op)
+                                           else ()))}
         if op == "write" and rng.random() < 0.25:
             a["when"] = "after"
         if space.kind == "nvme" and rng.random() < 0.6:
@@ -305,8 +309,8 @@ def gen_rule(rng, space, name):
     kind = _weighted(rng, _actions(space, op))
     r = Rule(name, op, _match(rng, space), _trigger(rng, kind in RARE))
     r.action = _action(rng, space, kind, r)
-    if "error" in r.action and not read_error_ok(space, op, r.match) and \
-            op in ("read", "any"):
+    if op in ("read", "any") and "error" in r.action and \
+            not read_error_ok(space, op, r.match):
         # allowed only in the states the scenario's own read errors use
         r.match["state"] = rng.choice(space.read_error_states)
     return r
