@@ -4,7 +4,8 @@
  * runs a mode, swaptest-pipeline.c (fill, forced writeback, refault and
  * verify), swaptest-race.c (the race mode), swaptest-readahead.c and
  * swaptest-lru.c (the readahead and lru modes with their checks and
- * metrics), swaptest-swapoff.c (swapoff with read errors), then its checks, swaptest-checks.c (with the metrics).
+ * metrics), swaptest-swapoff.c (swapoff with read errors), then its
+ * checks, swaptest-checks.c (with the metrics).
  * Below them, and never calling up: swaptest-env.h (options, memcg and
  * zswap settings, fault arming), swaptest-trace.h (tracing evidence),
  * swaptest-slots.h (where the pages are) and the leaf pagecheck.h (the

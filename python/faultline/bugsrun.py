@@ -22,12 +22,12 @@ import os
 import shutil
 import time
 
-from . import TOP, bugs, inputs, judge, kcidb, kernel, minimize, runner, scenario
+from . import TOP, bugs, judge, kcidb, kernel, minimize, runner, scenario
 from .backends import backend_class
 from .build import build_all, say, sha256
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .lava import lava_run_path
-from .options import BugsOptions
+from .options import BugsOptions, connect_options
 from .report import load_report
 from .runner import RunOptions
 
@@ -320,13 +320,10 @@ def check_backend(backend, connect):
     built: the backend exists, its host tools are there, --connect
     belongs to libvirt and answers."""
     backend_class(backend)
-    if connect and backend != "libvirt":
-        raise SetupError("--connect is an option of --backend libvirt")
+    options = connect_options(backend, connect)
     if backend == "lava":
         lava_run_path()
-    if backend == "libvirt":
-        return {"connect": inputs.check_libvirt_uri(connect)} if connect else {}
-    return {}
+    return options
 
 
 def campaign(args: BugsOptions):

@@ -12,6 +12,16 @@ from . import inputs
 from .errors import SetupError
 
 
+def connect_options(backend, connect):
+    """The backend options --connect gives (libvirt only; the URI checked
+    by connecting once)."""
+    if not connect:
+        return {}
+    if backend != "libvirt":
+        raise SetupError("--connect is an option of --backend libvirt")
+    return {"connect": inputs.check_libvirt_uri(connect)}
+
+
 @dataclass
 class RunOptions:
     """How to run: kernel, mode, overrides of the scenario, backend."""
@@ -37,11 +47,7 @@ class RunOptions:
         """From a parsed command line (run, cmdline, libvirt-xml: options a
         command lacks take their defaults)."""
         backend = getattr(args, "backend", "qemu")
-        backend_options = {}
-        if getattr(args, "connect", None):
-            if backend != "libvirt":
-                raise SetupError("--connect is an option of --backend libvirt")
-            backend_options["connect"] = inputs.check_libvirt_uri(args.connect)
+        backend_options = connect_options(backend, getattr(args, "connect", None))
         return cls(kernel=args.kernel, modules=args.modules,
                    deterministic=args.deterministic, accel=args.accel,
                    memory=args.memory, cpus=args.cpus, timeout=args.timeout,
