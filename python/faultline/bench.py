@@ -45,7 +45,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import TOP, rules, scenario
+from . import TOP, abort, rules, scenario
 from .build import build_all, git_describe, say
 from .errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from .options import BenchOptions
@@ -315,7 +315,7 @@ class Boot:
                     except Exception:     # noqa: BLE001 - a missing count is reported below
                         self.block_writes = None
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            abort.remove_scratch(scratch)
         if self.watch.guest_exit != 0:
             raise SetupError(f"bench boot {os.path.basename(self.dir)} failed "
                              f"(guest exit {self.watch.guest_exit}, hang {self.watch.hang}): "

@@ -8,7 +8,6 @@ how to finish the result.  docs/launcher.md has the contract.
 """
 
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -190,8 +189,10 @@ class Machine:
 
     def cleanup(self):
         """Kill if needed and remove what the backend created (subclasses
-        call this too): the scratch directory."""
-        shutil.rmtree(self.spec.scratch, ignore_errors=True)
+        call this too): the scratch directory's files.  The directory and
+        its owner.json stay: they belong to the caller, and tell the next
+        launcher's abort.sweep() that this run has no report yet."""
+        abort.empty_scratch(self.spec.scratch)
 
     def info(self):
         """Backend facts for run.json."""

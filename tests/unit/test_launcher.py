@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import backends, cli  # noqa: E402
+from faultline import abort, backends, cli  # noqa: E402
 from faultline import compare, guest, inputs, judge, kernlog, machine  # noqa: E402
 from faultline import mutate, report, rules, runner  # noqa: E402
 from faultline import scenario as flscenario  # noqa: E402
@@ -603,16 +603,23 @@ class ShellMachine(machine.Machine):
 
 class MachineTest(unittest.TestCase):
     def watch(self, script, timeout=20.0):
-        rundir, scratch = tempfile.mkdtemp(), tempfile.mkdtemp()
+        rundir = tempfile.mkdtemp()
+        scratch = abort.new_scratch(rundir)
+        self.addCleanup(abort.remove_scratch, scratch)
         sc = scenario('[faults]\nrules = "w: write nth=1 error=eio"\n' + MINIMAL)
         spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
                                  False)
         with ShellMachine(spec, script=script) as m:
+            with open(os.path.join(scratch, "disk.img"), "w") as f:
+                f.write("the machine's disk")
             m.start()
             w = m.run(timeout, Progress(1, quiet=True))
             proc = m.proc
         self.assertIsNotNone(proc.returncode)            # nothing left running
-        self.assertFalse(os.path.exists(scratch))         # the scratch dir is gone
+        # The machine's files are gone; the scratch directory and its
+        # owner.json stay until the caller has written the run's report (a
+        # launcher killed while judging: the next one's sweep writes it).
+        self.assertEqual(os.listdir(scratch), [abort.OWNER])
         return w, judge.judge(sc, rundir, 1, False, w)
 
     def test_guest_exit_ends_the_run(self):
