@@ -11,7 +11,11 @@ each of the bug's scenarios:
     scenario's own rules removed: no bug-specific rule anywhere);
   - a seed sweep of the scenario as written, seeds 1, 2, ... one run at a
     time until the first failure or the same budget.
-Each side stops at its first failure.  --restore runs both sides from a
+Each side stops at its first failure.  A bug scenario whose guest test checks
+its own faults (swaptest write-error expects I/O errors) fails without
+them, and explore refuses it: explore then starts from the generic scenario
+of the same device and completion context (smoke, syncblk-task, ...), as
+a user without the bug's scenario would.  --restore runs both sides from a
 saved guest (run --restore) where the scenario's device can be hot-added,
 so the two compare searches, not boot costs.  --fixed runs the same two
 on the base kernel (e.g. debian-6.1), where nothing may fail.  Prints one line per bug and side: found or not, time to
@@ -35,6 +39,15 @@ from faultline import bugs, explore, restore, scenario  # noqa: E402
 from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
 
 OUT = os.path.join(TOP, "build", "explore-corpus")
+# The generic scenario of a device (and syncblk completion context): a
+# plain swap workload that checks every byte and nothing about faults.
+GENERIC = {("nvme", "task"): "smoke", ("syncblk", "task"): "syncblk-task",
+           ("syncblk", "irq"): "syncblk-irq", ("syncblk", "thread"): "syncblk-thread"}
+REFUSED = "fails with no faults"
+
+
+class NeedsGeneric(Exception):
+    """explore refused the scenario: its test fails without its own faults."""
 
 
 def kernels():
@@ -58,6 +71,8 @@ def run_explore(name, kernel, budget, out, extra):
     res = subprocess.run([FAULTLINE, "explore", name, *kernel_opt(kernel), "--budget",
                           budget, "--max-failures", "1", "--out", out, "--quiet", *extra],
                          capture_output=True, text=True)
+    if res.returncode == 2 and REFUSED in res.stderr:
+        raise NeedsGeneric(res.stderr.strip().splitlines()[-1])
     if res.returncode not in (EXIT_PASS, EXIT_FAIL):
         raise SetupError(f"explore {name} --kernel {kernel}: exit {res.returncode}: "
                          + (res.stderr.strip().splitlines() or [""])[-1])
@@ -122,12 +137,25 @@ def main():
             for side, kernel in sides:
                 tag = f"{b.name}-{sc}-{side}-{int(time.time())}"
                 extra = restorable(sc) if args.restore else []
-                ex = run_explore(sc, kernel, args.budget, os.path.join(OUT, tag, "explore"),
-                                 extra)
+                explored = sc
+                try:
+                    ex = run_explore(sc, kernel, args.budget,
+                                     os.path.join(OUT, tag, "explore"), extra)
+                except NeedsGeneric as e:
+                    d = scenario.load(sc).device
+                    explored = GENERIC.get((d.kind, d.completion if d.kind == "syncblk"
+                                            else "task"))
+                    if explored is None:
+                        raise SetupError(f"{e}; no generic scenario for {d.kind}") from None
+                    print(f"{b.name}: explore refused {sc} (its test checks its own "
+                          f"faults): exploring {explored}", flush=True)
+                    ex = run_explore(explored, kernel, args.budget,
+                                     os.path.join(OUT, tag, "explore-" + explored),
+                                     restorable(explored) if args.restore else [])
                 sw = run_sweep(sc, kernel, budget_s, os.path.join(OUT, tag, "sweep"), extra)
-                results.append({"bug": b.name, "scenario": sc, "kernel": kernel,
-                                "side": side, "restore": bool(extra), "explore": ex,
-                                "sweep": sw})
+                results.append({"bug": b.name, "scenario": sc, "explored": explored,
+                                "kernel": kernel, "side": side, "restore": bool(extra),
+                                "explore": ex, "sweep": sw})
                 if side == "bug" and ex["found"]:
                     found.add(b.name)       # a bug counts once, whichever scenario
                 if side == "fixed" and (ex["found"] or sw["found"]):
@@ -136,7 +164,8 @@ def main():
                 def when(r):
                     return (f"found after {r['first_failure_s']}s, {r['runs']} runs"
                             if r["found"] else f"not found in {r['runs']} runs")
-                print(f"{b.name:36} {side:5} {sc:24} explore: {when(ex)}; "
+                via = f" (from {explored})" if explored != sc else ""
+                print(f"{b.name:36} {side:5} {sc:24} explore{via}: {when(ex)}; "
                       f"sweep: {when(sw)}", flush=True)
                 if ex["minimal"]:
                     print("    minimal: " + "; ".join(
