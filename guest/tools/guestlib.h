@@ -2,8 +2,8 @@
 /*
  * Helpers shared by faultline guest tools: sysfs/procfs files, /proc/vmstat
  * snapshots, cgroup v2 memcgs, the seeded per-page memory pattern, the kernel
- * log (guestlib.c), kprobes and hist triggers (guestlib-trace.c).  The NVMe
- * vendor interface is in guestlib-nvme.h.
+ * log (guestlib.c), kprobes and hist triggers (guestlib-trace.c), kernel
+ * coverage (guestlib-kcov.c).  The NVMe vendor interface is in guestlib-nvme.h.
  */
 #ifndef FAULTLINE_GUESTLIB_H
 #define FAULTLINE_GUESTLIB_H
@@ -162,5 +162,22 @@ int gl_hist_read_frames(const char *path, const char *const *frames, size_t n,
  * @got ("" when absent).
  */
 void gl_kallsyms_resolve(const char *const *want, char (*got)[96], size_t n);
+
+/* ---- kcov: kernel coverage of the tool's threads (guestlib-kcov.c) */
+
+/* Edges hashed into a map of this many bits ("# kcov-map", base64). */
+#define GL_KCOV_MAP_BITS (1u << 16)
+
+/*
+ * Trace the calling thread too (a worker; the main thread traces from the
+ * start when FAULTLINE_KCOV=1).  0, or -errno; 0 and nothing done when
+ * coverage is off.
+ */
+int gl_kcov_thread_begin(void);
+/* Add the edges of @n consecutive PCs to @map; returns the bits newly set. */
+size_t gl_kcov_add_trace(uint8_t *map, const unsigned long *pcs, size_t n);
+size_t gl_kcov_map_bits(const uint8_t *map);
+/* Base64 of @len bytes into @out (4 * ceil(len / 3) + 1 bytes). */
+void gl_kcov_base64(const uint8_t *in, size_t len, char *out);
 
 #endif /* FAULTLINE_GUESTLIB_H */

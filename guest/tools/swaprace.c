@@ -317,6 +317,7 @@ static void count_fill(void)
 
 static void *count_worker(void *arg)
 {
+    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     int id = (int)(intptr_t)arg;
 
     while (!stop && gl_now_s() < deadline) {
@@ -336,6 +337,7 @@ static void *count_worker(void *arg)
 
 static void *read_worker(void *arg)
 {
+    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     int id = (int)(intptr_t)arg;
     uint64_t want[GL_PAGE_SIZE / sizeof(uint64_t)];
     long long n = 0, bad = 0;
@@ -370,6 +372,7 @@ static void *read_worker(void *arg)
 
 static void *pager(void *arg)
 {
+    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     size_t c = 0;
 
     while (!stop) {
@@ -452,6 +455,7 @@ static int wait_child_exit(void)
 
 static void *swapoff_cycler(void *arg)
 {
+    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     int flags = o.discard ? SWAP_FLAG_DISCARD : 0;
 
     while (!stop) {
@@ -522,6 +526,7 @@ static int churn_child(uint64_t seed)
 
 static void *churner(void *arg)
 {
+    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     while (!stop) {
         long long id = __atomic_fetch_add(&children, 1, __ATOMIC_RELAXED);
         pid_t pid = fork();

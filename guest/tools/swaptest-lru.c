@@ -205,6 +205,7 @@ struct worker {
 /* Random chunks: 3 of 4 refaulted and verified, 1 of 4 discarded (once). */
 static void *worker_main(void *arg)
 {
+    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     struct worker *w = arg;
     const struct options *o = w->o;
     const struct pattern pat = { o->seed, o->compressible };

@@ -89,6 +89,7 @@ static void chunk_verify(struct race *R, size_t c, struct verify_result *vr)
 
 static void *race_worker(void *arg)
 {
+    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     struct race *R = arg;
     const struct options *o = R->o;
     uint64_t x = (uint64_t)(uintptr_t)pthread_self() ^ o->seed;
@@ -171,6 +172,7 @@ static void *race_toggler(void *arg)
 /* memory.reclaim 8M in a loop (it blocks; hence its own thread). */
 static void *race_reclaimer(void *arg)
 {
+    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     struct race *R = arg;
     const struct options *o = R->o;
     long long calls = 0;

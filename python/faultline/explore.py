@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from . import feedback, grammar, judge, ktap, minimize, runner, scenario
+from . import feedback, grammar, judge, kconfig, ktap, minimize, runner, scenario
 from .abort import Executor
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
@@ -120,7 +120,7 @@ class Explorer:
     def save(self):
         state = {"version": 1, "scenarios": self.scenarios, "seed": self.seed,
                  "allow_lies": self.allow_lies, "kernel": self.opts.kernel,
-                 "deterministic": self.opts.deterministic,
+                 "deterministic": self.opts.deterministic, "kcov": self.opts.kcov,
                  "tried": self.tried, "kept": self.kept, "elapsed_s": round(self.elapsed_s, 1),
                  "run_s": round(self.run_s, 1),
                  "baselines": self.baselines,
@@ -306,8 +306,10 @@ class Explorer:
         if self.quiet:
             return
         m, s = divmod(int(max(left_s, 0)), 60)
-        print(f"explore: tried {self.tried}, kept {self.kept}, features {len(self.seen)}, "
-              f"failures {len(self.failures)}, {m}m{s:02d}s left", flush=True)
+        edges = feedback.kcov_edges(self.seen)
+        print(f"explore: tried {self.tried}, kept {self.kept}, features {len(self.seen)}"
+              + (f" ({edges} kcov edges)" if self.opts.kcov else "")
+              + f", failures {len(self.failures)}, {m}m{s:02d}s left", flush=True)
 
     def run(self, budget_s, max_runs=None, max_failures=None):
         for d in ("runs", "corpus"):
@@ -399,6 +401,10 @@ def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
         raise SetupError("--max-failures must be >= 1")
     if opts.rules or opts.mutate:
         raise SetupError("explore makes its own rules: --rules and --mutate do not apply")
+    # Edge coverage as feedback wherever the kernel was built with --kcov.
+    opts.kcov = kconfig.has_option("KCOV", opts.kernel, opts.modules)
+    if opts.kcov and not quiet:
+        say("explore: the kernel has kcov: the tests' kernel edges are feedback too")
     if resume:
         ex = Explorer(resume, opts, quiet=quiet, minimize_budget=minimize_budget)
         st = ex.load()

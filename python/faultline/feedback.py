@@ -11,11 +11,17 @@ Signals, cheapest first, all read from the run directory:
     that run-to-run noise does not read as news;
   - the kernel's messages about the device (kernlog templates) and every
     other kernel console line as a template, numbers and addresses masked;
-  - KTAP result and detail lines, numbers masked.
+  - KTAP result and detail lines, numbers masked;
+  - with a kernel built with --kcov ([vm] kcov): the kernel edges the tests'
+    threads ran, one feature per bit of the guest tools' `# kcov-map`
+    (guest/tools/guestlib-kcov.c: edges hashed into a 64 Ki-bit map).
 
-A feature is a short string: "ret:swap_writepage!=0", "diag:vmstat pswpin:9".
+A feature is a short string: "ret:swap_writepage!=0", "diag:vmstat pswpin:9",
+"kcov:4711".
 """
 
+import base64
+import binascii
 import json
 import os
 import re
@@ -99,9 +105,40 @@ def ktap_features(ktap):
     for line in ktap.splitlines():
         s = line.strip()
         if s.startswith(("ok ", "not ok ", "# ")) and not s.startswith(("# kprobe ",
-                                                                         "# kretprobe ")):
+                                                                         "# kretprobe ",
+                                                                         "# kcov")):
             out.add("ktap:" + mask(s))
     return out
+
+
+KCOV_MAP = "# kcov-map "
+KCOV_MAP_BYTES = 1 << 13        # GL_KCOV_MAP_BITS / 8
+
+
+def kcov_features(ktap):
+    """"kcov:N" for every bit set in any `# kcov-map` of the run (one per
+    guest tool process).  A map cut short or garbled (a guest that died
+    mid-line) adds nothing."""
+    bits = bytearray(KCOV_MAP_BYTES)
+    for line in ktap.splitlines():
+        s = line.strip()
+        if not s.startswith(KCOV_MAP):
+            continue
+        try:
+            raw = base64.b64decode(s[len(KCOV_MAP):], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if len(raw) != KCOV_MAP_BYTES:
+            continue
+        for i, b in enumerate(raw):
+            bits[i] |= b
+    return {f"kcov:{i * 8 + j}" for i, b in enumerate(bits) if b for j in range(8)
+            if b >> j & 1}
+
+
+def kcov_edges(feats):
+    """How many of @feats are kcov edges."""
+    return sum(1 for f in feats if f.startswith("kcov:"))
 
 
 def features(rundir):
@@ -114,7 +151,7 @@ def features(rundir):
     ktap = _read(rundir, "ktap.log")
     return (probe_features(ktap) | diag_features(rep.get("diag"))
             | kernel_log_features(rep.get("kernel_log"), _read(rundir, "console.log"))
-            | ktap_features(ktap))
+            | ktap_features(ktap) | kcov_features(ktap))
 
 
 def new_features(feats, seen):

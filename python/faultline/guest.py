@@ -27,6 +27,8 @@ def make_run_sh(sc, seed):
              'echo "# kernel $(uname -r)"', f'echo "# seed {seed}"',
              f"export FAULTLINE_KERNEL_MODE={shlex.quote(sc.kernel_mode)}",
              "fail=0"]
+    if sc.vm.kcov:
+        lines += ["export FAULTLINE_KCOV=1"]     # the guest tools' coverage maps
     dev = sc.device
     modules, swapdev = GUEST_DISKS[dev.kind]
     lines += [f'[ -d /sys/module/{m} ] || modprobe {m} || '

@@ -71,6 +71,7 @@ NEEDS = [
     ("zswap zbud pool (swap.zpool)", lambda sc: sc.swap.get("zpool") == "zbud", ("ZBUD",)),
     ("kprobe/kretprobe metrics (swapctx, swaptest, kprobe diag keys)", uses_probes,
      ("KPROBES=y", "KRETPROBES=y", "KPROBE_EVENTS=y", "HIST_TRIGGERS=y")),
+    ("kernel coverage ([vm] kcov, --kcov)", lambda sc: sc.vm.kcov, ("KCOV=y", "DEBUG_FS=y")),
     # Without it the toggler's userfaultfd() is ENOSYS and the race it
     # stresses never runs: refuse the run rather than fail it in the guest.
     ("userfaultfd write-protect (swaprace --wp-toggle)",
@@ -241,6 +242,13 @@ def find_config(kernel=None, modules=None):
         if text is not None:
             return f"{kernel} (embedded)", parse(text)
     return None, None
+
+
+def has_option(option, kernel=None, modules=None):
+    """Whether the kernel's config sets CONFIG_@option=y (False when its
+    config is not found)."""
+    _, config = find_config(kernel, modules)
+    return bool(config) and config.get(option) == "y"
 
 
 def check(scs, kernel=None, modules=None):

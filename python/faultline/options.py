@@ -38,6 +38,7 @@ class RunOptions:
     mutate: str | None = None       # lie or corrupt: mutation self-test
     rules: str | None = None    # a rules file replacing the scenario's rules
     restore: bool = False       # start from a saved guest (restore.py)
+    kcov: bool = False          # the tests' kernel coverage ([vm] kcov)
 
     def overrides(self):
         return {k: getattr(self, k) for k in ("memory", "cpus", "timeout")}
@@ -55,7 +56,8 @@ class RunOptions:
                    backend=backend, backend_options=backend_options,
                    mutate=getattr(args, "mutate", None),
                    rules=getattr(args, "rules", None),
-                   restore=getattr(args, "restore", False))
+                   restore=getattr(args, "restore", False),
+                   kcov=getattr(args, "kcov", False))
 
     def argv(self):
         """The `faultline run` options that give these options back (the
@@ -65,6 +67,8 @@ class RunOptions:
             cmd.append("--deterministic")
         if self.restore:
             cmd.append("--restore")
+        if self.kcov:
+            cmd.append("--kcov")
         if self.mutate:
             cmd += ["--mutate", self.mutate]
         if self.backend != "qemu":
@@ -92,6 +96,7 @@ class RunOptions:
             "overrides": self.overrides(),
             "backend": self.backend, "backend_options": self.backend_options,
             "mutate": self.mutate, "rules": rules_copy, "restore": self.restore,
+            "kcov": self.kcov,
         }
 
     @classmethod
@@ -107,7 +112,8 @@ class RunOptions:
                    quiet=quiet, backend=meta.get("backend", "qemu"),
                    backend_options=meta.get("backend_options") or {},
                    mutate=meta.get("mutate"),
-                   rules=meta.get("rules"), restore=meta.get("restore", False))
+                   rules=meta.get("rules"), restore=meta.get("restore", False),
+                   kcov=meta.get("kcov", False))
 
 
 def from_args(cls, args, **given):

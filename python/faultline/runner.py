@@ -55,6 +55,8 @@ def _load(name, opts):
     sc = scenario.apply_overrides(scenario.load(name), opts.memory, opts.cpus, opts.timeout)
     if opts.rules:
         scenario.replace_rules(sc, opts.rules)
+    if opts.kcov:
+        sc.vm.kcov = True
     if opts.deterministic:
         scenario.check_deterministic(sc)
     if opts.mutate:

@@ -85,6 +85,8 @@ class Vm:
     cmdline: str = "transparent_hugepage=never"
     panic_on_oops: bool = True
     tools: list = field(default_factory=list)
+    # The tests' kernel coverage (kcov) in their KTAP, for explore's feedback.
+    kcov: bool = False
 
 
 @dataclass

@@ -3,6 +3,7 @@ or mutated rule set parses with the engine's own parser, is accepted by its
 attach point, and holds no excluded action), the feedback signal on
 recorded runs (tests/unit/explore/), and resuming a search."""
 
+import base64
 import json
 import os
 import random
@@ -230,6 +231,53 @@ class FeedbackTest(unittest.TestCase):
         self.assertEqual(got, {f"ret:{f}=0", f"ret:{f}=0:2", f"ret:{f}!=0", f"ret:{f}!=0:1",
                                "probe:end_swap_bio_write:3",
                                "probe:end_swap_bio_write:hardirq:3"})
+
+
+class KcovFeedbackTest(unittest.TestCase):
+    """The guest tools' `# kcov-map` lines (guestlib-kcov.c, standard
+    base64 of a 64 Ki-bit edge map) as explore features."""
+
+    @staticmethod
+    def kmap(*bits):
+        raw = bytearray(feedback.KCOV_MAP_BYTES)
+        for b in bits:
+            raw[b // 8] |= 1 << (b % 8)
+        return base64.b64encode(bytes(raw)).decode()
+
+    def test_maps_of_every_tool_are_merged(self):
+        ktap = (f"1..1\nok 1 a\n# kcov edges 2\n# kcov-map {self.kmap(0, 4711)}\n"
+                f"# test: b\n# kcov edges 2\n# kcov-map {self.kmap(4711, 65535)}\n")
+        self.assertEqual(feedback.kcov_features(ktap), {"kcov:0", "kcov:4711", "kcov:65535"})
+        # The map is feedback once, not also a KTAP line of its own.
+        self.assertFalse(any("kcov" in f for f in feedback.ktap_features(ktap)))
+        self.assertEqual(feedback.kcov_edges(feedback.kcov_features(ktap) | {"diag:x"}), 3)
+
+    def test_a_map_cut_short_adds_nothing(self):
+        whole = self.kmap(7)
+        for line in (whole[:100], whole[:-4], "not base64 at all!", whole + "AAAA"):
+            self.assertEqual(feedback.kcov_features(f"# kcov-map {line}\n"), set(), line[:20])
+        self.assertEqual(feedback.kcov_features("# kcov unavailable: No such file\n"), set())
+
+    def test_explore_turns_kcov_on_where_the_kernel_has_it(self):
+        seen = []
+
+        def fake_run(self, budget_s, max_runs=None, max_failures=None):
+            seen.append(self.opts.kcov)
+            return EXIT_PASS
+        for config, want in (("CONFIG_KCOV=y\nCONFIG_DEBUG_FS=y\n", True),
+                             ("# CONFIG_KCOV is not set\n", False), (None, False)):
+            with tempfile.TemporaryDirectory() as d, \
+                    mock.patch.object(explore.Explorer, "run", fake_run), \
+                    mock.patch.object(explore.Explorer, "prepare", lambda self, names: None):
+                kernel = os.path.join(d, "bzImage")
+                with open(kernel, "wb") as f:
+                    f.write(b"not an image")
+                if config is not None:
+                    with open(os.path.join(d, ".config"), "w") as f:
+                        f.write(config)
+                explore.explore(["smoke"], RunOptions(kernel=kernel, quiet=True),
+                                out=os.path.join(d, "x"), quiet=True)
+            self.assertEqual(seen[-1], want, config)
 
 
 class ResumeTest(unittest.TestCase):

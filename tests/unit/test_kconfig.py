@@ -157,6 +157,16 @@ class CheckTest(unittest.TestCase):
         # A swaprace without the toggler does not need it.
         kconfig.check([load("swapin-race-sync")], self.kernel_with(vals), tempfile.mkdtemp())
 
+    def test_kcov_needs_a_kcov_kernel(self):
+        sc = load("smoke")
+        sc.vm.kcov = True
+        vals = full_config([load("smoke")])
+        with self.assertRaises(SetupError) as cm:
+            kconfig.check([sc], self.kernel_with(vals), tempfile.mkdtemp())
+        self.assertIn("CONFIG_KCOV not set, needs =y (kernel coverage", str(cm.exception))
+        vals.update(KCOV="y", DEBUG_FS="y")
+        kconfig.check([sc], self.kernel_with(vals), tempfile.mkdtemp())
+
     def test_nvme_module_needs_modules(self):
         vals = full_config([load("nvme-write-error")])
         vals["BLK_DEV_NVME"] = "m"
@@ -276,7 +286,7 @@ class GuestImageTest(unittest.TestCase):
 class DocsTest(unittest.TestCase):
     """docs/scenarios.md's kernel requirement tables follow NEEDS."""
     LABELS = ["init", "NVMe", "syncblk", "virtio-blk", "virtio-scsi", "zswap",
-              "zswap shrinker", "zbud", "probes", "userfaultfd"]
+              "zswap shrinker", "zbud", "probes", "kcov", "userfaultfd"]
 
     def test_tables_match_the_table(self):
         with open(os.path.join(TOP, "docs", "scenarios.md")) as f:

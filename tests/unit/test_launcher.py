@@ -364,6 +364,18 @@ class CmdlineTest(unittest.TestCase):
         self.assertIn("echo Y > /sys/module/zswap/parameters/shrinker_enabled", sh)
         self.assertNotIn("/zpool", sh)
 
+    def test_run_sh_kcov(self):
+        """[vm] kcov, or --kcov: the tests run with FAULTLINE_KCOV=1 (their
+        coverage maps); without it, nothing changes."""
+        self.assertNotIn("FAULTLINE_KCOV", guest.make_run_sh(scenario(MINIMAL), 1))
+        sh = guest.make_run_sh(scenario("[vm]\nkcov = true\n" + MINIMAL), 1)
+        self.assertLess(sh.index("export FAULTLINE_KCOV=1"), sh.index('"# test: '))
+        sc = scenario(MINIMAL)
+        with mock.patch.object(runner.scenario, "load", lambda name: sc):
+            got = runner._load("x", runner.RunOptions(kcov=True))
+        self.assertTrue(got.vm.kcov)
+        assert_scenario_errors(self, [('[vm]\nkcov = "yes"\n' + MINIMAL, "vm.kcov")])
+
     def test_run_sh_zpool_and_no_shrinker(self):
         # Pool-limit writeback on a kernel without the shrinker (6.1): the
         # pool is set before zswap is enabled, the shrinker is not touched.

@@ -24,6 +24,7 @@ CASES = [
     RunOptions(deterministic=True, memory="1G", cpus=1, timeout="300s"),
     RunOptions(mutate="lie", backend="lava", cpus=2),
     RunOptions(backend="libvirt", memory="768M", mutate="corrupt"),
+    RunOptions(kcov=True, restore=True),
 ]
 
 

@@ -130,6 +130,9 @@ def parser():
                         "the swap device hot-added: no boot per run")
     r.add_argument("--jobs", type=inputs.positive_int, default=1,
                    help="with --seeds/--repeat: run N at a time (default 1)")
+    r.add_argument("--kcov", action="store_true",
+                   help="the tests' kernel coverage in their KTAP ([vm] kcov; needs a kernel "
+                        "built with --kcov)")
     r.add_argument("--mutate", choices=mutate.KINDS,
                    help="self-test of the data check: add a rule that lies about "
                         "(or corrupts) some swap writes; the run must FAIL on its data check")
