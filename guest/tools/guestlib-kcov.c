@@ -16,6 +16,7 @@
  *   # kcov edges N          (bits set)
  *   # kcov-map BASE64       (the 8 KiB map)
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kcov.h>
