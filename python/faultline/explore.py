@@ -249,8 +249,14 @@ class Explorer:
                                  "the run command above is the reproducer")
                 return
             entry["repro"] = runner.load_run(det_dir)[0]["run_command"]
-        rc = minimize.minimize(det_dir, budget=self.minimize_budget, jobs=self.jobs,
-                               quiet=self.quiet)
+        try:
+            rc = minimize.minimize(det_dir, budget=self.minimize_budget, jobs=self.jobs,
+                                   quiet=self.quiet)
+        except SetupError as e:
+            # The failure stands (its run and command are above); the search goes on.
+            entry["note"] = f"not minimized: {e}"
+            say(f"explore: not minimized: {e}")
+            return
         mdir = os.path.join(det_dir, "minimize")
         if rc == EXIT_PASS and os.path.exists(os.path.join(mdir, "repro")):
             with open(os.path.join(mdir, "minimal.rules")) as f:

@@ -9,6 +9,11 @@ injected faults that make it fail (delta debugging over its fault log).
   3. ddmin over the schedule, each step a --deterministic run of the same
      scenario, kernel and seed with a subset, until 1-minimal or --budget.
 
+A log of more faults than the engine takes rules (RULES_MAX) is first cut
+to its shortest failing prefix, by bisection: each step runs the original
+rules, each capped with count= at its faults within the prefix (the same
+I/Os and draws up to the prefix's end, none after), until the prefix fits.
+
 Output: RUN_DIR/minimize/ (schedule.rules, minimal.rules, steps.jsonl,
 steps/NNN/ run directories, summary.txt, repro).
 """
@@ -35,6 +40,8 @@ MATCH_KEYS = ("lba", "len", "sq", "cpu", "state")
 TRIGGER_KEYS = ("nth", "after", "every", "count", "prob")
 OPS = ("read", "write", "flush", "discard", "write-zeroes", "any")
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,30}$")
+# The fault-injector's limit on rules (FE_RULES_MAX).
+RULES_MAX = 4096
 
 
 class ScheduleError(Exception):
@@ -179,6 +186,39 @@ def build_schedule(entries, rule_texts, rules_text):
                             pinned=pinned_rule(name, rule_texts[e["rule"]], e["nth"],
                                                e["action"])))
     return faults, kept
+
+
+def capped_rule(name, text, named, cap):
+    """Rule @text that fires at most @cap times (count=, or a smaller one it
+    has): as long as it fires, it fires where the original did."""
+    op, keys = split_canonical(text)
+    toks = rule_tokens(text)
+    if "count" in keys and keys["count"] is not None and int(keys["count"]) <= cap:
+        return kept_rule(name, text, named)
+    toks = [t for t in toks if not t.startswith("count=")]
+    return kept_rule(name, " ".join(toks[:1] + [f"count={cap}"] + toks[1:]), named)
+
+
+def draws(text):
+    """Whether a rule draws from its seeded stream (prob=, a delay
+    distribution): an unnamed one's stream is keyed by its text."""
+    _, keys = split_canonical(text)
+    return "prob" in keys or any(v and "(" in v for v in keys.values())
+
+
+def prefix_rules(entries, n, rule_texts, named, kept):
+    """The rules text of the first @n fault log entries: the state rules as
+    kept, every other rule capped at its entries among the @n (rules with
+    none left out)."""
+    fired = {}
+    for e in entries[:n]:
+        fired[e["rule"]] = fired.get(e["rule"], 0) + 1
+    lines = ["# faultline minimize: the first %d faults of the log" % n] + list(kept)
+    state = {name for name, text in rule_texts.items() if is_state_rule(text)}
+    for name, text in rule_texts.items():
+        if name not in state and fired.get(name):
+            lines.append(capped_rule(name, text, name in named, fired[name]))
+    return "\n".join(lines) + "\n"
 
 
 def rules_text_of(kept, faults):
@@ -327,6 +367,7 @@ class Minimizer:
         self.cache = {}
         self.lock = threading.Lock()
         self.steps_log = None
+        self.prefix_of = None       # the log's faults, when cut to a prefix (shorten)
 
     def say(self, msg):
         if not self.quiet:
@@ -371,8 +412,9 @@ class Minimizer:
         sc.name = self.meta.get("scenario", sc.name)
         return sc, opts
 
-    def run_subset(self, subset, tag):
-        """One step: a deterministic run with the pinned rules of @subset."""
+    def run_subset(self, subset, tag, text=None):
+        """One step: a deterministic run with the pinned rules of @subset
+        (or the rules @text)."""
         with self.lock:
             self.runs += 1
             n = self.runs
@@ -380,7 +422,8 @@ class Minimizer:
         os.makedirs(d)
         rules_path = os.path.join(d, "schedule.rules")
         with open(rules_path, "w") as f:
-            f.write(rules_text_of(self.kept, [self.faults[i] for i in subset]))
+            f.write(text if text is not None else
+                    rules_text_of(self.kept, [self.faults[i] for i in subset]))
         sc, opts = self.scenario_with(rules_path)
         r, _ = runner.one_run(sc, self.meta["seed"], opts, self.builds, d, verbose=False)
         sig = signature(d, r)
@@ -427,6 +470,49 @@ class Minimizer:
                  f"runs {self.runs}, at most {2 * n} more at this granularity, "
                  f"{self.budget - self.runs} left in the budget")
 
+    def shorten(self):
+        """Cut a log of more faults than the engine takes rules to its
+        shortest failing prefix (bisection over the prefix length, each
+        step the original rules capped with count=) until its faults fit;
+        raises SetupError when that cannot be done."""
+        limit = RULES_MAX - len(self.kept)
+        if len(self.faults) <= limit:
+            return
+        texts = _rule_texts(self.orig)
+        named = explicit_names(self.rules_text)
+        unnamed = [n for n, t in texts.items() if n not in named and draws(t)
+                   and not is_state_rule(t)]
+        if unnamed:
+            raise SetupError(f"{self.rundir}: {len(self.faults)} faults, more than the "
+                             f"{limit} rules the engine takes, and rule {unnamed[0]!r} draws "
+                             "from a stream keyed by its text: name it (NAME: ...) and run "
+                             "again to minimize")
+        # Entries up to and including the fault that ends the prefix.
+        ends = [f.seq + 1 for f in self.faults]
+        lo, hi = 0, len(self.faults)      # the first hi faults fail (the whole log does)
+        self.say(f"prefix: {len(self.faults)} faults, more than the {limit} rules the "
+                 "engine takes: bisecting to the shortest failing prefix")
+        while hi > limit and lo < hi - 1:
+            mid = (lo + hi) // 2
+            if self.runs >= self.budget:
+                raise SetupError(f"{self.rundir}: the budget ran out cutting {len(self.faults)} "
+                                 f"faults to a prefix that fits (the first {hi} fail)")
+            text = prefix_rules(self.entries, ends[mid - 1], texts, named, self.kept)
+            _, sig, same, _ = self.run_subset([], f"prefix {mid}", text)
+            self.say(f"  step {self.runs:3}: the first {mid:5} faults -> "
+                     + ("same failure" if same else (sig or "pass")))
+            if same:
+                hi = mid
+            else:
+                lo = mid
+        if hi > limit:
+            raise SetupError(f"{self.rundir}: the shortest failing prefix found holds {hi} "
+                             f"faults, more than the {limit} rules the engine takes")
+        self.say(f"prefix: the first {hi} of {len(self.faults)} faults fail the same way")
+        self.prefix_of = len(self.faults)
+        self.faults = self.faults[:hi]
+        self.entries = self.entries[:ends[hi - 1]]
+
     def check_schedule(self):
         """The whole explicit schedule must fail as the original did."""
         self.say(f"check: the explicit schedule of {len(self.faults)} faults")
@@ -449,16 +535,17 @@ class Minimizer:
         if os.path.exists(self.out):
             shutil.rmtree(self.out)
         os.makedirs(os.path.join(self.out, "steps"))
-        with open(os.path.join(self.out, "schedule.rules"), "w") as f:
-            f.write(rules_text_of(self.kept, self.faults))
-        # A pinned rule the fault-injector would refuse stops us here.
-        sc, _ = self.scenario_with(os.path.join(self.out, "schedule.rules"))
-        rules_check.check_scenarios([sc])
         self.builds = build_all(self.opts.kernel, self.opts.modules, True)
         self.say(f"minimize {self.meta.get('scenario')} seed {self.meta['seed']}: "
                  f"{len(self.faults)} faults ({len(self.kept)} state rules kept); "
                  f"failure: {self.sig}; budget {self.budget} runs, {self.jobs} at a time")
         with open(os.path.join(self.out, "steps.jsonl"), "w") as self.steps_log:
+            self.shorten()
+            with open(os.path.join(self.out, "schedule.rules"), "w") as f:
+                f.write(rules_text_of(self.kept, self.faults))
+            # A pinned rule the fault-injector would refuse stops us here.
+            sc, _ = self.scenario_with(os.path.join(self.out, "schedule.rules"))
+            rules_check.check_scenarios([sc])
             diff = self.check_schedule()
             if diff:
                 say(f"the explicit schedule does not reproduce the failure: {diff}")
@@ -489,7 +576,9 @@ class Minimizer:
         repro = shlex.join(cmd)
         with open(os.path.join(self.out, "repro"), "w") as f:
             f.write(repro + "\n")
-        head = (f"{len(self.faults):,} faults -> {len(faults)}"
+        head = (f"{self.prefix_of or len(self.faults):,} faults -> "
+                + (f"the first {len(self.faults):,} -> " if self.prefix_of else "")
+                + f"{len(faults)}"
                 + ("" if complete else f" (budget of {self.budget} runs spent: "
                    "smaller, not yet 1-minimal)"))
         lines = [head + ": " + ", ".join(f"{f.pinned.split(':')[0]} {f.short()}"
@@ -501,7 +590,8 @@ class Minimizer:
                  f"rules  {path}",
                  f"steps  {os.path.join(self.out, 'steps.jsonl')}",
                  f"repro  {repro}"]
-        summary = {"faults": len(self.faults), "minimal": [f.__dict__ for f in faults],
+        summary = {"faults": self.prefix_of or len(self.faults), "prefix": len(self.faults)
+                   if self.prefix_of else None, "minimal": [f.__dict__ for f in faults],
                    "one_minimal": complete, "runs": self.runs, "budget": self.budget,
                    "signature": self.sig, "kept_state_rules": self.kept,
                    "repro": repro}

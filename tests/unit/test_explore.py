@@ -408,6 +408,38 @@ class ResumeTest(unittest.TestCase):
             self.assertEqual(len(ran), 4)       # the baseline and three trials
             self.assertEqual([f["trial"] for f in ex.failures], [2])
 
+    def test_a_failure_minimize_refuses_is_kept_and_the_search_goes_on(self):
+        """minimize refusing a failure (say, more faults than the engine
+        takes rules, none of its prefixes failing) ended the whole explore
+        with a setup error; the failure stands with its run command."""
+        ok = Report(scenario="smoke", seed=1, status=EXIT_PASS, outcome="pass", reason="pass")
+        fail = Report(scenario="smoke", seed=1, status=EXIT_FAIL, outcome="fail",
+                      reason="guest tests failed (exit 1, 1 not ok)")
+        outcomes = iter([ok, fail, ok, ok, ok, ok])
+
+        def fake_run(name, sched, opts, builds, rundir):
+            os.makedirs(rundir, exist_ok=True)
+            r = next(outcomes)
+            return explore.Result(r, rundir, {"diag:x"}, explore.failure_class(r), 1.0)
+
+        def refuse(*a, **k):
+            raise SetupError("x: 9000 faults, more than the 4096 rules the engine takes")
+        with tempfile.TemporaryDirectory() as d:
+            ex = explore.Explorer(d, RunOptions(quiet=True, deterministic=True), seed=3,
+                                  quiet=True)
+            ex.prepare(["smoke"])
+            with mock.patch.object(explore, "run_schedule", fake_run), \
+                    mock.patch.object(explore, "build_all", lambda *a: None), \
+                    mock.patch.object(explore.runner, "load_run",
+                                      lambda d: ({"run_command": "faultline run x"}, None)), \
+                    mock.patch.object(explore.minimize, "signature", lambda d, r: "not ok 1"), \
+                    mock.patch.object(explore.minimize, "minimize", refuse):
+                rc = ex.run(3600, max_runs=4)
+            self.assertEqual(rc, explore.EXIT_FAIL)
+            self.assertEqual(ex.tried, 4)
+            self.assertEqual(ex.failures[0]["repro"], "faultline run x")
+            self.assertIn("not minimized: x: 9000 faults", ex.failures[0]["note"])
+
     def test_bad_input_is_one_line_before_any_vm(self):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state.json"), "w") as f:

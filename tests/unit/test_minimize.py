@@ -191,6 +191,81 @@ def report(status, outcome, reason="", results=()):
                   results=list(results))
 
 
+class PrefixTest(unittest.TestCase):
+    """A log of more faults than the engine takes rules: bisected to the
+    shortest failing prefix of the original rules, capped with count=."""
+
+    def test_prefix_rules_cap_each_rule_at_its_faults(self):
+        named = mz.explicit_names(RULES_TEXT)
+        _, kept = mz.build_schedule(LOG, RULE_TEXTS, RULES_TEXT)
+        text = mz.prefix_rules(LOG, 5, RULE_TEXTS, named, kept)
+        lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
+        self.assertEqual(lines, kept + [
+            "noise: write count=1 lba=100-199 prob=0.3 error=eio dnr",
+            "late: write count=1 lba=100-199 state=1 every=2 error=write-fault when=after",
+            "write count=1 len=8 prob=0.1 delay=uniform(10us,200us)"])
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.rules")
+            with open(path, "w") as f:
+                f.write(text)
+            res = subprocess.run([rules.checker(), path], capture_output=True, text=True)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        # A smaller count= of its own stays.
+        self.assertEqual(mz.capped_rule("w", "write every=2 count=3 error=eio", True, 9),
+                         "w: write every=2 count=3 error=eio")
+        self.assertEqual(mz.capped_rule("w", "write every=2 count=30 error=eio", True, 9),
+                         "w: write count=9 every=2 error=eio")
+        self.assertTrue(mz.draws(RULE_TEXTS["r3"]))
+        self.assertFalse(mz.draws(RULE_TEXTS["late"]))
+
+    def minimizer(self, n, rules_text="x0: write every=2 error=eio\n",
+                  texts=None, fails_from=3000):
+        m = mz.Minimizer(tempfile.mkdtemp(), budget=40, jobs=1, quiet=True)
+        texts = texts or {"x0": "write every=2 error=eio"}
+        rule = next(iter(texts))
+        m.rules_text = rules_text
+        m.orig = Report(scenario="s", seed=1, status=1, outcome="fail", reason="x",
+                        faults={"rules": [{"name": k, "text": t} for k, t in texts.items()]})
+        m.entries = [entry(i, rule, 2 * (i + 1), "error=eio") for i in range(n)]
+        m.faults, m.kept = mz.build_schedule(m.entries, texts, rules_text)
+        m.texts_run = []
+
+        def run_subset(subset, tag, text=None):
+            m.runs += 1
+            m.texts_run.append(text)
+            cap = int(text.split("count=")[1].split()[0])
+            same = cap >= fails_from
+            return None, "sig" if same else "", same, None
+        m.run_subset = run_subset
+        return m
+
+    def test_bisects_to_a_prefix_that_fits(self):
+        m = self.minimizer(10000)
+        m.shorten()
+        self.assertEqual(m.prefix_of, 10000)
+        self.assertLessEqual(len(m.faults), mz.RULES_MAX)
+        self.assertGreaterEqual(len(m.faults), 3000)
+        self.assertEqual(len(m.entries), len(m.faults))
+        self.assertLessEqual(m.runs, 3)
+        self.assertTrue(all("x0: write count=" in t for t in m.texts_run))
+
+    def test_a_log_that_fits_is_left_alone(self):
+        m = self.minimizer(100)
+        m.shorten()
+        self.assertEqual((m.prefix_of, len(m.faults), m.runs), (None, 100, 0))
+
+    def test_refusals_are_one_line(self):
+        # Every prefix that fits passes: the failure needs more faults.
+        m = self.minimizer(10000, fails_from=9000)
+        with self.assertRaisesRegex(mz.SetupError, "shortest failing prefix found holds"):
+            m.shorten()
+        # An unnamed rule that draws: capping it would change its draws.
+        m = self.minimizer(5000, rules_text="write prob=0.5 error=eio\n",
+                           texts={"r0": "write prob=0.5 error=eio"})
+        with self.assertRaisesRegex(mz.SetupError, "rule 'r0' draws from a stream"):
+            m.shorten()
+
+
 class SignatureTest(unittest.TestCase):
     def test_first_failing_ktap_test(self):
         r = report(1, "fail", "guest tests failed", [
