@@ -412,9 +412,9 @@ class Minimizer:
         sc.name = self.meta.get("scenario", sc.name)
         return sc, opts
 
-    def run_subset(self, subset, tag, text=None):
+    def run_subset(self, subset, tag, text=None, n_faults=None):
         """One step: a deterministic run with the pinned rules of @subset
-        (or the rules @text)."""
+        (or the rules @text, for @n_faults faults)."""
         with self.lock:
             self.runs += 1
             n = self.runs
@@ -428,7 +428,7 @@ class Minimizer:
         r, _ = runner.one_run(sc, self.meta["seed"], opts, self.builds, d, verbose=False)
         sig = signature(d, r)
         same = sig == self.sig
-        rec = {"step": n, "what": tag, "faults": len(subset),
+        rec = {"step": n, "what": tag, "faults": len(subset) if n_faults is None else n_faults,
                "indices": list(subset), "outcome": r.outcome, "signature": sig,
                "same_failure": same, "digest": r.digest, "elapsed_s": r.elapsed_s,
                "rundir": os.path.relpath(d, self.out)}
@@ -498,7 +498,7 @@ class Minimizer:
                 raise SetupError(f"{self.rundir}: the budget ran out cutting {len(self.faults)} "
                                  f"faults to a prefix that fits (the first {hi} fail)")
             text = prefix_rules(self.entries, ends[mid - 1], texts, named, self.kept)
-            _, sig, same, _ = self.run_subset([], f"prefix {mid}", text)
+            _, sig, same, _ = self.run_subset([], "prefix", text, mid)
             self.say(f"  step {self.runs:3}: the first {mid:5} faults -> "
                      + ("same failure" if same else (sig or "pass")))
             if same:

@@ -230,7 +230,7 @@ class PrefixTest(unittest.TestCase):
         m.faults, m.kept = mz.build_schedule(m.entries, texts, rules_text)
         m.texts_run = []
 
-        def run_subset(subset, tag, text=None):
+        def run_subset(subset, tag, text=None, n_faults=None):
             m.runs += 1
             m.texts_run.append(text)
             cap = int(text.split("count=")[1].split()[0])
