@@ -586,6 +586,30 @@ class ReportTest(unittest.TestCase):
                                                   True), 3)
         self.assertIn("fault digest MISMATCH: 00ff -> 0100", out.getvalue())
 
+    def test_repro_verdict_without_deterministic(self):
+        """Without --deterministic the faults land on other I/Os: a rerun
+        that fails the same way is reproduced whatever its digest (bugs
+        said "reproducible: yes" where repro said NOT reproduced); one
+        that fails another way is not."""
+        d1, d2 = tempfile.mkdtemp(), tempfile.mkdtemp()
+        for d, text in ((d1, "ok 1 a\nnot ok 2 b\n"), (d2, "ok 1 a\nnot ok 2 b\n")):
+            with open(os.path.join(d, "ktap.log"), "w") as f:
+                f.write(text)
+        fail = Report(scenario="s", seed=1, outcome="fail", digest="00ff", status=1,
+                      reason="guest tests failed (exit 1, 1 not ok)")
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertEqual(runner.repro_verdict(d1, fail, d2,
+                                                  dataclasses.replace(fail, digest="0100"),
+                                                  False), 1)
+        self.assertIn("repro: reproduced", out.getvalue())
+        self.assertIn("00ff -> 0100 (not judged", out.getvalue())
+        with open(os.path.join(d2, "ktap.log"), "w") as f:
+            f.write("not ok 1 a\nok 2 b\n")
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            runner.repro_verdict(d1, fail, d2, fail, False)
+        self.assertIn("repro failure      MISMATCH", out.getvalue())
+        self.assertIn("NOT reproduced", out.getvalue())
+
 
 class ShellMachine(machine.Machine):
     """A backend whose "guest" is a shell script writing the serial logs:
