@@ -238,7 +238,9 @@ def row_of(bug, scname, seeds, runs, first, det_note=None):
         bad = failed(side) if side == "fixed" else catches(side)
         row[side] = {"n": len(rs), "failed": len(bad), "passed": len(rs) - len(failed(side)),
                      "failed_seeds": [s for s, _, _ in bad],
-                     "reasons": [r.reason for _, r, _ in bad][:3]}
+                     "reasons": [r.reason for _, r, _ in bad][:3],
+                     # failed without a broken guarantee (a test that wants its faults)
+                     "workload": len(failed(side)) - len(bad)}
     row["runs"] = {side: [{"seed": s, "status": r.status, "outcome": r.outcome,
                            "broken_guarantee": judge.broken_guarantee(r),
                            "elapsed_s": round(r.elapsed_s, 1), "rundir": d}
@@ -262,11 +264,16 @@ def cells(row):
         minimal = (str(first["minimal_faults"]) if first.get("minimal_faults") is not None
                    else (first.get("minimize") or "not run"))
     misses = len(row["buggy"].get("workload_misses") or ())
+
+    def workload(side):
+        n = (row.get(side) or {}).get("workload")
+        return f" (+{n} workload)" if n else ""
     return [row["bug"], row["base"], row["scenario"],
             f"{row['buggy']['failed']}/{row['buggy']['n']}"
             + (f" (+{misses} workload)" if misses else ""),
             "-" if ttff is None else f"{ttff:.0f} s",
-            frac("fixed", "passed"), frac("nofaults", "failed"), repro, minimal]
+            frac("fixed", "passed"), frac("nofaults", "failed") + workload("nofaults"),
+            repro, minimal]
 
 
 def markdown(rows, seeds_text, deterministic):
