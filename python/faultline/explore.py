@@ -86,7 +86,10 @@ def run_schedule(sc_name, sched, opts, builds, rundir):
     os.makedirs(rundir, exist_ok=True)
     path = os.path.join(rundir, "schedule.rules")
     with open(path, "w") as f:
-        f.write(sched.text())
+        # No rule (the baseline) still attaches the fault layer, as every
+        # trial's rules do: a test that arms engine states in-band
+        # (swaptest --arm-state) needs it there to pass without faults.
+        f.write(sched.text() or "# explore: no faults\n")
     o = runner.RunOptions(**{**opts.__dict__, "rules": path, "quiet": True})
     sc = runner.load_scenarios([sc_name], o)[0]
     t0 = time.monotonic()

@@ -17,7 +17,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import cli  # noqa: E402
-from faultline import explore, feedback, grammar, rules, scenario  # noqa: E402
+from faultline import explore, feedback, grammar, machine, rules, scenario  # noqa: E402
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
 from faultline.report import Report  # noqa: E402
 from faultline.runner import RunOptions  # noqa: E402
@@ -347,6 +347,25 @@ class ResumeTest(unittest.TestCase):
             b.load()
             self.assertEqual(b.explorable(), ["syncblk-task"])
             self.assertEqual(b.finish(), explore.EXIT_FAIL)
+
+    def test_the_baseline_keeps_the_fault_layer(self):
+        """The baseline's empty schedule still attaches the fault-injector
+        (with no rule): swapoff-read-error's test arms its engine state
+        in-band and failed every baseline without one ("NVMe Set Features
+        0xC0 failed"), so explore refused it as a scenario that fails
+        without faults."""
+        got = []
+
+        def fake_one_run(sc, seed, opts, builds, rundir, verbose=True):
+            got.append(machine.device_args(sc, "/d.img", rundir, seed, False)[1])
+            return Report(scenario=sc.name, seed=seed, status=EXIT_PASS, outcome="pass",
+                          reason="pass"), {}
+        with tempfile.TemporaryDirectory() as d, \
+                mock.patch.object(explore.runner, "one_run", fake_one_run), \
+                mock.patch.object(explore.feedback, "features", lambda d: set()):
+            explore.run_schedule("swapoff-read-error", grammar.Schedule(1, []),
+                                 RunOptions(quiet=True), None, os.path.join(d, "b"))
+        self.assertEqual(got, [machine.INJECTOR_ID])
 
     def test_a_baseline_that_fails_its_own_check_is_refused(self):
         """A guest test that checks its own faults fails without them: the
