@@ -190,11 +190,16 @@ class Explorer:
     def record(self, trial, name, sched, origin, res):
         self.tried += 1
         self.run_s += res.elapsed_s
-        new = feedback.new_features(res.features, self.seen)
-        self.seen |= res.features
+        # A guest that bailed out (swapon refused an area whose header write
+        # failed) shows what its setup did, not the kernel under test: such
+        # a schedule is not kept, nor are its features counted as seen.
+        new = [] if res.bailed else feedback.new_features(res.features, self.seen)
+        if not res.bailed:
+            self.seen |= res.features
         rec = {"trial": trial, "scenario": name, "origin": origin, "seed": sched.seed,
                "outcome": res.report.outcome, "failure": res.failure, "new": len(new),
-               "features": len(res.features), "elapsed_s": round(res.elapsed_s, 1)}
+               "features": len(res.features), "elapsed_s": round(res.elapsed_s, 1),
+               "bailed": res.bailed}
         if res.failure:
             rec["kept"] = "failure"
             self.on_failure(trial, name, sched, res)

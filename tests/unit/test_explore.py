@@ -376,6 +376,25 @@ class ResumeTest(unittest.TestCase):
             with self.assertRaisesRegex(SetupError, "smoke fails with no faults"):
                 self.baseline(d, ["smoke"], [fail])
 
+    def test_a_schedule_whose_guest_bailed_out_is_not_kept(self):
+        """Failing every 4 KiB write fails mkswap's header: the guest bails
+        out in 3 s with features of its own (seen on the fixed kernel: such
+        a schedule joined the corpus and its mutations bailed out again)."""
+        fail = Report(scenario="smoke", seed=1, status=EXIT_FAIL, outcome="fail",
+                      reason="guest tests failed (exit 1, 0 not ok)")
+        with tempfile.TemporaryDirectory() as d:
+            ex = explore.Explorer(d, RunOptions(quiet=True), seed=3, quiet=True)
+            ex.prepare(["smoke"])
+            os.makedirs(os.path.join(d, "corpus"))
+            rundir = os.path.join(d, "runs", "00000-smoke")
+            os.makedirs(rundir)
+            name, sched, origin = ex.schedule_for(0)
+            ex.record(0, name, sched, origin,
+                      explore.Result(fail, rundir, {"ktap:Bail out! swapon failed"}, "", 3.0,
+                                     bailed=True))
+            self.assertEqual((ex.kept, ex.corpus, ex.seen), (0, [], set()))
+            self.assertFalse(os.path.exists(rundir))
+
     def test_a_guest_that_bailed_out_is_not_a_failure(self):
         """A schedule that fails every write fails mkswap's header: swapon
         refuses the area and the guest bails out before any test (explore's
