@@ -153,6 +153,13 @@ def finish(e):
             pass
         unregister(m)
     for d in scratch:
+        # A run stopped before its own handler could write its report
+        # (between claiming its directory and starting it): say so here.
+        rundir = (read_owner(d) or {}).get("rundir")
+        if rundir and os.path.isdir(rundir) and \
+                not os.path.exists(os.path.join(rundir, "report.json")):
+            write_aborted(rundir, f"aborted by {e.name} during {phase(rundir)}",
+                          128 + e.signum, e.name)
         remove_scratch(d)
     from .build import say
     with _lock:
@@ -292,6 +299,17 @@ def new_scratch(rundir=None):
     with open(os.path.join(d, OWNER), "w") as f:
         json.dump(dict(identity(), rundir=os.path.abspath(rundir) if rundir else None), f)
     return d
+
+
+def claim(d, rundir):
+    """Name @rundir (it may not exist yet) in scratch @d's owner.json: the
+    run directory it will hold, for sweep()."""
+    owner = read_owner(d) or identity()
+    owner["rundir"] = os.path.abspath(rundir)
+    tmp = os.path.join(d, OWNER + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(owner, f)
+    os.replace(tmp, os.path.join(d, OWNER))
 
 
 def empty_scratch(d):

@@ -37,12 +37,15 @@ def parse_seeds(text):
     return list(range(a, b + 1))
 
 
-def new_dir(base, name):
-    """A fresh BASE/DATE-TIME-NAME directory (run, sweep or comparison)."""
+def new_dir(base, name, claim=None):
+    """A fresh BASE/DATE-TIME-NAME directory (run, sweep or comparison);
+    @claim(path) is called before each try to create it."""
     os.makedirs(base, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for i in range(1000):
         d = os.path.join(base, f"{stamp}-{name}" + (f"-{i}" if i else ""))
+        if claim:
+            claim(d)
         try:
             os.makedirs(d)
             return d
@@ -158,21 +161,23 @@ def boot_and_judge(sc, seed, opts, builds, rundir, scratch):
 
 
 @abort.tracks_run
-def one_run(sc, seed, opts, builds, rundir, verbose=True):
+def one_run(sc, seed, opts, builds, rundir, verbose=True, scratch=None):
     """One run into @rundir: run.json, the machine's files, report.json,
     stats.json, plots, junit.xml, kcidb.json; prints the summary unless
-    not @verbose (matrix).  (Report, run.json)"""
-    builds = builds.for_scenario(sc, opts.kernel, opts.modules)
-    kconfig.check_image(sc, builds.guest_dir)
-    start = time.time()
-    meta = write_run_meta(rundir, sc, opts, seed, builds, start_time=start)
-    if not opts.quiet:
-        say(f"running {sc.name} seed {seed}: {sc.description}")
-    # The scratch directory (its owner.json) outlives the machine until
-    # report.json is written: a launcher killed while judging leaves it,
-    # and the next launcher's sweep() writes the run's report.
-    scratch = scratch_dir(rundir)
+    not @verbose (matrix).  @scratch: its scratch directory, if the caller
+    made it before the run directory.  (Report, run.json)"""
+    # The scratch directory (its owner.json names @rundir) exists before
+    # anything is written into the run directory and outlives the machine
+    # until report.json is: a launcher killed at any point in between
+    # leaves the next launcher's sweep() what it needs to write the report.
+    scratch = scratch or scratch_dir(rundir)
     try:
+        builds = builds.for_scenario(sc, opts.kernel, opts.modules)
+        kconfig.check_image(sc, builds.guest_dir)
+        start = time.time()
+        meta = write_run_meta(rundir, sc, opts, seed, builds, start_time=start)
+        if not opts.quiet:
+            say(f"running {sc.name} seed {seed}: {sc.description}")
         r, watch = boot_and_judge(sc, seed, opts, builds, rundir, scratch)
         meta = write_run_meta(rundir, sc, opts, seed, builds, watch.backend_info, start)
         if isinstance(r.faults, dict) and "rules" in r.faults:
@@ -223,12 +228,20 @@ def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
         results, repro_cmds = restore.run_parallel(plan, opts, builds, group, jobs, keep_going,
                                                    one_run)
     for sc, s, i in ([] if group and jobs > 1 else plan):
-        if group:
-            rundir = os.path.join(group, f"{sc.name}-seed{s}" + (f"-r{i}" if i else ""))
-            os.makedirs(rundir)
-        else:
-            rundir = new_dir(out, sc.name)
-        r, meta = one_run(sc, s, opts, builds, rundir)
+        # The scratch's owner.json names the run directory before it exists
+        # (abort.claim): no moment leaves a run directory nobody owns.
+        scratch = scratch_dir()
+        try:
+            if group:
+                rundir = os.path.join(group, f"{sc.name}-seed{s}" + (f"-r{i}" if i else ""))
+                abort.claim(scratch, rundir)
+                os.makedirs(rundir)
+            else:
+                rundir = new_dir(out, sc.name, claim=lambda d: abort.claim(scratch, d))
+        except Exception:
+            abort.remove_scratch(scratch)
+            raise
+        r, meta = one_run(sc, s, opts, builds, rundir, scratch=scratch)
         results.append((r, rundir))
         repro_cmds[rundir] = meta["repro"]
         if r.status != EXIT_PASS and not keep_going and len(plan) > 1:

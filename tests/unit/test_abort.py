@@ -180,6 +180,44 @@ class Sweep(unittest.TestCase):
         self.assertEqual((rep["outcome"], rep["seed"]), ("aborted", 3))
         self.assertIn("during judge", rep["reason"])
 
+    def test_claimed_before_the_run_directory_exists(self):
+        """The owner names the run directory before it is made (claim), so
+        a launcher killed as it writes the first files (CI: SIGKILL left a
+        directory with scenario.toml and versions.env, no run.json, no
+        owner) is reported; one killed before the directory existed leaves
+        nothing to report."""
+        rundir = os.path.join(self.base, "run")
+        d = self.scratch(dead_identity())
+        abort.claim(d, rundir)
+        self.assertEqual(abort.read_owner(d)["rundir"], rundir)
+        self.assertFalse(abort.alive(abort.read_owner(d)))     # the identity is kept
+        self.assertEqual(abort.sweep(), [d])                    # no directory: no report
+        self.assertFalse(os.path.exists(rundir))
+        os.makedirs(rundir)
+        with open(os.path.join(rundir, "scenario.toml"), "w") as f:
+            f.write('description = "x"\n')
+        d = self.scratch(dead_identity())
+        abort.claim(d, rundir)
+        self.assertEqual(abort.sweep(), [d])
+        with open(os.path.join(rundir, "report.json")) as f:
+            rep = json.load(f)
+        self.assertEqual(rep["outcome"], "aborted")
+        self.assertIn("during setup", rep["reason"])
+
+    def test_finish_reports_a_run_its_handler_did_not(self):
+        """Stopped between claiming its run directory and starting the run
+        (tracks_run never ran): finish() writes the report."""
+        rundir = os.path.join(self.base, "run")
+        d = abort.new_scratch()
+        abort.claim(d, rundir)
+        os.makedirs(rundir)
+        abort.finish(abort.Aborted(signal.SIGTERM))
+        self.assertFalse(os.path.exists(d))
+        with open(os.path.join(rundir, "report.json")) as f:
+            rep = json.load(f)
+        self.assertEqual((rep["outcome"], rep["status"], rep["signal"]),
+                         ("aborted", 128 + signal.SIGTERM, "SIGTERM"))
+
     def test_report_kept(self):
         """A run that has its report.json keeps it."""
         rundir = os.path.join(self.base, "run")
