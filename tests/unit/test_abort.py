@@ -261,9 +261,11 @@ LAUNCHER = textwrap.dedent("""
             log("cleanup " + self.name)
 
     def run(name):
-        log("start " + name)
         m = Machine(name)
         abort.register(m)
+        # Logged once registered: a stop that comes before (register's
+        # check) has no machine to clean up, and the test waits for this.
+        log("start " + name)
         try:
             while True:             # the watch loop
                 time.sleep(0.05)
