@@ -18,6 +18,7 @@ Output: RUN_DIR/minimize/ (schedule.rules, minimal.rules, steps.jsonl,
 steps/NNN/ run directories, summary.txt, repro).
 """
 
+import collections
 import json
 import os
 import re
@@ -191,11 +192,10 @@ def build_schedule(entries, rule_texts, rules_text):
 def capped_rule(name, text, named, cap):
     """Rule @text that fires at most @cap times (count=, or a smaller one it
     has): as long as it fires, it fires where the original did."""
-    op, keys = split_canonical(text)
-    toks = rule_tokens(text)
-    if "count" in keys and keys["count"] is not None and int(keys["count"]) <= cap:
+    own = split_canonical(text)[1].get("count")
+    if own is not None and int(own) <= cap:
         return kept_rule(name, text, named)
-    toks = [t for t in toks if not t.startswith("count=")]
+    toks = [t for t in rule_tokens(text) if not t.startswith("count=")]
     return kept_rule(name, " ".join(toks[:1] + [f"count={cap}"] + toks[1:]), named)
 
 
@@ -210,9 +210,7 @@ def prefix_rules(entries, n, rule_texts, named, kept):
     """The rules text of the first @n fault log entries: the state rules as
     kept, every other rule capped at its entries among the @n (rules with
     none left out)."""
-    fired = {}
-    for e in entries[:n]:
-        fired[e["rule"]] = fired.get(e["rule"], 0) + 1
+    fired = collections.Counter(e["rule"] for e in entries[:n])
     lines = ["# faultline minimize: the first %d faults of the log" % n] + list(kept)
     state = {name for name, text in rule_texts.items() if is_state_rule(text)}
     for name, text in rule_texts.items():
