@@ -3,7 +3,7 @@
  * Kernel coverage of a tool's own threads (kcov), for faultline explore's
  * feedback: with FAULTLINE_KCOV=1 in the environment (run.sh exports it for
  * a scenario with [vm] kcov) the main thread traces from before main() and
- * worker threads from gl_kcov_thread_begin().  Direct reclaim under a memcg
+ * workers started by gl_thread_create_traced().  Direct reclaim under a memcg
  * limit and swap-in faults run in these threads, so their trace covers the
  * swap paths the test drives; kswapd and completion interrupts are not
  * covered.
@@ -140,6 +140,35 @@ int gl_kcov_thread_begin(void)
     }
     close(fd);
     return 0;
+}
+
+struct traced_start {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+static void *traced_main(void *p)
+{
+    struct traced_start start = *(struct traced_start *)p;
+
+    free(p);
+    (void)gl_kcov_thread_begin();    /* coverage is a sample: a failure costs it */
+    return start.fn(start.arg);
+}
+
+int gl_thread_create_traced(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    struct traced_start *start = malloc(sizeof(*start));
+    int err;
+
+    if (!start)
+        return ENOMEM;
+    start->fn = fn;
+    start->arg = arg;
+    err = pthread_create(th, NULL, traced_main, start);
+    if (err)
+        free(start);
+    return err;
 }
 
 size_t gl_kcov_map_bits(const uint8_t *map)

@@ -8,6 +8,7 @@
 #ifndef FAULTLINE_GUESTLIB_H
 #define FAULTLINE_GUESTLIB_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -174,6 +175,12 @@ void gl_kallsyms_resolve(const char *const *want, char (*got)[96], size_t n);
  * coverage is off.
  */
 int gl_kcov_thread_begin(void);
+/*
+ * pthread_create() of a worker whose kernel work belongs in the coverage map
+ * (reclaim, swap-in faults, swapoff): @fn runs after gl_kcov_thread_begin().
+ * Returns pthread_create()'s value.
+ */
+int gl_thread_create_traced(pthread_t *th, void *(*fn)(void *), void *arg);
 /* Add the edges of @n consecutive PCs to @map; returns the bits newly set. */
 size_t gl_kcov_add_trace(uint8_t *map, const unsigned long *pcs, size_t n);
 size_t gl_kcov_map_bits(const uint8_t *map);

@@ -317,7 +317,6 @@ static void count_fill(void)
 
 static void *count_worker(void *arg)
 {
-    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     int id = (int)(intptr_t)arg;
 
     while (!stop && gl_now_s() < deadline) {
@@ -337,7 +336,6 @@ static void *count_worker(void *arg)
 
 static void *read_worker(void *arg)
 {
-    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     int id = (int)(intptr_t)arg;
     uint64_t want[GL_PAGE_SIZE / sizeof(uint64_t)];
     long long n = 0, bad = 0;
@@ -372,7 +370,6 @@ static void *read_worker(void *arg)
 
 static void *pager(void *arg)
 {
-    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     size_t c = 0;
 
     while (!stop) {
@@ -455,7 +452,6 @@ static int wait_child_exit(void)
 
 static void *swapoff_cycler(void *arg)
 {
-    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     int flags = o.discard ? SWAP_FLAG_DISCARD : 0;
 
     while (!stop) {
@@ -526,7 +522,6 @@ static int churn_child(uint64_t seed)
 
 static void *churner(void *arg)
 {
-    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     while (!stop) {
         long long id = __atomic_fetch_add(&children, 1, __ATOMIC_RELAXED);
         pid_t pid = fork();
@@ -638,20 +633,20 @@ int main(int argc, char **argv)
     passes = calloc(o.workers, sizeof(*passes));
     deadline = gl_now_s() + o.seconds;
     for (int i = 0; i < o.workers && !err; i++) {
-        err = pthread_create(&th[nth++], NULL, o.mode == MODE_COUNT ? count_worker : read_worker,
-                             (void *)(intptr_t)i);
+        err = gl_thread_create_traced(&th[nth++], o.mode == MODE_COUNT ? count_worker : read_worker,
+                                      (void *)(intptr_t)i);
     }
     if (!err) {
-        err = pthread_create(&th[nth++], NULL, pager, NULL);
+        err = gl_thread_create_traced(&th[nth++], pager, NULL);
     }
     if (!err && o.wp_toggle) {
         err = pthread_create(&th[nth++], NULL, wp_toggler, NULL);
     }
     if (!err && o.swapoff_dev) {
-        err = pthread_create(&th[nth++], NULL, swapoff_cycler, NULL);
+        err = gl_thread_create_traced(&th[nth++], swapoff_cycler, NULL);
     }
     for (int i = 0; i < o.churn && !err; i++) {
-        err = pthread_create(&th[nth++], NULL, churner, NULL);
+        err = gl_thread_create_traced(&th[nth++], churner, NULL);
     }
     /* The workers end at the deadline; then the pager and the toggler. */
     for (int i = 0; i < o.workers && i < nth; i++) {

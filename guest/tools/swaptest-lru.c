@@ -205,7 +205,6 @@ struct worker {
 /* Random chunks: 3 of 4 refaulted and verified, 1 of 4 discarded (once). */
 static void *worker_main(void *arg)
 {
-    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     struct worker *w = arg;
     const struct options *o = w->o;
     const struct pattern pat = { o->seed, o->compressible };
@@ -282,7 +281,7 @@ void lru_run(const struct options *o, struct run *R)
      * so the memcg's entries are over its limit and get written back. */
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
     gl_memcg_set(o->cgroup, "memory.zswap.max", "0");
-    pthread_create(&tid, NULL, worker_main, &w);
+    gl_thread_create_traced(&tid, worker_main, &w);
     for (int r = 0; r < o->wb_rounds; r++) {
         for (int i = 0; i < o->wb_reclaims; i++) {
             long long cur = gl_memcg_read(o->cgroup, "memory.current");

@@ -89,7 +89,6 @@ static void chunk_verify(struct race *R, size_t c, struct verify_result *vr)
 
 static void *race_worker(void *arg)
 {
-    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     struct race *R = arg;
     const struct options *o = R->o;
     uint64_t x = (uint64_t)(uintptr_t)pthread_self() ^ o->seed;
@@ -172,7 +171,6 @@ static void *race_toggler(void *arg)
 /* memory.reclaim 8M in a loop (it blocks; hence its own thread). */
 static void *race_reclaimer(void *arg)
 {
-    (void)gl_kcov_thread_begin();    /* its kernel work in the coverage map */
     struct race *R = arg;
     const struct options *o = R->o;
     long long calls = 0;
@@ -260,10 +258,10 @@ void race(const struct options *o, struct run *Rn)
     pt0 = gl_memcg_stat(o->cgroup, "pgsteal");
     R.deadline = gl_now_s() + o->duration;
     for (int i = 0; i < o->threads; i++) {
-        pthread_create(&th[i], NULL, race_worker, &R);
+        gl_thread_create_traced(&th[i], race_worker, &R);
     }
     pthread_create(&th[o->threads], NULL, race_toggler, &R);
-    pthread_create(&th[o->threads + 1], NULL, race_reclaimer, &R);
+    gl_thread_create_traced(&th[o->threads + 1], race_reclaimer, &R);
     for (int i = 0; i <= o->threads + 1; i++) {
         pthread_join(th[i], NULL);
     }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * guestlib-kcov.c on the host: the edge map, its base64, and what a process
- * started with FAULTLINE_KCOV=1 prints at exit (its map on a kernel with
- * kcov, one "unavailable" line without; nothing from a forked child).
+ * guestlib-kcov.c on the host: the edge map, its base64, a traced thread,
+ * and what a process started with FAULTLINE_KCOV=1 prints at exit (its map
+ * on a kernel with kcov, one "unavailable" line without; nothing from a
+ * forked child).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,22 @@ static void base64(void)
         gl_kcov_base64((const uint8_t *)v[i].in, v[i].len, out);
         ok(!strcmp(out, v[i].out), "base64 test vector");
     }
+}
+
+static void *mark(void *arg)
+{
+    *(int *)arg = 42;
+    return arg;
+}
+
+static void traced_thread(void)
+{
+    pthread_t th;
+    int x = 0;
+    void *ret = NULL;
+
+    ok(gl_thread_create_traced(&th, mark, &x) == 0 && pthread_join(th, &ret) == 0 &&
+       x == 42 && ret == &x, "a traced thread runs its function, its value joins");
 }
 
 static int count(const char *text, const char *needle)
@@ -123,9 +141,10 @@ int main(int argc, char **argv)
         printf("forked\n");
         return 0;
     }
-    printf("TAP version 13\n1..10\n");
+    printf("TAP version 13\n1..11\n");
     edges();
     base64();
+    traced_thread();
     at_exit();
     return n_failed ? 1 : 0;
 }
