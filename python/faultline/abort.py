@@ -155,9 +155,8 @@ def finish(e):
     for d in scratch:
         # A run stopped before its own handler could write its report
         # (between claiming its directory and starting it): say so here.
-        rundir = (read_owner(d) or {}).get("rundir")
-        if rundir and os.path.isdir(rundir) and \
-                not os.path.exists(os.path.join(rundir, "report.json")):
+        rundir = unreported_rundir(read_owner(d))
+        if rundir:
             write_aborted(rundir, f"aborted by {e.name} during {phase(rundir)}",
                           128 + e.signum, e.name)
         remove_scratch(d)
@@ -358,6 +357,16 @@ def read_owner(d):
     return owner if isinstance(owner, dict) else None
 
 
+def unreported_rundir(owner):
+    """The run directory @owner (owner.json's content) claimed, when it
+    exists without a report.json: the run ended before writing one."""
+    rundir = (owner or {}).get("rundir")
+    if rundir and os.path.isdir(rundir) and \
+            not os.path.exists(os.path.join(rundir, "report.json")):
+        return rundir
+    return None
+
+
 def sweep():
     """At launcher start: clean up after launchers that died without doing
     it.  For each scratch directory whose owner is gone: kill what still
@@ -395,9 +404,8 @@ def _clean_dead(d, owner):
             pass
     for t in glob.glob(os.path.join(LAVA_TMP, os.path.basename(d) + "-*")):
         shutil.rmtree(t, ignore_errors=True)
-    rundir = owner.get("rundir")
-    if rundir and os.path.isdir(rundir) and \
-            not os.path.exists(os.path.join(rundir, "report.json")):
+    rundir = unreported_rundir(owner)
+    if rundir:
         reason = (f"the launcher (pid {owner.get('pid')}) ended without cleaning up "
                   f"(killed by SIGKILL, or crashed) during {phase(rundir)}; "
                   f"cleaned up by the next launcher (pid {os.getpid()})")
