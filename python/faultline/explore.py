@@ -30,7 +30,19 @@ STATE = "state.json"
 # Fresh schedules against mutations of kept ones, once the corpus has some.
 FRESH_SHARE = 0.25
 MINIMIZE_BUDGET = 40
+# The generic scenario of a swap device (and syncblk completion context):
+# a plain swap workload that checks every byte and nothing about faults,
+# where a search starts when a scenario's test checks its own faults.
+GENERIC_SCENARIOS = {("nvme", "task"): "smoke", ("syncblk", "task"): "syncblk-task",
+                     ("syncblk", "irq"): "syncblk-irq", ("syncblk", "thread"): "syncblk-thread"}
 _BUDGET = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)$")
+
+
+def generic_scenario(sc):
+    """The generic scenario for @sc's swap device (GENERIC_SCENARIOS), or
+    None when its device has none."""
+    d = sc.device
+    return GENERIC_SCENARIOS.get((d.kind, d.completion if d.kind == "syncblk" else "task"))
 
 
 def parse_budget(text):
@@ -294,8 +306,11 @@ class Explorer:
         failed = res.failure or (res.bailed and res.report.status != EXIT_PASS)
         broken = judge.broken_guarantee(res.report) if failed else None
         if failed and not broken:
+            generic = generic_scenario(scenario.load(name))
+            hint = f" (for its device: {generic})" if generic and generic != name else ""
             raise SetupError(f"{name} fails with no faults ({minimize.signature(d, res.report)}"
-                             f"; {d}): explore needs a scenario that passes without its rules")
+                             f"; {d}): explore needs a scenario that passes without its "
+                             f"rules{hint}")
         self.seen |= res.features
         self.baselines[name] = {"outcome": res.report.outcome, "features": len(res.features),
                                 "elapsed_s": round(res.elapsed_s, 1)}

@@ -39,10 +39,6 @@ from faultline import bugs, explore, restore, scenario  # noqa: E402
 from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
 
 OUT = os.path.join(TOP, "build", "explore-corpus")
-# The generic scenario of a device (and syncblk completion context): a
-# plain swap workload that checks every byte and nothing about faults.
-GENERIC = {("nvme", "task"): "smoke", ("syncblk", "task"): "syncblk-task",
-           ("syncblk", "irq"): "syncblk-irq", ("syncblk", "thread"): "syncblk-thread"}
 REFUSED = "fails with no faults"
 
 
@@ -142,11 +138,9 @@ def main():
                     ex = run_explore(sc, kernel, args.budget,
                                      os.path.join(OUT, tag, "explore"), extra)
                 except NeedsGeneric as e:
-                    d = scenario.load(sc).device
-                    explored = GENERIC.get((d.kind, d.completion if d.kind == "syncblk"
-                                            else "task"))
+                    explored = explore.generic_scenario(scenario.load(sc))
                     if explored is None:
-                        raise SetupError(f"{e}; no generic scenario for {d.kind}") from None
+                        raise SetupError(f"{e}; no generic scenario for its device") from None
                     print(f"{b.name}: explore refused {sc} (its test checks its own "
                           f"faults): exploring {explored}", flush=True)
                     ex = run_explore(explored, kernel, args.budget,

@@ -380,6 +380,22 @@ class ResumeTest(unittest.TestCase):
             with self.assertRaisesRegex(SetupError, "smoke fails with no faults"):
                 self.baseline(d, ["smoke"], [fail])
 
+    def test_a_refused_scenario_names_the_generic_one_of_its_device(self):
+        fail = Report(scenario="write-error-redirty-sync", seed=1, status=EXIT_FAIL,
+                      outcome="fail", reason="guest tests failed (exit 1, 1 not ok)",
+                      diag={"data_errors": 0})
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaisesRegex(SetupError, r"\(for its device: syncblk-task\)$"):
+                self.baseline(d, ["write-error-redirty-sync"], [fail])
+
+    def test_every_generic_scenario_is_its_own_device_s(self):
+        for (kind, completion), name in explore.GENERIC_SCENARIOS.items():
+            sc = scenario.load(name)
+            self.assertEqual((sc.device.kind, explore.generic_scenario(sc)), (kind, name))
+        self.assertEqual(explore.generic_scenario(scenario.load("write-error-redirty-nvme")),
+                         "smoke")
+        self.assertIsNone(explore.generic_scenario(scenario.load("latency-virtio")))
+
     def test_a_schedule_whose_guest_bailed_out_is_not_kept(self):
         """Failing every 4 KiB write fails mkswap's header: the guest bails
         out in 3 s with features of its own (seen on the fixed kernel: such
