@@ -36,6 +36,13 @@ ERRORS = ("eio", "enospc", "write-fault", "internal")
 # (a "hang" that is the device's fault).
 DENSE_DELAY_MAX_NS = 300_000
 SPARSE_DELAY_MAX_NS = 20_000_000
+# A stalled disk (a fault's latency up to a quarter second) on a rule
+# capped with count= so that its delays, summed as if none overlapped,
+# stay within the scenario's delay budget: a share of its timeout.  Some
+# races open only when most I/Os of a kind stall that long.
+HEAVY_DELAY_MAX_NS = 250_000_000
+DELAY_BUDGET_SHARE = 0.25
+HEAVY_SHARE = 0.3       # delay rules drawn count-capped for heavy delays
 # Lost completions cost a driver timeout each (NVMe 30 s, syncblk 10 s).
 LOST_COUNT_MAX = 2
 
@@ -54,6 +61,7 @@ class Space:
     # Read errors allowed (the scenario's own rules fail reads): in these
     # states (empty: in any); None: not allowed.
     read_error_states: tuple | None = None
+    delay_budget_ns: int = 0        # what heavy delays may add to a run in all
 
     @classmethod
     def of(cls, sc, own_rules, allow_lies=False):
@@ -75,7 +83,12 @@ class Space:
                    read_error_states=_read_error_states(own_rules),
                    lost_ok=can_lose and not (asserted and not lost and not allow_lies)
                    and (kind == "syncblk" or lost or fatal or allow_lies),
-                   fatal_ok=kind == "nvme" and (fatal or allow_lies))
+                   fatal_ok=kind == "nvme" and (fatal or allow_lies),
+                   delay_budget_ns=int(sc.timeout_s * DELAY_BUDGET_SHARE * 10**9))
+
+    def heavy_count(self):
+        """The most hits a rule with heavy delays may have (0: none)."""
+        return self.delay_budget_ns // HEAVY_DELAY_MAX_NS
 
 
 def _read_error_states(rules_text):
@@ -173,19 +186,24 @@ def _round_us(ns):
 
 
 def _delay(rng, cap):
+    # A rule allowed heavy delays is there for stalls: from 1 ms up.
+    lo = 1_000_000 if cap >= HEAVY_DELAY_MAX_NS else 2_000
     shape = rng.choice(("fixed", "uniform", "exp"))
     if shape == "fixed":
-        return dur(_round_us(_log_uniform(rng, 2_000, cap)))
+        return dur(_round_us(_log_uniform(rng, lo, cap)))
     if shape == "exp":
-        return f"exp({dur(_round_us(_log_uniform(rng, 2_000, cap // 3)))})"
-    a = _round_us(_log_uniform(rng, 1_000, cap // 4))
+        return f"exp({dur(_round_us(_log_uniform(rng, lo, cap // 3)))})"
+    a = _round_us(_log_uniform(rng, lo // 2, cap // 4))
     b = _round_us(min(cap, a * rng.randint(2, 20)))
     return f"uniform({dur(a)},{dur(max(a, b))})"
 
 
-def _delay_cap(rule):
-    """Heavy delays only for rules that fire rarely."""
+def delay_cap(rule, space):
+    """The longest delay @rule may add in @space: heavy within the delay
+    budget, else long only for rules that fire rarely."""
     t = rule.trigger
+    if "count" in t and t["count"] <= space.heavy_count():
+        return HEAVY_DELAY_MAX_NS
     sparse = ("nth" in t or t.get("count", 1 << 30) <= 50 or t.get("prob", 1) <= 0.02
               or t.get("every", 1) >= 50)
     return SPARSE_DELAY_MAX_NS if sparse else DENSE_DELAY_MAX_NS
@@ -261,7 +279,16 @@ def _match(rng, space):
     return m
 
 
-def _trigger(rng, rare):
+def _trigger(rng, rare, heavy_count=0):
+    if heavy_count and rng.random() < HEAVY_SHARE:
+        # Most or every matching I/O, up to the budget's count: a stall.
+        t = {"count": _log_uniform(rng, max(1, heavy_count // 8), heavy_count)}
+        kind = rng.choice(("none", "none", "prob", "every"))
+        if kind == "prob":
+            t["prob"] = round(rng.uniform(0.2, 0.9), 2)
+        elif kind == "every":
+            t["every"] = rng.randint(2, 4)
+        return t
     kind = rng.choice(("prob", "every", "nth", "after-every", "none") if not rare
                       else ("prob", "every", "nth", "after-every"))
     t = {}
@@ -282,9 +309,9 @@ def _trigger(rng, rare):
 def _action(rng, space, kind, rule):
     op = rule.op
     if kind == "delay":
-        return {"delay": _delay(rng, _delay_cap(rule))}
+        return {"delay": _delay(rng, delay_cap(rule, space))}
     if kind == "irq-delay":
-        return {"irq-delay": _delay(rng, _delay_cap(rule))}
+        return {"irq-delay": _delay(rng, delay_cap(rule, space))}
     if kind == "error":
         a = {"error": rng.choice(ERRORS + (("read-error",) if _reads_may_fail(space, op)
                                            else ()))}
@@ -310,7 +337,8 @@ RARE = ("suppress", "drop", "fatal", "reset-fail")
 def gen_rule(rng, space, name):
     op = _weighted(rng, _ops(space))
     kind = _weighted(rng, _actions(space, op))
-    r = Rule(name, op, _match(rng, space), _trigger(rng, kind in RARE))
+    heavy = space.heavy_count() if kind in ("delay", "irq-delay") else 0
+    r = Rule(name, op, _match(rng, space), _trigger(rng, kind in RARE, heavy))
     r.action = _action(rng, space, kind, r)
     if op in ("read", "any") and "error" in r.action and \
             not read_error_ok(space, op, r.match):
@@ -344,7 +372,7 @@ def _scale(rng, v, lo, hi):
 def _mutate_distribution(rng, space, r):
     key = next((k for k in ("delay", "irq-delay") if k in r.action), None)
     if key:
-        r.action[key] = _delay(rng, _delay_cap(r))
+        r.action[key] = _delay(rng, delay_cap(r, space))
         return True
     if "error" in r.action:
         r.action.update(_action(rng, space, "error", r))
@@ -370,7 +398,9 @@ def _mutate_range(rng, space, r):
     elif "nth" in t:
         t["nth"] = _scale(rng, t["nth"], 1, 20000)
     elif "count" in t:
-        t["count"] = _scale(rng, t["count"], 1, 200)
+        delays = any(k in r.action for k in ("delay", "irq-delay"))
+        t["count"] = _scale(rng, t["count"], 1,
+                            max(200, space.heavy_count()) if delays else 200)
     else:
         return False
     if "count" in t and any(k in r.action for k in RARE + ("irq",)):
@@ -381,7 +411,8 @@ def _mutate_range(rng, space, r):
 
 
 def mutate(rng, space, sched, max_rules=6):
-    """A mutated copy of @sched and what was done (one word)."""
+    """A mutated copy of @sched, never the same schedule, and what was
+    done (one word)."""
     s = sched.copy()
     ops = ["distribution", "range", "seed", "add", "drop", "regen"]
     while True:
@@ -403,6 +434,8 @@ def mutate(rng, space, sched, max_rules=6):
                 continue
         else:
             continue
+        if what != "seed" and s.text() == sched.text():
+            continue        # redrew what it had: a run would repeat its parent
         return s, what
 
 

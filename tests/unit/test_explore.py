@@ -51,6 +51,23 @@ def schedules(space, rng, n):
     return out[:n]
 
 
+def delay_bound_ns(text, low=False):
+    """The longest (@low: the shortest) delay of a grammar delay value:
+    fixed, uniform(a,b), or exp(mean) taken as 3 means long (the grammar's
+    cap is for its mean times 3) and as 0 short."""
+    def ns(d):
+        for unit, f in (("ms", 10**6), ("us", 10**3), ("ns", 1), ("s", 10**9)):
+            if d.endswith(unit):
+                return int(d[:-len(unit)]) * f
+        raise ValueError(d)
+    if text.startswith("uniform("):
+        a, b = text[len("uniform("):-1].split(",")
+        return ns(a) if low else ns(b)
+    if text.startswith("exp("):
+        return 0 if low else 3 * ns(text[len("exp("):-1])
+    return ns(text)
+
+
 def engine_errors(texts):
     """{index: message} of the rule texts fault-rules-check rejects."""
     errors = {}
@@ -175,6 +192,43 @@ class GrammarTest(unittest.TestCase):
         self.assertIn("not supplied", grammar.device_problem("syncblk", "a: write sq=1 delay=1us"))
         self.assertIn("not supplied", grammar.device_problem("nvme", "a: write cpu=1 delay=1us"))
         self.assertIn("hang forever", grammar.device_problem("virtio-scsi", "a: write drop"))
+
+    def test_delays_stay_within_their_cap_and_heavy_ones_within_the_budget(self):
+        """A delay past SPARSE_DELAY_MAX_NS is on a rule whose count= keeps
+        its worst case, summed, within a quarter of the scenario's timeout."""
+        rng = random.Random(9)
+        heavy = 0
+        for name, space in spaces():
+            self.assertEqual(space.delay_budget_ns,
+                             scenario.load(name).timeout_s * 10**9 // 4, name)
+            for s in schedules(space, rng, PER_SCENARIO // 2):
+                for r in s.rules:
+                    key = next((k for k in ("delay", "irq-delay") if k in r.action), None)
+                    if key is None:
+                        continue
+                    worst = delay_bound_ns(r.action[key])
+                    self.assertLessEqual(worst, grammar.delay_cap(r, space), (name, r.text()))
+                    if worst > grammar.SPARSE_DELAY_MAX_NS:
+                        heavy += 1
+                        self.assertLessEqual(r.trigger["count"] * grammar.HEAVY_DELAY_MAX_NS,
+                                             space.delay_budget_ns, (name, r.text()))
+        self.assertGreater(heavy, 0)
+
+    def test_a_stall_on_most_reads_is_in_the_space(self):
+        """swapin-race-sync's own rule slows every read of one vCPU by
+        20-200 ms; explore must be able to say as much (bounded by count=),
+        or a race that needs it is out of its reach."""
+        sc = scenario.load("swapin-race-sync")
+        space = grammar.Space.of(sc, sc.faults.rules)
+        stalls = []
+        for s in schedules(space, random.Random(10), 400):
+            for r in s.rules:
+                if r.op in ("read", "any") and "delay" in r.action and \
+                        "nth" not in r.trigger and r.trigger.get("prob", 1) >= 0.2 and \
+                        r.trigger.get("every", 1) <= 4 and r.trigger.get("count", 0) >= 100 and \
+                        delay_bound_ns(r.action["delay"], low=True) >= 10_000_000:
+                    stalls.append(r.text())
+        self.assertTrue(stalls)
 
     def test_mutations_are_reproducible_and_change_something(self):
         _, space = spaces()[0]
