@@ -36,10 +36,10 @@ ERRORS = ("eio", "enospc", "write-fault", "internal")
 # (a "hang" that is the device's fault).
 DENSE_DELAY_MAX_NS = 300_000
 SPARSE_DELAY_MAX_NS = 20_000_000
-# A stalled disk (a fault's latency up to a quarter second) on a rule
-# capped with count= so that its delays, summed as if none overlapped,
-# stay within the scenario's delay budget: a share of its timeout.  Some
-# races open only when most I/Os of a kind stall that long.
+# A stalled disk (a fault's latency up to a quarter second) on rules
+# capped with count= so that their delays, summed over the schedule as if
+# none overlapped, stay within the scenario's delay budget: a share of its
+# timeout.  Some races open only when most I/Os of a kind stall that long.
 HEAVY_DELAY_MAX_NS = 250_000_000
 DELAY_BUDGET_SHARE = 0.25
 HEAVY_SHARE = 0.3       # delay rules drawn count-capped for heavy delays
@@ -347,6 +347,18 @@ def gen_rule(rng, space, name):
     return r
 
 
+def _fit_budget(space, sched):
+    """Cut the counts of @sched's rules allowed heavy delays so that their
+    worst case, together, stays within the space's delay budget."""
+    heavy = [r for r in sched.rules if any(k in r.action for k in ("delay", "irq-delay"))
+             and delay_cap(r, space) == HEAVY_DELAY_MAX_NS]
+    total = sum(r.trigger["count"] for r in heavy)
+    if total > space.heavy_count():
+        for r in heavy:
+            r.trigger["count"] = max(1, r.trigger["count"] * space.heavy_count() // total)
+    return sched
+
+
 def _fresh_name(rules):
     n = 0
     taken = {r.name for r in rules}
@@ -360,7 +372,7 @@ def generate(rng, space, max_rules=4):
     rules = []
     for _ in range(rng.randint(1, max_rules)):
         rules.append(gen_rule(rng, space, _fresh_name(rules)))
-    return Schedule(rng.randrange(1 << 32), rules)
+    return _fit_budget(space, Schedule(rng.randrange(1 << 32), rules))
 
 
 # ---------------------------------------------------------------- mutations
@@ -434,6 +446,7 @@ def mutate(rng, space, sched, max_rules=6):
                 continue
         else:
             continue
+        _fit_budget(space, s)
         if what != "seed" and s.text() == sched.text():
             continue        # redrew what it had: a run would repeat its parent
         return s, what
