@@ -134,8 +134,8 @@ def run_seed(scname, seed, side, kern, opts_base, rundir, builds_of, no_rules):
     return r, False
 
 
-def deterministic_ok(scname):
-    """None when @scname can run --deterministic, else why not."""
+def why_not_deterministic(scname):
+    """Why @scname cannot run --deterministic, or None when it can."""
     sc = scenario.load(scname)
     try:
         scenario.check_deterministic(sc)
@@ -362,7 +362,7 @@ def campaign(args: BugsOptions):
                 "buggy": build_kernel(bug, True, args.jobs)}
         kern["nofaults"] = kern["buggy"]
         for scname in bug.scenarios:
-            det_note = deterministic_ok(scname) if args.deterministic else None
+            det_note = why_not_deterministic(scname) if args.deterministic else None
             o = RunOptions(**{**opts_base.__dict__,
                               "deterministic": args.deterministic and not det_note})
             if det_note:

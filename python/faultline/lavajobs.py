@@ -90,12 +90,17 @@ def write_bug_jobs(corpus, seeds, out, base_url=None, deterministic=False, quiet
     from . import bugsrun
     jobs = []
     for bug in corpus:
+        # One write_jobs per mode: the kernel is copied once per mode, not
+        # once per scenario.
+        modes = {}
+        for name in bug.scenarios:
+            det = deterministic and not bugsrun.why_not_deterministic(name)
+            modes.setdefault(det, []).append(name)
         for side in ("fixed", "buggy"):
             image, modules = bugsrun.build_kernel(bug, side == "buggy")
-            for name in bug.scenarios:
-                det = deterministic and not bugsrun.deterministic_ok(name)
+            for det, names in modes.items():
                 opts = runner.RunOptions(kernel=image, modules=modules, deterministic=det)
-                sc = runner.load_scenario(name, opts)
-                jobs += write_jobs([sc], [(image, modules)], seeds, out, base_url, det, quiet,
+                scs = [runner.load_scenario(n, opts) for n in names]
+                jobs += write_jobs(scs, [(image, modules)], seeds, out, base_url, det, quiet,
                                    labels=[f"{bug.name}-{side}"])
     return jobs

@@ -3,6 +3,7 @@ kernel is built, --list lists the corpus, finished runs are reused on a
 resumed campaign (and stopped or stale ones are not), and the table's
 cells, JSON and docs/bugs.md section come from the run results."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -93,6 +94,35 @@ class BadInputTest(unittest.TestCase):
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
             self.assertIn(want, r.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "c")))
+
+    def test_lava_jobs_of_bugs_copy_each_kernel_once_per_mode(self):
+        """`faultline lava --bug`: one write_jobs per (kernel, mode) with
+        all the bug's scenarios of that mode; --deterministic only where a
+        scenario allows it (virtio-scsi does not)."""
+        from unittest import mock
+        from faultline import lavajobs
+        bug = dataclasses.replace(bugs.load("swap-write-error-drops-page"), scenarios=[
+            "write-error-redirty-sync", "rotational-swap", "write-error-redirty-nvme"])
+        calls = []
+
+        def fake_write_jobs(scs, kernels, seeds, out, base_url, det, quiet, labels):
+            calls.append((labels[0], kernels[0][0], det, [sc.name for sc in scs]))
+            return [f"{labels[0]}-{det}-{len(scs)}"]
+        with mock.patch.object(bugsrun, "build_kernel",
+                               lambda b, buggy: ("/k/" + ("bug" if buggy else "fixed"), None)), \
+                mock.patch.object(lavajobs, "write_jobs", fake_write_jobs), \
+                mock.patch.object(lavajobs.runner, "load_scenario",
+                                  lambda n, opts: flscenario.load(n)):
+            jobs = lavajobs.write_bug_jobs([bug], [1, 2], self.tmp, deterministic=True)
+        name = bug.name
+        self.assertEqual(calls, [
+            (f"{name}-fixed", "/k/fixed", True, ["write-error-redirty-sync",
+                                                 "write-error-redirty-nvme"]),
+            (f"{name}-fixed", "/k/fixed", False, ["rotational-swap"]),
+            (f"{name}-buggy", "/k/bug", True, ["write-error-redirty-sync",
+                                               "write-error-redirty-nvme"]),
+            (f"{name}-buggy", "/k/bug", False, ["rotational-swap"])])
+        self.assertEqual(len(jobs), 4)
 
     def test_list(self):
         r = cli("--list", env=self.env)
