@@ -76,6 +76,10 @@ NEEDS = [
     # stresses never runs: refuse the run rather than fail it in the guest.
     ("userfaultfd write-protect (swaprace --wp-toggle)",
      lambda sc: "--wp-toggle" in command_words(sc), ("USERFAULTFD=y",)),
+    # A kernel without it ignores preempt= and runs its built-in model.
+    ("preemption model chosen at boot (preempt= in [vm] cmdline)",
+     lambda sc: re.search(r"(^|\s)preempt=", sc.vm.cmdline) is not None,
+     ("PREEMPT_DYNAMIC=y",)),
 ]
 
 

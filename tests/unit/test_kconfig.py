@@ -157,6 +157,20 @@ class CheckTest(unittest.TestCase):
         # A swaprace without the toggler does not need it.
         kconfig.check([load("swapin-race-sync")], self.kernel_with(vals), tempfile.mkdtemp())
 
+    def test_preempt_on_the_cmdline_needs_a_dynamic_preemption_kernel(self):
+        sc = load("swapin-race-sync")
+        sc.vm.cmdline += " preempt=full"
+        vals = full_config([load("swapin-race-sync")])
+        vals["PREEMPT_DYNAMIC"] = "n"
+        with self.assertRaises(SetupError) as cm:
+            kconfig.check([sc], self.kernel_with(vals), tempfile.mkdtemp())
+        self.assertIn("CONFIG_PREEMPT_DYNAMIC not set, needs =y (preemption model", str(cm.exception))
+        vals["PREEMPT_DYNAMIC"] = "y"
+        kconfig.check([sc], self.kernel_with(vals), tempfile.mkdtemp())
+        # Without preempt= nothing is asked of the kernel's preemption.
+        vals["PREEMPT_DYNAMIC"] = "n"
+        kconfig.check([load("swapin-race-sync")], self.kernel_with(vals), tempfile.mkdtemp())
+
     def test_kcov_needs_a_kcov_kernel(self):
         sc = load("smoke")
         sc.vm.kcov = True
@@ -286,7 +300,7 @@ class GuestImageTest(unittest.TestCase):
 class DocsTest(unittest.TestCase):
     """docs/scenarios.md's kernel requirement tables follow NEEDS."""
     LABELS = ["init", "NVMe", "syncblk", "virtio-blk", "virtio-scsi", "zswap",
-              "zswap shrinker", "zbud", "probes", "kcov", "userfaultfd"]
+              "zswap shrinker", "zbud", "probes", "kcov", "userfaultfd", "preemption"]
 
     def test_tables_match_the_table(self):
         with open(os.path.join(TOP, "docs", "scenarios.md")) as f:
