@@ -258,9 +258,9 @@ class Explorer:
             except scenario.ScenarioError as e:
                 entry["note"] = f"not minimized: {e}"
                 return
-            # Cold boots: restored runs are not reproducible (restore.check).
-            o = runner.RunOptions(**{**self.opts.__dict__, "deterministic": True,
-                                     "restore": False})
+            # Restored too under --restore: a restored --deterministic run
+            # reproduces as a cold one does.
+            o = runner.RunOptions(**{**self.opts.__dict__, "deterministic": True})
             det_dir = res.rundir + "-deterministic"
             det = run_schedule(name, sched, o, self.builds, det_dir)
             entry["deterministic"] = det.failure or "passed"

@@ -560,7 +560,6 @@ class ResumeTest(unittest.TestCase):
                 json.dump({"scenarios": ["smoke"]}, f)
             for argv in (["explore", "--resume", d], ["explore", "smoke", "--out", d],
                          ["explore", "smoke", "--budget", "10x"],
-                         ["explore", "smoke", "--restore", "--deterministic"],
                          ["explore", "write-error-redirty-virtio-scsi", "--restore"],
                          ["explore", "no-such-scenario"], ["explore"]):
                 res = subprocess.run([sys.executable, "-m", "faultline", *argv],

@@ -36,7 +36,7 @@ import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import (FAULTLINE, OUT, exit_with, kernel_args, read_bytes,  # noqa: E402
-                    run_one, run_options, verdict)
+                    run_one, run_options, timeline_differences, verdict)
 
 from faultline import mutate, runner  # noqa: E402
 from faultline.errors import EXIT_FAIL, EXIT_PASS  # noqa: E402
@@ -165,35 +165,6 @@ def check_matrix(scenarios, seeds):
             any(t["status"] != "PASS" for t in run_tests):
         problems.append(f"kcidb run tests {[(t['path'], t['status']) for t in run_tests]}")
     return problems
-
-
-_STAMP = re.compile(r"^\[\s*\d+\.\d+\]")
-
-
-def timeline_differences(a, b):
-    """(problems, notes) between two deterministic runs' fault logs and
-    consoles.  Every fault must match in all but its virtual time; a drift
-    of virtual time alone (seen once in CI, 3 us from 62.8 s on, on a host
-    loaded far past its cores) is a note: the digest and KTAP, what
-    --deterministic promises, were identical there."""
-    problems, notes = [], []
-    fa, fb = (read_bytes(d, "faults.jsonl").splitlines() for d in (a, b))
-    ja = [json.loads(x) for x in fa if x.strip()]
-    jb = [json.loads(x) for x in fb if x.strip()]
-    strip = [[{k: v for k, v in e.items() if k != "vns"} for e in j] for j in (ja, jb)]
-    if strip[0] != strip[1]:
-        problems.append(f"faults.jsonl differs ({a} vs {b})")
-    elif ja != jb:
-        i = next(i for i, (x, y) in enumerate(zip(ja, jb)) if x != y)
-        notes.append(f"note: virtual time drifted from fault {i} on "
-                     f"({ja[i]['vns']} vs {jb[i]['vns']} ns), every fault the same")
-    ca, cb = (read_bytes(d, "console.log").decode(errors="replace").splitlines()
-              for d in (a, b))
-    if [_STAMP.sub("", x) for x in ca] != [_STAMP.sub("", x) for x in cb]:
-        problems.append(f"console.log differs ({a} vs {b})")
-    elif ca != cb:
-        notes.append("note: console timestamps differ, every line the same")
-    return problems, notes
 
 
 def main():

@@ -220,7 +220,7 @@ def parser():
                     help="every run --deterministic (icount)")
     ex.add_argument("--restore", action="store_true",
                     help="every run from a guest booted and saved once, the swap device "
-                         "hot-added (no boot per run; not with --deterministic)")
+                         "hot-added (no boot per run)")
     ex.add_argument("--memory", type=inputs.memory_size, help="guest RAM (overrides vm.memory)")
     ex.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
     ex.add_argument("--timeout", type=inputs.duration, help="watchdog per run")
