@@ -189,22 +189,38 @@ def die_with_parent(sig=signal.SIGKILL):
     return preexec
 
 
+def _stop_child(p):
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def run_child(cmd, **kwargs):
     """subprocess.run() for a child that stops its own children in order on
-    SIGTERM (meson test): a stopped launcher passes SIGTERM on and waits,
-    and a killed one leaves it SIGTERM (its parent-death signal).  Returns
-    the exit status."""
+    SIGTERM (meson test, make): a stopped launcher passes SIGTERM on and
+    waits, and a killed one leaves it SIGTERM (its parent-death signal).
+    Returns the exit status."""
     p = subprocess.Popen(cmd, preexec_fn=die_with_parent(signal.SIGTERM), **kwargs)
     try:
         return p.wait()
     except Aborted:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        _stop_child(p)
         raise
+
+
+def run_captured(cmd, **kwargs):
+    """run_child() that returns a subprocess.CompletedProcess with what the
+    child wrote to pipes (stdout=/stderr= PIPE, as subprocess.run)."""
+    p = subprocess.Popen(cmd, preexec_fn=die_with_parent(signal.SIGTERM), **kwargs)
+    try:
+        out, err = p.communicate()
+    except Aborted:
+        _stop_child(p)
+        raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def _boot_id():

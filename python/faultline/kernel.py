@@ -35,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from . import TOP
+from . import TOP, abort
 from .build import CACHE, say
 from .errors import SetupError
 
@@ -459,9 +459,12 @@ class Source:
 
 
 def _run(cmd, log=None, **kw):
-    res = subprocess.run(cmd, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, **kw)
-    return res
+    """The build's tools (make, git, apt), output into @log or .stdout.  They
+    end with the launcher: a make left running by a killed build would
+    write into the tree the next build takes (seen: two makes, one object
+    file, "fixdep: error opening file")."""
+    return abort.run_captured(cmd, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, **kw)
 
 
 def _apt_opts(suite):

@@ -95,6 +95,31 @@ class ParentDeath(unittest.TestCase):
         parent.wait()
         self.assertTrue(wait_gone(child), "the child outlived its SIGKILLed parent")
 
+    def test_kernel_build_tools_die_with_a_killed_build(self):
+        """kernel._run (make, git, apt of `faultline kernel build`): a
+        SIGKILLed build leaves no make behind to write into the build tree
+        the next build takes."""
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "log")
+            code = textwrap.dedent(f"""
+                import sys
+                sys.path.insert(0, {os.path.join(TOP, 'python')!r})
+                from faultline import kernel
+                with open({log!r}, "w") as f:
+                    kernel._run(["sh", "-c", "echo $$; exec sleep 60"], log=f)
+            """)
+            parent = subprocess.Popen([sys.executable, "-c", code])
+            deadline = time.monotonic() + 10
+            text = ""
+            while not text.endswith("\n") and time.monotonic() < deadline:
+                time.sleep(0.05)
+                text = open(log).read() if os.path.exists(log) else ""
+            child = int(text)
+            self.assertFalse(wait_gone(child, 0.3), "the tool died before its build")
+            parent.kill()
+            parent.wait()
+            self.assertTrue(wait_gone(child), "the tool outlived its SIGKILLed build")
+
     def test_without_it_child_survives(self):
         """The control: without die_with_parent the child outlives the
         parent (what the qemu backend did before)."""
