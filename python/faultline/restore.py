@@ -457,5 +457,49 @@ def bench_rows(seeds, out, log):
     row = Row("restore", f"{BENCH_SCENARIO} runs per hour, restored vs cold boot",
               3600.0 / mean(walls["restore"]), 3600.0 / mean(walls["cold"]), "runs/h",
               r, lo, hi, n=seeds, target=f">= {RESTORE_TARGET:g}x", ok=ok, note=note)
-    return [row], {"walls": walls, "phases": phases,
-                   "seconds": round(time.monotonic() - t0, 1)}
+    pair_row = deterministic_pair_row(builds, out, log)
+    return [row, pair_row], {"walls": walls, "phases": phases,
+                             "seconds": round(time.monotonic() - t0, 1)}
+
+
+# Seeded delays, so that a deterministic pair has faults to compare.
+BENCH_DET_RULES = "jitter: write prob=0.1 delay=uniform(10us,200us)\n"
+
+
+def deterministic_pair_row(builds, out, log, one_run=None):
+    """`faultline bench` row: two restored --deterministic runs of seed 1
+    of BENCH_SCENARIO (with BENCH_DET_RULES) must be one run: both pass,
+    one fault digest, byte-identical faults.jsonl and ktap.log."""
+    from . import runner
+    from .benchreport import Row
+    one_run = one_run or runner.one_run
+    rules = os.path.join(out, "bench-deterministic.rules")
+    os.makedirs(out, exist_ok=True)
+    with open(rules, "w") as f:
+        f.write(BENCH_DET_RULES)
+    opts = runner.RunOptions(quiet=True, restore=True, deterministic=True, rules=rules)
+    sc = runner.load_scenario(BENCH_SCENARIO, opts)
+    runs = []
+    for i in range(2):
+        rundir = runner.new_dir(out, f"bench-restore-deterministic-{i}")
+        r, _ = one_run(sc, 1, opts, builds, rundir, verbose=False)
+        log(f"restore: --deterministic run {i + 1} of 2: {r.outcome}, digest {r.digest}")
+        runs.append((r, rundir))
+    (ra, da), (rb, db) = runs
+    differ = [n for n in ("faults.jsonl", "ktap.log")
+              if _read_or_none(da, n) is None or _read_or_none(da, n) != _read_or_none(db, n)]
+    same = ra.status == rb.status == EXIT_PASS and ra.digest is not None and \
+        ra.digest == rb.digest and not differ
+    note = f"digests {ra.digest} / {rb.digest}" + (f"; {', '.join(differ)} differ" if differ
+                                                     else "")
+    return Row("restore", f"{BENCH_SCENARIO} restored --deterministic, seed 1 twice: the same run",
+               1.0 if same else 0.0, 1.0, "identical", n=2, target="identical", ok=same,
+               note=note)
+
+
+def _read_or_none(rundir, name):
+    try:
+        with open(os.path.join(rundir, name), "rb") as f:
+            return f.read()
+    except OSError:
+        return None

@@ -267,6 +267,40 @@ class StartTest(unittest.TestCase):
                           if c == "human-monitor-command"], ["object_add", "device_add"])
 
 
+class BenchPairTest(unittest.TestCase):
+    """The bench row of two restored --deterministic runs of one seed."""
+
+    def row(self, ktaps, digests=("d1", "d1")):
+        from faultline.report import Report
+        calls = iter(range(2))
+
+        def fake_run(sc, seed, o, builds, rundir, verbose):
+            i = next(calls)
+            self.assertTrue(o.restore and o.deterministic and o.rules)
+            self.assertEqual(seed, 1)
+            for name, text in (("faults.jsonl", '{"seq":0}\n'), ("ktap.log", ktaps[i])):
+                with open(os.path.join(rundir, name), "w") as f:
+                    f.write(text)
+            return Report(scenario=sc.name, seed=1, status=EXIT_PASS, outcome="pass",
+                          reason="", digest=digests[i]), {}
+        with tempfile.TemporaryDirectory() as d:
+            return restore.deterministic_pair_row(None, d, lambda m: None, one_run=fake_run)
+
+    def test_identical(self):
+        r = self.row(["ok 1\n", "ok 1\n"])
+        self.assertEqual((r.value, r.ok), (1.0, True))
+
+    def test_ktap_differs(self):
+        r = self.row(["ok 1\n", "ok 2\n"])
+        self.assertEqual((r.value, r.ok), (0.0, False))
+        self.assertIn("ktap.log differ", r.note)
+
+    def test_digest_differs(self):
+        r = self.row(["ok 1\n", "ok 1\n"], digests=("d1", "d2"))
+        self.assertFalse(r.ok)
+        self.assertIn("d1 / d2", r.note)
+
+
 class RefusalTest(unittest.TestCase):
     def test_check(self):
         with self.assertRaisesRegex(SetupError, "virtio-scsi device cannot be hot-added"):
