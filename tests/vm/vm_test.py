@@ -167,6 +167,12 @@ def check_matrix(scenarios, seeds):
     return problems
 
 
+def ktap_results(rundir):
+    """The KTAP of a run without its diagnostics: plan, results, bail-out."""
+    text = read_bytes(rundir, "ktap.log").decode(errors="replace")
+    return [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("scenario", nargs="?")
@@ -213,6 +219,15 @@ def main():
         if args.deterministic:
             # Beyond what `repro` compares: the whole fault log and console.
             problems, notes = timeline_differences(rundir, new)
+            if rc != EXIT_PASS and notes and not problems and \
+                    ktap_results(rundir) == ktap_results(new) and \
+                    runner.load_run(rundir)[1].digest == runner.load_run(new)[1].digest:
+                # The known leak (docs/launcher.md, "Exact reproduction"): a
+                # drift of virtual time, seen about once in eight CI runs of
+                # this test on a loaded host, can move a vmstat count the
+                # KTAP reports; every fault and every test result held.
+                notes.append("repro said NOT reproduced on KTAP diagnostics alone")
+                rc = EXIT_PASS
             print("deterministic self-test: "
                   + ("; ".join(problems + notes) or "console and fault log identical"))
         ok = status == EXIT_PASS and rc == EXIT_PASS and not problems
