@@ -486,8 +486,8 @@ def deterministic_pair_row(builds, out, log, one_run=None):
         log(f"restore: --deterministic run {i + 1} of 2: {r.outcome}, digest {r.digest}")
         runs.append((r, rundir))
     (ra, da), (rb, db) = runs
-    differ = [n for n in ("faults.jsonl", "ktap.log")
-              if _read_or_none(da, n) is None or _read_or_none(da, n) != _read_or_none(db, n)]
+    files = {n: (_read_or_none(da, n), _read_or_none(db, n)) for n in ("faults.jsonl", "ktap.log")}
+    differ = [n for n, (a, b) in files.items() if a is None or a != b]
     same = ra.status == rb.status == EXIT_PASS and ra.digest is not None and \
         ra.digest == rb.digest and not differ
     note = f"digests {ra.digest} / {rb.digest}" + (f"; {', '.join(differ)} differ" if differ

@@ -57,9 +57,9 @@ _STAMP = re.compile(r"^\[\s*\d+\.\d+\]")
 def timeline_differences(a, b):
     """(problems, notes) between two deterministic runs' fault logs and
     consoles.  Every fault must match in all but its virtual time; a drift
-    of virtual time alone (seen once in CI, 3 us from 62.8 s on, on a host
-    loaded far past its cores) is a note: the digest and KTAP, what
-    --deterministic promises, were identical there."""
+    of virtual time alone (the known leak of docs/launcher.md: about 3 us
+    after a minute, on a loaded host) is a note, every console line but
+    its timestamp likewise."""
     problems, notes = [], []
     fa, fb = (read_bytes(d, "faults.jsonl").splitlines() for d in (a, b))
     ja = [json.loads(x) for x in fa if x.strip()]
