@@ -1,10 +1,13 @@
 """`faultline check`: build everything, then the meson suites (unit, qtest,
 asan, vm)."""
 
+import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
+import tempfile
 import time
 
 from . import TOP, abort
@@ -23,6 +26,56 @@ def start_libvirt():
         return
     if started:
         say(f"started {' and '.join(started)} for the libvirt tests")
+
+
+CHECK_MARKER = "FAULTLINE_CHECK"
+# Started once for the libvirt tests and meant to stay.
+DAEMONS = {"libvirtd", "virtlogd", "virtlockd", "virtqemud"}
+
+
+def scratch_dirs():
+    return {d for base in {*abort.scratch_bases(), tempfile.gettempdir()}
+            for d in glob.glob(os.path.join(base, abort.PREFIX + "*"))}
+
+
+def _marked(marker):
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{entry}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if marker.encode() in env and comm not in DAEMONS and \
+                (abort.start_ticks(int(entry)) or (0, "X"))[1] not in ("Z", "X"):
+            pids.append((int(entry), comm))
+    return pids
+
+
+def leftovers(scratch_before, marker, grace_s=5.0):
+    """What the tests left: processes still carrying @marker (after
+    @grace_s for a QEMU that is still exiting), and scratch directories made
+    since @scratch_before that the next launcher's sweep would not remove
+    (no owner.json: nobody ever will).  Both are removed once reported."""
+    deadline = time.monotonic() + grace_s
+    while (procs := _marked(marker)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    found = [f"process {pid} ({comm}) still runs" for pid, comm in procs]
+    for pid, _ in procs:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    abort.sweep()
+    for d in sorted(scratch_dirs() - scratch_before):
+        if os.path.isdir(d) and abort.read_owner(d) is None:
+            found.append(f"scratch directory {d} has no owner.json")
+            shutil.rmtree(d, ignore_errors=True)
+    return found
 
 
 def check(suites, junit=None, kernel=None, modules=None):
@@ -63,6 +116,12 @@ def check(suites, junit=None, kernel=None, modules=None):
         runs = [wanted]
     passed = failed = skipped = 0
     junits = []
+    scratch_before = scratch_dirs()
+    # Every process the tests start inherits it: whatever still carries it
+    # once meson is done was left behind (libvirt's QEMUs do not inherit it:
+    # the libvirt tests look for their domains themselves).
+    marker = f"{CHECK_MARKER}={os.getpid()}-{time.time_ns()}"
+    env = dict(os.environ, **dict([marker.split("=", 1)]))
     for i, group in enumerate(runs):
         if group == ["asan"] and asan_build is not None:
             say("waiting for the ASAN build (log: build/asan-build.log)")
@@ -73,7 +132,7 @@ def check(suites, junit=None, kernel=None, modules=None):
         for s in group:
             cmd += ["--suite", s]
         # meson stops its tests on SIGTERM: passed on if the launcher is stopped.
-        abort.run_child(cmd)
+        abort.run_child(cmd, env=env)
         junits.append(os.path.join(build, "meson-logs", logbase + ".junit.xml"))
         with open(os.path.join(build, "meson-logs", logbase + ".json")) as f:
             for line in f:
@@ -85,6 +144,15 @@ def check(suites, junit=None, kernel=None, modules=None):
                 else:
                     failed += 1
     t4 = time.monotonic()
+    leaks = leftovers(scratch_before, marker)
+    for line in leaks:
+        print(f"leak: {line}")
+    if leaks:
+        failed += 1
+    else:
+        passed += 1
+    print(f"{'not ok' if leaks else 'ok'} - the tests left no process and no scratch "
+          f"directory behind")
     if junit:
         shutil.copy(junits[0], junit)
         if len(junits) > 1:

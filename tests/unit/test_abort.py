@@ -323,6 +323,44 @@ def default_dispositions():
         signal.signal(sig, signal.SIG_DFL)
 
 
+class CheckLeftovers(unittest.TestCase):
+    """check's final gate: what the tests left behind is reported and
+    removed; what a next launcher cleans up, or a live run owns, is not a
+    leak."""
+
+    def test_marked_process_and_ownerless_scratch_are_leaks(self):
+        from faultline import check
+        marker = f"{check.CHECK_MARKER}=unit-{os.getpid()}-{time.time_ns()}"
+        before = check.scratch_dirs()
+        child = subprocess.Popen(["sleep", "60"],
+                                 env=dict(os.environ, **dict([marker.split("=", 1)])))
+        bystander = subprocess.Popen(["sleep", "60"])
+        ownerless = tempfile.mkdtemp(prefix=abort.PREFIX, dir=abort.scratch_bases()[0])
+        owned = abort.new_scratch()
+        try:
+            found = check.leftovers(before, marker, grace_s=0.5)
+            self.assertEqual(len(found), 2, found)
+            self.assertIn(f"process {child.pid} (sleep) still runs", found)
+            self.assertIn(f"scratch directory {ownerless} has no owner.json", found)
+            self.assertEqual(child.wait(timeout=5), -signal.SIGKILL)
+            self.assertFalse(os.path.exists(ownerless))
+            self.assertTrue(os.path.isdir(owned), "a live launcher's scratch was removed")
+            self.assertIsNone(bystander.poll(), "an unmarked process was killed")
+        finally:
+            for p in (child, bystander):
+                p.kill()
+                p.wait()
+            abort.remove_scratch(owned)
+            subprocess.run(["rm", "-rf", ownerless])
+
+    def test_nothing_left_is_no_leak(self):
+        from faultline import check
+        marker = f"{check.CHECK_MARKER}=unit-{os.getpid()}-{time.time_ns()}"
+        r = subprocess.run(["true"], env=dict(os.environ, **dict([marker.split("=", 1)])))
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(check.leftovers(check.scratch_dirs(), marker, grace_s=0.5), [])
+
+
 class Signals(unittest.TestCase):
     def stop(self, sig):
         d = tempfile.mkdtemp(prefix="abort-test-")

@@ -232,12 +232,19 @@ def test_errors():
     problems += start_error_leaves_nothing()
     builds = build_all(quiet=True)
     rundir = tempfile.mkdtemp(prefix="libvirt-errors-", dir=OUT)
+    made = []
+
+    def scratch():
+        # Machine.cleanup() empties a scratch directory; its maker removes it.
+        made.append(tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm"))
+        return made[-1]
+
     spec = MachineSpec(scenario="errors", qemu_binary=builds.qemu_binary,
                        firmware_dirs=builds.firmware_dirs, kernel=builds.kernel,
                        initrd=builds.initramfs, append="console=ttyS0", memory="256M", cpus=1,
                        accel="tcg", deterministic=False, rundir=rundir,
-                       scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm"),
-                       disk="", injector_id=None, device_args=[], extra_args=[])
+                       scratch=scratch(), disk="", injector_id=None, device_args=[],
+                       extra_args=[])
 
     def start_fails(what, spec, needle, **opts):
         try:
@@ -248,23 +255,25 @@ def test_errors():
             return [] if needle in str(e) and "\n" not in str(e) else [f"{what}: {e}"]
         return [f"{what}: the domain started"]
 
-    fake = os.path.join(rundir, "not-qemu")
-    with open(fake, "w") as f:
-        f.write("#!/bin/sh\necho 'I am not QEMU'\nexit 1\n")
-    os.chmod(fake, 0o755)
-    problems += start_fails("QEMU rejected", dataclasses.replace(spec, qemu_binary=fake),
-                            "libvirt rejects " + fake)
-    # A scratch directory of its own: the rejected machine's cleanup removed
-    # the first one (and start() records the domain there).
-    with LibvirtMachine(dataclasses.replace(
-            spec, scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm"))) as first:
-        first.start()
-        problems += start_fails("name clash", dataclasses.replace(
-            spec, scratch=tempfile.mkdtemp(prefix="faultline-", dir="/dev/shm")),
-            "already exists", name=first.name)
-        if not first.running():
-            problems.append("the first domain of the clash test is not running")
-    return problems
+    try:
+        fake = os.path.join(rundir, "not-qemu")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'I am not QEMU'\nexit 1\n")
+        os.chmod(fake, 0o755)
+        problems += start_fails("QEMU rejected", dataclasses.replace(spec, qemu_binary=fake),
+                                "libvirt rejects " + fake)
+        # Each machine a scratch directory of its own: start() records its
+        # domain there.
+        with LibvirtMachine(dataclasses.replace(spec, scratch=scratch())) as first:
+            first.start()
+            problems += start_fails("name clash", dataclasses.replace(spec, scratch=scratch()),
+                                    "already exists", name=first.name)
+            if not first.running():
+                problems.append("the first domain of the clash test is not running")
+        return problems
+    finally:
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def test_orphans():
