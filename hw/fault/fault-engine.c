@@ -99,6 +99,7 @@ struct FeEngine {
     uint64_t seed;
     uint32_t state;
     uint64_t ordinal;           /* decide() calls since new/reset */
+    FeIoProfile io[FE_OP__MAX]; /* the same, per op */
 
     FeRule *rules;
     FeHot *hot;                 /* parallel to @rules */
@@ -539,6 +540,13 @@ static int rebuild_candidates(FeEngine *fe)
     return 0;
 }
 
+static void io_profile_reset(FeEngine *fe)
+{
+    for (int op = 0; op < FE_OP__MAX; op++) {
+        fe->io[op] = (FeIoProfile) { .lba_min = UINT64_MAX };
+    }
+}
+
 FeEngine *fe_engine_new(uint64_t seed)
 {
     FeEngine *fe = calloc(1, sizeof(*fe));
@@ -548,6 +556,7 @@ FeEngine *fe_engine_new(uint64_t seed)
     }
     fe->seed = seed;
     fe->digest = FE_FNV_BASIS;
+    io_profile_reset(fe);
     fe->log = calloc(FE_LOG_SIZE, sizeof(*fe->log));
     if (!fe->log || rebuild_candidates(fe) < 0) {
         fe_engine_free(fe);
@@ -1050,6 +1059,12 @@ uint64_t fe_engine_seed(const FeEngine *fe)
     return fe->seed;
 }
 
+void fe_engine_io_profile(const FeEngine *fe, FeOp op, FeIoProfile *out)
+{
+    *out = (unsigned)op < FE_OP__MAX ? fe->io[op]
+                                      : (FeIoProfile) { .lba_min = UINT64_MAX };
+}
+
 void fe_engine_reset_counters(FeEngine *fe)
 {
     for (size_t i = 0; i < fe->nrules; i++) {
@@ -1061,6 +1076,7 @@ void fe_engine_reset_counters(FeEngine *fe)
         fe->group[g].count = 0;
     }
     fe->ordinal = 0;
+    io_profile_reset(fe);
     /* Bounds moved: the span rules are chosen again, their counts dropped. */
     rebuild_candidates(fe);
 }
@@ -1495,6 +1511,13 @@ bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     end = lba + (len ? len - 1 : 0);
     if (end < lba) {
         end = UINT64_MAX;
+    }
+    fe->io[op].count++;
+    if (lba < fe->io[op].lba_min) {
+        fe->io[op].lba_min = lba;
+    }
+    if (end > fe->io[op].lba_max) {
+        fe->io[op].lba_max = end;
     }
     g = &fe->group[op];
     gany = &fe->group[FE_OP_ANY];

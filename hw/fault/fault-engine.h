@@ -160,6 +160,13 @@ typedef struct FeRuleStats {
     uint64_t hits;          /* times it fired */
 } FeRuleStats;
 
+/* The I/Os of one op a device passed to decide() since new/reset. */
+typedef struct FeIoProfile {
+    uint64_t count;
+    uint64_t lba_min;       /* first sector touched; UINT64_MAX: none */
+    uint64_t lba_max;       /* last sector touched */
+} FeIoProfile;
+
 typedef struct FeLogEntry {
     uint64_t seq;           /* index in the whole log, from 0 */
     uint64_t ordinal;       /* device I/O ordinal (1-based, all I/Os) */
@@ -212,6 +219,9 @@ void fe_engine_clear_rules(FeEngine *fe);
 int fe_engine_rule_count(const FeEngine *fe);
 /* Copy out stats of rule @i (0 <= i < count); -1 if out of range. */
 int fe_engine_rule_stats(const FeEngine *fe, int i, FeRuleStats *out);
+
+/* What the device asked for on @op (< FE_OP__MAX): how a workload uses it. */
+void fe_engine_io_profile(const FeEngine *fe, FeOp op, FeIoProfile *out);
 
 void fe_engine_set_state(FeEngine *fe, uint32_t state);
 uint32_t fe_engine_state(const FeEngine *fe);

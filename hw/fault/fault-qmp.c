@@ -64,6 +64,7 @@ XFaultStats *qmp_x_fault_query_stats(const char *id, Error **errp)
 {
     FaultInjector *fi = fault_injector_find(id, errp);
     XFaultRuleInfoList **tail;
+    XFaultIoInfoList **io_tail;
     XFaultStats *st;
     FeEngine *fe;
     int n;
@@ -73,6 +74,7 @@ XFaultStats *qmp_x_fault_query_stats(const char *id, Error **errp)
     }
     st = g_new0(XFaultStats, 1);
     tail = &st->rules;
+    io_tail = &st->io;
     st->log_error = fault_injector_log_error(fi);
     fe = fault_injector_lock_engine(fi);
     st->seed = fe_engine_seed(fe);
@@ -90,6 +92,21 @@ XFaultStats *qmp_x_fault_query_stats(const char *id, Error **errp)
         info->matched = rs.matched;
         info->hits = rs.hits;
         QAPI_LIST_APPEND(tail, info);
+    }
+    for (int op = 0; op < FE_OP__MAX; op++) {
+        XFaultIoInfo *io;
+        FeIoProfile p;
+
+        fe_engine_io_profile(fe, op, &p);
+        if (!p.count) {
+            continue;
+        }
+        io = g_new0(XFaultIoInfo, 1);
+        io->op = g_strdup(fe_op_name(op));
+        io->count = p.count;
+        io->lba_min = p.lba_min;
+        io->lba_max = p.lba_max;
+        QAPI_LIST_APPEND(io_tail, io);
     }
     fault_injector_unlock_engine(fi);
     return st;

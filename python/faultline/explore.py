@@ -183,7 +183,8 @@ class Explorer:
         rng = random.Random(f"{self.seed}:{trial}")
         live = self.explorable()
         name = live[trial % len(live)]
-        space = self.spaces[name]
+        # Drawn on the I/O the device saw in the baseline (ops, sectors).
+        space = self.spaces[name].with_io(self.baselines.get(name, {}).get("io"))
         mine = [c for c in self.corpus if c["scenario"] == name]
         # Drawn whether or not there is a corpus: a fresh schedule of trial
         # N is the same one with or without kept schedules before it.
@@ -313,7 +314,8 @@ class Explorer:
                              f"rules{hint}")
         self.seen |= res.features
         self.baselines[name] = {"outcome": res.report.outcome, "features": len(res.features),
-                                "elapsed_s": round(res.elapsed_s, 1)}
+                                "elapsed_s": round(res.elapsed_s, 1),
+                                "io": (res.report.faults or {}).get("io") or []}
         if broken:
             self.baselines[name]["broken"] = broken
             sig = minimize.signature(d, res.report)
@@ -331,8 +333,11 @@ class Explorer:
             # An unmet [expect] alone is no failure here (failure_class).
             outcome = res.report.outcome if res.failure or res.report.status == EXIT_PASS \
                 else "pass (its [expect], written for its own rules, not judged)"
+            io = ", ".join(f"{e['op']} {e['count']} (sectors {e['lba-min']}-{e['lba-max']})"
+                           for e in self.baselines[name]["io"]) or "not reported"
             print(f"explore: baseline {name} without faults: {outcome}, "
-                  f"{len(res.features)} features, {res.elapsed_s:.0f}s", flush=True)
+                  f"{len(res.features)} features, {res.elapsed_s:.0f}s; "
+                  f"the device saw {io}", flush=True)
 
     def progress(self, left_s):
         if self.quiet:

@@ -24,6 +24,7 @@ explore finds is the kernel's fault, never the device's:
     otherwise an abort fails the reads in flight too.
 """
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -62,6 +63,9 @@ class Space:
     # states (empty: in any); None: not allowed.
     read_error_states: tuple | None = None
     delay_budget_ns: int = 0        # what heavy delays may add to a run in all
+    # The I/Os the device saw in a run without faults (x-fault-query-stats
+    # "io"): {op: (count, first sector, last sector)}; empty: not known.
+    io: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, sc, own_rules, allow_lies=False):
@@ -85,6 +89,21 @@ class Space:
                    and (kind == "syncblk" or lost or fatal or allow_lies),
                    fatal_ok=kind == "nvme" and (fatal or allow_lies),
                    delay_budget_ns=int(sc.timeout_s * DELAY_BUDGET_SHARE * 10**9))
+
+    def with_io(self, io):
+        """This space, its rules drawn on the I/O of @io (the "io" list of
+        x-fault-query-stats from a run without faults)."""
+        return dataclasses.replace(self, io={
+            e["op"]: (int(e["count"]), int(e["lba-min"]), min(int(e["lba-max"]), self.sectors - 1))
+            for e in io or () if int(e["count"]) > 0})
+
+    def extent(self, op):
+        """The sectors rules on @op are drawn in: those the device saw @op
+        touch (any op for "any"), else the whole device."""
+        seen = list(self.io.values()) if op == "any" else [self.io[op]] if op in self.io else []
+        if not seen:
+            return 0, self.sectors - 1
+        return min(lo for _, lo, _ in seen), max(hi for _, _, hi in seen)
 
     def heavy_count(self):
         """The most hits a rule with heavy delays may have (0: none)."""
@@ -211,13 +230,24 @@ def delay_cap(rule, space):
 
 # ---------------------------------------------------------------- one rule
 
+# An op's weight at least, once the device's I/O mix is known.
+IO_SHARE_MIN = 0.05
+
+
 def _ops(space):
     ops = [("write", 6), ("read", 3), ("any", 1), ("discard", 1)]
     if space.kind != "syncblk":
         ops += [("flush", 1)]
     if space.kind in ("nvme", "virtio-blk"):
         ops += [("write-zeroes", 1)]
-    return ops
+    total = sum(c for c, _, _ in space.io.values())
+    if not total:
+        return ops
+    # Known from a run without faults: the workload's own mix.  A rule on
+    # an op it never issues never fires, and one it issues as often as
+    # writes deserves as many rules.
+    return [(op, 10 * max(space.io[op][0] / total, IO_SHARE_MIN) if op != "any" else w)
+            for op, w in ops if op == "any" or op in space.io]
 
 
 def _actions(space, op):
@@ -264,10 +294,10 @@ def _range(rng, lo, hi):
     return (a, rng.randint(a, min(hi, a + max(1, (hi - lo) // rng.choice((2, 8, 64))))))
 
 
-def _match(rng, space):
+def _match(rng, space, op):
     m = {}
     if rng.random() < 0.3:
-        m["lba"] = _range(rng, 0, space.sectors - 1)
+        m["lba"] = _range(rng, *space.extent(op))
     if rng.random() < 0.1:
         m["len"] = rng.choice([(8, 8), (1, 7), (9, 256), (8, 64)])
     if space.kind == "nvme" and space.cpus > 1 and rng.random() < 0.2:
@@ -338,7 +368,7 @@ def gen_rule(rng, space, name):
     op = _weighted(rng, _ops(space))
     kind = _weighted(rng, _actions(space, op))
     heavy = space.heavy_count() if kind in ("delay", "irq-delay") else 0
-    r = Rule(name, op, _match(rng, space), _trigger(rng, kind in RARE, heavy))
+    r = Rule(name, op, _match(rng, space, op), _trigger(rng, kind in RARE, heavy))
     r.action = _action(rng, space, kind, r)
     if op in ("read", "any") and "error" in r.action and \
             not read_error_ok(space, op, r.match):
@@ -398,9 +428,10 @@ def _mutate_range(rng, space, r):
     """Widen or narrow the rule's LBA range or trigger."""
     if "lba" in r.match and rng.random() < 0.5:
         a, b = r.match["lba"]
-        mid, half = (a + b) // 2, max(1, (b - a) // 2)
-        half = _scale(rng, half, 1, space.sectors)
-        r.match["lba"] = (max(0, mid - half), min(space.sectors - 1, mid + half))
+        lo, hi = space.extent(r.op)
+        mid, half = min(max((a + b) // 2, lo), hi), max(1, (b - a) // 2)
+        half = _scale(rng, half, 1, hi - lo + 1)
+        r.match["lba"] = (max(lo, mid - half), min(hi, mid + half))
         return True
     t = r.trigger
     if "prob" in t:

@@ -2044,6 +2044,37 @@ static void test_span_ordinals(void)
     fe_engine_free(fe);
 }
 
+/* The I/O profile counts every I/O per op, fired or not, with or without rules. */
+static void test_io_profile(void)
+{
+    FeEngine *fe = engine("w: write lba=100-199 error=eio");
+    FeDecision d;
+    FeIoProfile p;
+
+    fe_engine_io_profile(fe, FE_OP_READ, &p);
+    OK(p.count == 0 && p.lba_min == UINT64_MAX && p.lba_max == 0,
+       "io profile: none before any I/O");
+    fe_engine_decide(fe, FE_OP_WRITE, 150, 8, 0, &d);
+    fe_engine_decide(fe, FE_OP_WRITE, 8, 8, 0, &d);
+    fe_engine_decide(fe, FE_OP_READ, 600, 16, 0, &d);
+    fe_engine_decide(fe, FE_OP_DISCARD, 0, 0, 0, &d);
+    fe_engine_io_profile(fe, FE_OP_WRITE, &p);
+    OK(p.count == 2 && p.lba_min == 8 && p.lba_max == 157,
+       "io profile: writes fired or not, first and last sector");
+    fe_engine_io_profile(fe, FE_OP_READ, &p);
+    OK(p.count == 1 && p.lba_min == 600 && p.lba_max == 615, "io profile: reads");
+    fe_engine_io_profile(fe, FE_OP_DISCARD, &p);
+    OK(p.count == 1 && p.lba_min == 0 && p.lba_max == 0,
+       "io profile: a zero-length I/O touches one sector");
+    fe_engine_io_profile(fe, FE_OP_ANY, &p);
+    OK(p.count == 0, "io profile: 'any' is no op of its own");
+    fe_engine_decide(fe, FE_OP__MAX + 3, 0, 1, 0, &d);
+    fe_engine_reset_counters(fe);
+    fe_engine_io_profile(fe, FE_OP_WRITE, &p);
+    OK(p.count == 0 && p.lba_min == UINT64_MAX, "io profile: reset_counters empties it");
+    fe_engine_free(fe);
+}
+
 int main(void)
 {
     test_canonical();
@@ -2071,6 +2102,7 @@ int main(void)
     test_sq_cpu();
     test_void_hit();
     test_span_ordinals();
+    test_io_profile();
     printf("1..%d\n", ntests);
     return nfailed ? 1 : 0;
 }

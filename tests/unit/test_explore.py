@@ -232,6 +232,36 @@ class GrammarTest(unittest.TestCase):
                     stalls.append(r.text())
         self.assertTrue(stalls)
 
+    def test_rules_are_drawn_on_the_io_the_device_saw(self):
+        """Once the baseline's I/O is known, rules target the ops the
+        workload issued, about as often as it issued them, and LBA ranges
+        lie where those ops went: swapin-race-sync swaps on 640 sectors of
+        a 16 MiB device and issues no discard."""
+        sc = scenario.load("swapin-race-sync")
+        io = [{"op": "read", "count": 20000, "lba-min": 8, "lba-max": 639},
+              {"op": "write", "count": 20000, "lba-min": 0, "lba-max": 639}]
+        space = grammar.Space.of(sc, "").with_io(io)
+        self.assertEqual(space.extent("read"), (8, 639))
+        self.assertEqual(space.extent("any"), (0, 639))
+        self.assertEqual(space.extent("discard"), (0, space.sectors - 1))
+        ops = {"read": 0, "write": 0, "any": 0}
+        scheds = schedules(space, random.Random(21), 400)
+        rng = random.Random(22)
+        scheds += [grammar.mutate(rng, space, s)[0] for s in scheds]
+        for s in scheds:
+            for r in s.rules:
+                self.assertIn(r.op, ops, r.text())
+                ops[r.op] += 1
+                if "lba" in r.match:
+                    lo, hi = space.extent(r.op)
+                    a, b = r.match["lba"]
+                    self.assertTrue(lo <= a <= b <= hi, r.text())
+        self.assertLess(abs(ops["read"] - ops["write"]), 0.2 * (ops["read"] + ops["write"]), ops)
+        self.assertEqual(engine_errors([s.text() for s in scheds]), {})
+        # Without a profile the whole device and every op, as before.
+        self.assertEqual(grammar.Space.of(sc, "").with_io([]).extent("read"),
+                         (0, space.sectors - 1))
+
     def test_mutations_are_reproducible_and_change_something(self):
         _, space = spaces()[0]
         a = [s.text() for s in schedules(space, random.Random(3), 50)]
@@ -407,6 +437,21 @@ class ResumeTest(unittest.TestCase):
             b.load()
             self.assertEqual(b.explorable(), ["syncblk-task"])
             self.assertEqual(b.finish(), explore.EXIT_FAIL)
+
+    def test_the_baseline_s_io_shapes_the_schedules_and_survives_resume(self):
+        io = [{"op": "read", "count": 50, "lba-min": 0, "lba-max": 99}]
+        ok = Report(scenario="swapin-race-sync", seed=1, status=EXIT_PASS, outcome="pass",
+                    reason="pass", faults={"digest": 1, "io": io})
+        with tempfile.TemporaryDirectory() as d:
+            ex = self.baseline(d, ["swapin-race-sync"], [ok])
+            self.assertEqual(ex.baselines["swapin-race-sync"]["io"], io)
+            scheds = [ex.schedule_for(t)[1] for t in range(30)]
+            self.assertEqual({r.op for s in scheds for r in s.rules} - {"read", "any"}, set())
+            b = self.explorer(d)
+            b.load()
+            b.prepare(b.scenarios)
+            self.assertEqual([b.schedule_for(t)[1].text() for t in range(30)],
+                             [s.text() for s in scheds])
 
     def test_the_baseline_keeps_the_fault_layer(self):
         """The baseline's empty schedule still attaches the fault-injector
