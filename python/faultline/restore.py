@@ -452,6 +452,10 @@ def bench_rows(seeds, out, log):
         ok = True if lo >= RESTORE_TARGET else False if hi < RESTORE_TARGET else None
     note = (f"{seeds} seeds; save {saved_s if saved_s is not None else 'cached'}"
             f"{' s' if saved_s is not None else ''}, not per run")
+    ceiling = boot_free_ceiling(walls["cold"], phases["cold"])
+    if ceiling is not None:
+        # What restoring can win at most: the boot, nothing after it.
+        note += f"; ceiling with a boot that cost nothing: {ceiling:.2f}x"
     if ok is None:
         note += "; undecided on this host: the interval straddles the target"
     row = Row("restore", f"{BENCH_SCENARIO} runs per hour, restored vs cold boot",
@@ -460,6 +464,17 @@ def bench_rows(seeds, out, log):
     pair_row = deterministic_pair_row(builds, out, log)
     return [row, pair_row], {"walls": walls, "phases": phases,
                              "seconds": round(time.monotonic() - t0, 1)}
+
+
+def boot_free_ceiling(cold_walls, cold_phases):
+    """The most a restore could give over cold boots whose walls were
+    @cold_walls: each run without its boot phase (from @cold_phases) at all.
+    None when a run has no phase times."""
+    boots = [(p or {}).get("boot") for p in cold_phases]
+    if not cold_walls or None in boots:
+        return None
+    rest = sum(cold_walls) - sum(boots)
+    return sum(cold_walls) / rest if rest > 0 else None
 
 
 # Seeded delays, so that a deterministic pair has faults to compare.

@@ -301,6 +301,22 @@ class BenchPairTest(unittest.TestCase):
         self.assertIn("d1 / d2", r.note)
 
 
+class BootFreeCeilingTest(unittest.TestCase):
+    """What a restore could give at most: cold runs without their boot."""
+
+    def test_measured_smoke(self):
+        # December 2026's bench: boot about 4.6 s of a 17 s cold smoke run.
+        walls = [17.2, 17.6, 16.4, 17.0]
+        phases = [{"boot": 4.8, "test": 9.8}, {"boot": 4.6}, {"boot": 4.4}, {"boot": 4.4}]
+        self.assertAlmostEqual(restore.boot_free_ceiling(walls, phases), 68.2 / 50.0)
+
+    def test_unknown_phases(self):
+        self.assertIsNone(restore.boot_free_ceiling([10.0], [None]))
+        self.assertIsNone(restore.boot_free_ceiling([10.0], [{"test": 3}]))
+        self.assertIsNone(restore.boot_free_ceiling([], []))
+        self.assertIsNone(restore.boot_free_ceiling([4.0], [{"boot": 4.0}]))
+
+
 class RefusalTest(unittest.TestCase):
     def test_check(self):
         with self.assertRaisesRegex(SetupError, "virtio-scsi device cannot be hot-added"):
