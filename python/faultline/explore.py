@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from . import feedback, grammar, judge, kconfig, ktap, minimize, runner, scenario
+from . import feedback, grammar, judge, kconfig, ktap, minimize, report, runner, scenario
 from .abort import Executor
 from .build import build_all, say
 from .errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
@@ -333,8 +333,7 @@ class Explorer:
             # An unmet [expect] alone is no failure here (failure_class).
             outcome = res.report.outcome if res.failure or res.report.status == EXIT_PASS \
                 else "pass (its [expect], written for its own rules, not judged)"
-            io = ", ".join(f"{e['op']} {e['count']} (sectors {e['lba-min']}-{e['lba-max']})"
-                           for e in self.baselines[name]["io"]) or "not reported"
+            io = report.device_io({"io": self.baselines[name]["io"]}) or "not reported"
             print(f"explore: baseline {name} without faults: {outcome}, "
                   f"{len(res.features)} features, {res.elapsed_s:.0f}s; "
                   f"the device saw {io}", flush=True)

@@ -83,6 +83,17 @@ def status_word(status):
     return {0: "PASS", 1: "FAIL", 2: "ERROR", 3: "CRASH"}.get(status, f"EXIT {status}")
 
 
+def device_io(faults):
+    """The I/O the device passed to its injector, per op, in one line
+    (x-fault-query-stats "io"); None when not reported."""
+    io = (faults or {}).get("io") if isinstance(faults, dict) else None
+    if not io:
+        return None
+    return ", ".join(f"{e['op']} {e['count']}"
+                     + (f" (sectors {e['lba-min']}-{e['lba-max']})" if e["op"] != "flush" else "")
+                     for e in io)
+
+
 def print_report(r, rundir, out=None):
     d = r.diag
     lines = [f"scenario   {r.scenario}  (seed {r.seed}"
@@ -97,6 +108,8 @@ def print_report(r, rundir, out=None):
         hits = ", ".join(f"{x['name']}={x['hits']}" for x in faults["rules"])
         lines.append(f"rule hits  {hits}  (digest {r.digest or '?'}"
                      + (f"; rules from --rules {r.rules_option})" if r.rules_option else ")"))
+    if device_io(faults):
+        lines.append(f"device io  {device_io(faults)}")
     if r.kernel_log is not None:
         lines.append(f"kernel log {kernlog.format_line(r.kernel_log)}")
     for w in r.warnings or []:

@@ -1146,6 +1146,18 @@ class RulesOptionTest(unittest.TestCase):
         self.assertIsNone(r.warnings)
         self.assertNotIn("warnings", r.to_json())
 
+    def test_the_summary_says_what_io_the_device_saw(self):
+        r = Report(scenario="s", seed=1, status=0, outcome="pass", reason="pass",
+                   faults={"rules": [], "digest": 1,
+                           "io": [{"op": "read", "count": 7, "lba-min": 0, "lba-max": 639},
+                                  {"op": "flush", "count": 1, "lba-min": 0, "lba-max": 0}]})
+        out = io.StringIO()
+        with tempfile.TemporaryDirectory() as d:
+            report.print_report(r, d, out)
+        self.assertIn("device io  read 7 (sectors 0-639), flush 1\n", out.getvalue())
+        self.assertIsNone(report.device_io({"rules": []}))
+        self.assertIsNone(report.device_io(None))
+
     def test_digest_is_hex_in_stats_and_report(self):
         r = self.judged({"w3": 1})[0]
         self.assertEqual((r.digest, r.faults["digest"]), ("00000000000000ff",) * 2)
