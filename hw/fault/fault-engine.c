@@ -1497,6 +1497,7 @@ bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
 {
     const FeCand *c;
     FeGroup *g, *gany;
+    FeIoProfile *io;
     uint64_t end;
     uint32_t nf = 0, state = fe->state, new_state = 0;
     bool set = false;
@@ -1512,12 +1513,13 @@ bool decide(FeEngine *fe, FeOp op, uint64_t lba, uint32_t len,
     if (end < lba) {
         end = UINT64_MAX;
     }
-    fe->io[op].count++;
-    if (lba < fe->io[op].lba_min) {
-        fe->io[op].lba_min = lba;
+    io = &fe->io[op];
+    io->count++;
+    if (lba < io->lba_min) {
+        io->lba_min = lba;
     }
-    if (end > fe->io[op].lba_max) {
-        fe->io[op].lba_max = end;
+    if (end > io->lba_max) {
+        io->lba_max = end;
     }
     g = &fe->group[op];
     gany = &fe->group[FE_OP_ANY];

@@ -108,8 +108,9 @@ def print_report(r, rundir, out=None):
         hits = ", ".join(f"{x['name']}={x['hits']}" for x in faults["rules"])
         lines.append(f"rule hits  {hits}  (digest {r.digest or '?'}"
                      + (f"; rules from --rules {r.rules_option})" if r.rules_option else ")"))
-    if device_io(faults):
-        lines.append(f"device io  {device_io(faults)}")
+    io = device_io(faults)
+    if io:
+        lines.append(f"device io  {io}")
     if r.kernel_log is not None:
         lines.append(f"kernel log {kernlog.format_line(r.kernel_log)}")
     for w in r.warnings or []:
