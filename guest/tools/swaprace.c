@@ -23,6 +23,11 @@
  * gone).  With --discard, kprobes count how often an allocator found no
  * free cluster and ran the pending discards itself.
  *
+ * --pin runs worker i on CPU i mod the online CPUs and the pager on CPU 0.
+ * Left to the scheduler, the workers and the pager often share one CPU
+ * for seconds, and then no two faults on a page overlap at all; pinned,
+ * the workers fault the same pages from different CPUs all the time.
+ *
  * Guarantee under test: concurrent swap-in of one page by several threads
  * (and any PTE change during a swap-in) returns the latest data; swapoff
  * finishes and takes nothing with it.
@@ -37,6 +42,7 @@
 #include <inttypes.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +78,7 @@ static struct {
     int swapoff_on_exit;
     int pause_us;
     int swapon_ms;
+    int pin;
 } o;
 
 static uint8_t *mem;
@@ -82,6 +89,7 @@ static long long *passes;          /* per worker, count mode */
 static long long reads, bad_reads, pageouts, pageout_errors, wp_toggles, wp_errors;
 static long long swapoffs, swapoff_errors, swapon_errors, children, child_failures;
 static long long swapoffs_after_exit;
+static long long pin_errors;
 /* Churn children exits, for --swapoff-on-exit. */
 static pthread_mutex_t exit_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t exit_cond = PTHREAD_COND_INITIALIZER;
@@ -211,6 +219,22 @@ static void discard_probe_report(void)
     ktap_diag("discard_runs_by_allocator_ended_in_swapoff %lld", allocator_runs_in_swapoff);
 }
 
+/* With --pin, move the calling thread to CPU @cpu mod the online CPUs. */
+static void pin_self(int cpu)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+
+    if (!o.pin) {
+        return;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpu % (ncpu > 0 ? ncpu : 1), &set);
+    if (sched_setaffinity(0, sizeof(set), &set) < 0) {
+        __atomic_fetch_add(&pin_errors, 1, __ATOMIC_RELAXED);
+    }
+}
+
 static size_t first_bad_read = (size_t)-1;
 static pthread_mutex_t stat_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -221,7 +245,7 @@ static void usage(void)
             "                [--seed N] [--pageout-chunk PAGES] [--wp-toggle]\n"
             "                [--swapoff-cycle DEV [--discard] [--swapoff-on-exit]]\n"
             "                [--churn [--churners N] [--churn-mem SIZE]] [--pass-pause-us N]\n"
-            "                [--swapon-ms N]\n");
+            "                [--swapon-ms N] [--pin]\n");
     exit(2);
 }
 
@@ -243,6 +267,7 @@ static void parse_args(int argc, char **argv)
         { "swapoff-on-exit", no_argument, NULL, 'X' },
         { "pass-pause-us", required_argument, NULL, 'P' },
         { "swapon-ms", required_argument, NULL, 'O' },
+        { "pin", no_argument, NULL, 'p' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -275,6 +300,7 @@ static void parse_args(int argc, char **argv)
         case 'X': o.swapoff_on_exit = 1; break;
         case 'P': o.pause_us = atoi(optarg); break;
         case 'O': o.swapon_ms = atoi(optarg); break;
+        case 'p': o.pin = 1; break;
         default: usage();
         }
     }
@@ -319,6 +345,7 @@ static void *count_worker(void *arg)
 {
     int id = (int)(intptr_t)arg;
 
+    pin_self(id);
     while (!stop && gl_now_s() < deadline) {
         for (size_t k = 0; k < pages; k++) {
             size_t p = id % 2 ? pages - 1 - k : k;
@@ -341,6 +368,7 @@ static void *read_worker(void *arg)
     long long n = 0, bad = 0;
     size_t first = (size_t)-1;
 
+    pin_self(id);
     while (!stop && gl_now_s() < deadline) {
         for (size_t k = 0; k < pages && !stop; k++) {
             size_t p = id % 2 ? pages - 1 - k : k;
@@ -372,6 +400,7 @@ static void *pager(void *arg)
 {
     size_t c = 0;
 
+    pin_self(0);
     while (!stop) {
         size_t n = pages - c < o.chunk ? pages - c : o.chunk;
 
@@ -592,9 +621,9 @@ int main(int argc, char **argv)
     pages = o.mem / GL_PAGE_SIZE;
     ktap_header(5 + !!o.swapoff_dev + !!o.churn);
     ktap_diag("swaprace mode=%s pages=%zu workers=%d seconds=%d seed=%" PRIu64
-              " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d",
+              " pageout_chunk=%zu wp_toggle=%d pass_pause_us=%d pin=%d",
               o.mode == MODE_COUNT ? "count" : "read", pages, o.workers, o.seconds, o.seed,
-              o.chunk, o.wp_toggle, o.pause_us);
+              o.chunk, o.wp_toggle, o.pause_us, o.pin);
     gl_vmstat_read(&before);
 
     /* Order-0 folios only: the skip-swapcache path is the single-page one. */
@@ -659,11 +688,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < o.workers; i++) {
         want += passes[i];
     }
-    ktap_check(!err && !pageout_errors && !wp_errors,
+    ktap_check(!err && !pageout_errors && !wp_errors && !pin_errors,
                ktap_name("%d workers, a pager%s ran %d s", o.workers,
                          o.wp_toggle ? " and a write-protect toggler" : "", o.seconds),
-               "thread error %d, %lld pageouts (%lld failed), %lld wp toggles (%lld failed)",
-               err, pageouts, pageout_errors, wp_toggles, wp_errors);
+               "thread error %d, %lld pageouts (%lld failed), %lld wp toggles (%lld failed), "
+               "%lld pinning errors",
+               err, pageouts, pageout_errors, wp_toggles, wp_errors, pin_errors);
 
     if (o.mode == MODE_COUNT) {
         ktap_check(want > 0, "workers completed passes", "%lld passes", want);
