@@ -15,6 +15,29 @@ need_root() {
     exec sudo -E "$0" "$@"
 }
 
+# Run "$@" (a long build step: ninja, make) so that a TERM, INT or HUP sent
+# to this script stops it too.  bash runs a trap only once its foreground
+# child has exited, and a stopped launcher signals the script alone, so a
+# plain `ninja` would build on with nobody waiting.  The child gets TERM
+# (a background child ignores INT), this script waits for it and exits
+# 128 + the signal's number.  Returns the child's status otherwise.
+fl_forward() {
+    local pid rc=0 sig=
+    "$@" &
+    pid=$!
+    trap 'sig=15; kill -TERM "$pid" 2>/dev/null' TERM
+    trap 'sig=2; kill -TERM "$pid" 2>/dev/null' INT
+    trap 'sig=1; kill -TERM "$pid" 2>/dev/null' HUP
+    wait "$pid" || rc=$?
+    # A trapped signal ends `wait` early: wait again for the child itself.
+    while kill -0 "$pid" 2>/dev/null; do
+        wait "$pid" || rc=$?
+    done
+    trap - TERM INT HUP
+    [ -z "$sig" ] || exit $((128 + sig))
+    return "$rc"
+}
+
 load_versions() {
     [ -f "$FL_VERSIONS" ] || die "no $FL_VERSIONS: run scripts/setup first"
     # shellcheck disable=SC1090

@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from . import TOP
+from . import TOP, abort
 from .errors import SetupError
 
 CACHE = os.environ.get("FAULTLINE_CACHE") or os.path.join(
@@ -55,9 +55,11 @@ class Builds:
 
 
 def run_script(name, *args, capture=False):
-    """Run scripts/NAME; its errors are already one-line messages."""
+    """Run scripts/NAME; its errors are already one-line messages.  A
+    stopped launcher passes SIGTERM on and waits, a killed one leaves it
+    SIGTERM; the scripts stop their long steps with it (fl_forward)."""
     cmd = [os.path.join(TOP, "scripts", name), *args]
-    res = subprocess.run(cmd, stdout=subprocess.PIPE if capture else None, text=True)
+    res = abort.run_captured(cmd, stdout=subprocess.PIPE if capture else None, text=True)
     if res.returncode != 0:
         raise SetupError(f"{name} failed (exit {res.returncode})")
     return res.stdout.strip().splitlines()[-1] if capture else None

@@ -323,6 +323,105 @@ def default_dispositions():
         signal.signal(sig, signal.SIG_DFL)
 
 
+def wait_for_pid(path, timeout_s=10.0):
+    """The pid a step wrote to @path, once it is there."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = read(path)
+        if text.endswith("\n"):
+            return int(text)
+        time.sleep(0.02)
+    raise AssertionError(f"no pid in {path}")
+
+
+# A build script's long step: it writes its pid, then would run 60 s.
+STEP = "sh -c 'echo $$ > {pidfile}; exec sleep 60'"
+
+
+class ScriptSteps(unittest.TestCase):
+    """The build scripts' long steps (ninja, make) stop with the script
+    and with the launcher that runs it (scripts/lib.sh fl_forward,
+    build.run_script), whatever the stop signal."""
+
+    def script(self, d, forward=True):
+        """A script like build-qemu: sources lib.sh, runs one long step."""
+        path = os.path.join(d, "scripts", "step")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        step = STEP.format(pidfile=os.path.join(d, "pid"))
+        with open(path, "w") as f:
+            f.write(f"#!/bin/bash\nset -euo pipefail\n. {TOP}/scripts/lib.sh\n"
+                    f"{'fl_forward ' if forward else ''}{step}\necho after\n")
+        os.chmod(path, 0o755)
+        return path
+
+    def test_step_stops_with_its_script(self):
+        for sig in abort.SIGNALS:
+            with self.subTest(sig=sig.name), tempfile.TemporaryDirectory() as d:
+                p = subprocess.Popen([self.script(d)], stdout=subprocess.PIPE, text=True,
+                                     preexec_fn=default_dispositions)
+                step = wait_for_pid(os.path.join(d, "pid"))
+                p.send_signal(sig)
+                out, _ = p.communicate(timeout=10)
+                self.assertTrue(wait_gone(step), "the step outlived its stopped script")
+                self.assertEqual(p.returncode, 128 + sig)
+                self.assertNotIn("after", out, "the script went on after its signal")
+
+    def test_step_status_is_returned(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s")
+            with open(path, "w") as f:
+                f.write(f". {TOP}/scripts/lib.sh\nfl_forward sh -c 'exit 3' || echo \"rc $?\"\n"
+                        "fl_forward true && echo ok\n")
+            r = subprocess.run(["bash", path], capture_output=True, text=True, timeout=10)
+            self.assertEqual(r.stdout.split("\n")[:2], ["rc 3", "ok"])
+
+    def test_without_it_step_survives(self):
+        """The control: bash runs its trap only after the foreground step,
+        so a plain step outlives its script's SIGTERM."""
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([self.script(d, forward=False)], stdout=subprocess.DEVNULL,
+                                 preexec_fn=default_dispositions)
+            step = wait_for_pid(os.path.join(d, "pid"))
+            try:
+                p.terminate()
+                self.assertFalse(wait_gone(step, 1.0))
+            finally:
+                os.kill(step, signal.SIGKILL)
+                p.wait()
+
+    def launcher(self, d):
+        """A launcher running scripts/step through build.run_script."""
+        code = textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {os.path.join(TOP, 'python')!r})
+            from faultline import abort, build
+            abort.install()
+            build.TOP = {d!r}
+            try:
+                build.run_script("step")
+            except abort.Aborted as e:
+                sys.exit(128 + e.signum)
+        """)
+        self.script(d)
+        return subprocess.Popen([sys.executable, "-c", code], preexec_fn=default_dispositions)
+
+    def test_step_stops_with_a_stopped_launcher(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.launcher(d)
+            step = wait_for_pid(os.path.join(d, "pid"))
+            p.terminate()
+            self.assertEqual(p.wait(timeout=40), 128 + signal.SIGTERM)
+            self.assertTrue(wait_gone(step), "the step outlived its stopped launcher")
+
+    def test_step_stops_with_a_killed_launcher(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.launcher(d)
+            step = wait_for_pid(os.path.join(d, "pid"))
+            p.kill()
+            p.wait()
+            self.assertTrue(wait_gone(step), "the step outlived its SIGKILLed launcher")
+
+
 class CheckLeftovers(unittest.TestCase):
     """check's final gate: what the tests left behind is reported and
     removed; what a next launcher cleans up, or a live run owns, is not a
