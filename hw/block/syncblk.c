@@ -377,6 +377,15 @@ static void syncblk_start_io(SyncBlkState *s, SyncBlkSlot *slot)
     }
     if (slot->ctx == SYNCBLK_CTX_TASK || s->deterministic) {
         AIO_WAIT_WHILE(qemu_get_aio_context(), slot->in_io);
+        /*
+         * This vCPU thread's aio_poll() of the main context may have
+         * consumed the wake-up meant for the main loop thread, which polls
+         * the same notifier: a timer the guest armed meanwhile (its APIC
+         * timer) would then wait for some unrelated event, and an idle
+         * guest for ever.  Wake the main loop again, as NVMe's
+         * deterministic wait does.
+         */
+        qemu_notify_event();
     }
 }
 
