@@ -462,9 +462,11 @@ def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
             raise SetupError("explore needs a SCENARIO (or --resume DIR)")
         if out and os.path.exists(os.path.join(out, STATE)):
             raise SetupError(f"--out {out} holds an explore already: --resume {out} continues it")
-        ex = Explorer(out or runner.new_dir(runner.DEFAULT_OUT, "explore"), opts, seed=seed,
+        ex = Explorer(out or runner.DEFAULT_OUT, opts, seed=seed,
                       jobs=jobs, allow_lies=allow_lies, quiet=quiet,
                       minimize_budget=minimize_budget)
         ex.prepare(names)
+        if not out:     # named only now: bad input leaves no directory behind
+            ex.out = os.path.abspath(runner.new_dir(runner.DEFAULT_OUT, "explore"))
         os.makedirs(ex.out, exist_ok=True)
     return ex.run(budget_s, max_runs, max_failures)

@@ -17,7 +17,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import cli  # noqa: E402
-from faultline import explore, feedback, grammar, machine, rules, scenario  # noqa: E402
+from faultline import explore, feedback, grammar, machine, rules, runner, scenario  # noqa: E402
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
 from faultline.report import Report  # noqa: E402
 from faultline.runner import RunOptions  # noqa: E402
@@ -600,6 +600,8 @@ class ResumeTest(unittest.TestCase):
             self.assertIn("not minimized: x: 9000 faults", ex.failures[0]["note"])
 
     def test_bad_input_is_one_line_before_any_vm(self):
+        """... and leaves no run directory behind."""
+        before = set(os.listdir(runner.DEFAULT_OUT)) if os.path.isdir(runner.DEFAULT_OUT) else set()
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "state.json"), "w") as f:
                 json.dump({"scenarios": ["smoke"]}, f)
@@ -613,6 +615,8 @@ class ResumeTest(unittest.TestCase):
                 self.assertEqual(res.returncode, 2, argv)
                 self.assertEqual(len(res.stderr.strip().splitlines()), 1, (argv, res.stderr))
                 self.assertEqual(res.stdout, "", argv)
+        after = set(os.listdir(runner.DEFAULT_OUT)) if os.path.isdir(runner.DEFAULT_OUT) else set()
+        self.assertEqual(after - before, set())
 
     def test_command_is_registered(self):
         self.assertIn("explore", cli.COMMANDS)
