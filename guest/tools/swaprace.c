@@ -24,9 +24,9 @@
  * free cluster and ran the pending discards itself.
  *
  * --pin runs worker i on CPU i mod the online CPUs and the pager on CPU 0.
- * Left to the scheduler, the workers and the pager often share one CPU
- * for seconds, and then no two faults on a page overlap at all; pinned,
- * the workers fault the same pages from different CPUs all the time.
+ * Left to the scheduler, the workers and the pager may share one CPU for
+ * long stretches, and their faults on a page then overlap far less;
+ * pinned, the workers fault the same pages from different CPUs throughout.
  *
  * Guarantee under test: concurrent swap-in of one page by several threads
  * (and any PTE change during a swap-in) returns the latest data; swapoff
