@@ -12,10 +12,10 @@ import shutil
 import subprocess
 import tempfile
 
-from . import TOP
-from .build import CACHE
-from .errors import SetupError
-from .scenario import ScenarioError
+from faultline import TOP
+from faultline.errors import SetupError
+from faultline.paths import CACHE
+from faultline.scenario import ScenarioError
 
 SOURCES = ["tools/fault-rules-check.c", "hw/fault/fault-engine.c", "hw/fault/fault-parse.c",
            "hw/fault/fault-cand.c", "hw/fault/fault-engine.h", "hw/fault/fault-engine-int.h",

@@ -41,9 +41,13 @@ docs/ci.md maps these (a setup error is "skip", not "bad").
 import argparse
 import os
 
-from .. import bugsrun, inputs, kernel, mutate
-from ..backends import BACKENDS
-from ..runner import DEFAULT_OUT
+from faultline.bugs import recall
+from faultline.build.builds import version_lines
+from faultline.judge import mutate
+from faultline.kernel import fragments
+from faultline.run import inputs
+from faultline.run.runner import DEFAULT_OUT
+from faultline.vm.backends import BACKENDS
 
 EXIT_CODES = """exit status:
   run, repro, compare            0 pass, 1 test or expectation failed,
@@ -62,7 +66,6 @@ class VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from ..build import version_lines
         print("\n".join(version_lines()), flush=True)
         parser.exit(0)
 
@@ -303,13 +306,13 @@ def parser():
 
 
 def bugs_parser(sub):
-    """`faultline bugs` (bugsrun.py)."""
+    """`faultline bugs` (recall.py)."""
     bp = sub.add_parser("bugs", help="recall on the real-bug corpus: buggy and fixed "
                         "kernels, seeds, repro and minimize (docs/bugs.md)")
     bp.add_argument("names", nargs="*", metavar="NAME", help="corpus bugs (default: all)")
     bp.add_argument("--list", action="store_true", help="list the corpus and stop")
-    bp.add_argument("--seeds", default=str(bugsrun.DEFAULT_SEEDS), metavar="N|A..B",
-                    help=f"seeds 1..N or A..B (default {bugsrun.DEFAULT_SEEDS})")
+    bp.add_argument("--seeds", default=str(recall.DEFAULT_SEEDS), metavar="N|A..B",
+                    help=f"seeds 1..N or A..B (default {recall.DEFAULT_SEEDS})")
     bp.add_argument("--deterministic", action="store_true",
                     help="runs --deterministic where the scenario allows (needed by minimize)")
     bp.add_argument("--no-faults", action="store_true",
@@ -340,7 +343,7 @@ def kernel_parser(sub):
     def common(sp):
         sp.add_argument("--kasan", action="store_true", help="add configs/kernel/kasan.config")
         sp.add_argument("--kcov", action="store_true", help="add configs/kernel/kcov.config")
-        sp.add_argument("--base", default=kernel.DEFAULT_BASE,
+        sp.add_argument("--base", default=fragments.DEFAULT_BASE,
                         help="defconfig, tinyconfig (default) or a config FILE")
 
     c = ks.add_parser("config", help="print (or --out FILE) the merged .config")
