@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(TOP, "python"))
 from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from faultline.host import stop
 from faultline.run import aborted, runner
+from faultline.run.options import RunOptions
 from faultline.scenario import ScenarioError
 
 OUT = os.path.join(TOP, "build", "vm-runs")
@@ -24,7 +25,7 @@ FAULTLINE = os.path.join(TOP, "scripts", "faultline")
 
 def run_options(**opts):
     """RunOptions for the selected kernel (the launcher's own when unset)."""
-    return runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
+    return RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
                              modules=os.environ.get("FAULTLINE_MODULES"), **opts)
 
 

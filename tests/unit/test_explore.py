@@ -20,7 +20,7 @@ from faultline import cli, rules, scenario
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.judge.report import Report
 from faultline.run import runner, spec_builder
-from faultline.run.runner import RunOptions
+from faultline.run.options import ExploreOptions, RunOptions
 from faultline.search import explore, feedback, grammar
 from faultline.vm import machine
 
@@ -367,8 +367,8 @@ class KcovFeedbackTest(unittest.TestCase):
                 if config is not None:
                     with open(os.path.join(d, ".config"), "w") as f:
                         f.write(config)
-                explore.explore(["smoke"], RunOptions(kernel=kernel, quiet=True),
-                                out=os.path.join(d, "x"), quiet=True)
+                explore.explore(ExploreOptions(["smoke"], RunOptions(kernel=kernel, quiet=True),
+                                               out=os.path.join(d, "x"), quiet=True))
             self.assertEqual(seen[-1], want, config)
 
 

@@ -25,6 +25,7 @@ from faultline.judge.ktap import parse_ktap
 from faultline.judge.report import Report
 from faultline.lab import compare, libvirtxml
 from faultline.run import guest, inputs, runner, spec_builder
+from faultline.run.options import RunOptions
 from faultline.run.progress import Progress
 from faultline.run.watch import watch
 from faultline.vm import backends, machine
@@ -398,7 +399,7 @@ class CmdlineTest(unittest.TestCase):
         self.assertLess(sh.index("export FAULTLINE_KCOV=1"), sh.index('"# test: '))
         sc = scenario(MINIMAL)
         with mock.patch.object(runner.scenario, "load", lambda name: sc):
-            got = runner._load("x", runner.RunOptions(kcov=True))
+            got = runner._load("x", RunOptions(kcov=True))
         self.assertTrue(got.vm.kcov)
         assert_scenario_errors(self, [('[vm]\nkcov = "yes"\n' + MINIMAL, "vm.kcov")])
 
@@ -907,7 +908,7 @@ class MutateTest(unittest.TestCase):
         rules.check_scenarios([sc])
 
     def test_options_reach_run_json_and_repro(self):
-        opts = runner.RunOptions(mutate="lie")
+        opts = RunOptions(mutate="lie")
         self.assertIn("--mutate lie", runner.run_command("/s.toml", 1, opts))
         back = runner.repro_options({"deterministic": False, "mutate": "lie"}, False, True)
         self.assertEqual(back.mutate, "lie")
@@ -1125,14 +1126,14 @@ class RulesOptionTest(unittest.TestCase):
                  "\"nvme\" has")):
             path = self.rules_file(text)
             with self.assertRaises(flscenario.ScenarioError) as cm:
-                runner.load_scenario(name, runner.RunOptions(rules=path))
+                runner.load_scenario(name, RunOptions(rules=path))
             self.assertIn(f"--rules {path} on {name}", str(cm.exception))
             self.assertIn(msg, str(cm.exception))
             with mock.patch("faultline.run.runner.build_all", _no_build):
                 st, lines, _ = cli_main(["run", name, "--rules", path])
             self.assertEqual((st, len(lines)), (2, 1), lines)
         # The same rule on NVMe is fine.
-        sc = runner.load_scenario("smoke", runner.RunOptions(rules=self.rules_file(
+        sc = runner.load_scenario("smoke", RunOptions(rules=self.rules_file(
             "lost: write nth=5 drop\n")))
         self.assertEqual(sc.faults.rules, "lost: write nth=5 drop\n")
 

@@ -21,7 +21,8 @@ from faultline.bench import restored
 from faultline.build.builds import Builds
 from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.judge.report import Report
-from faultline.run import restore, runner
+from faultline.run import restore
+from faultline.run.options import RunOptions
 from faultline.run.progress import Progress
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
@@ -42,7 +43,7 @@ class Tree:
 
 
 def opts(**kw):
-    return runner.RunOptions(restore=True, **kw)
+    return RunOptions(restore=True, **kw)
 
 
 class HotplugTest(unittest.TestCase):

@@ -29,6 +29,7 @@ from vmtest import OUT, exit_with, run_one, run_options, verdict  # noqa: E402
 from faultline.errors import EXIT_FAIL, EXIT_PASS
 from faultline.judge import failure
 from faultline.run import runner
+from faultline.run.options import MinimizeOptions
 from faultline.search import minimize
 
 
@@ -48,7 +49,7 @@ def main():
         return EXIT_FAIL
     with open(os.path.join(rundir, "faults.jsonl")) as f:
         injected = sum(1 for _ in f)
-    rc = minimize.minimize(rundir, budget=args.max_runs, jobs=args.jobs)
+    rc = minimize.minimize(MinimizeOptions(rundir, budget=args.max_runs, jobs=args.jobs))
     if rc != EXIT_PASS:
         print(f"minimize self-test: minimize exit {rc}")
         return EXIT_FAIL

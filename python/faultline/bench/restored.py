@@ -9,6 +9,7 @@ from faultline.build.builds import build_all
 from faultline.errors import EXIT_PASS, SetupError
 from faultline.judge.stats import mean, paired_ratio
 from faultline.run import runner
+from faultline.run.options import RunOptions
 from faultline.run.restore import ensure_snapshot
 
 
@@ -25,7 +26,7 @@ def bench_rows(seeds, out, log):
     per-seed wall ratios with its 95 % interval.  The save is made (or found)
     first and reported apart: it is paid once per machine, not per run.
     ([Row], samples)."""
-    opts = {m: runner.RunOptions(quiet=True, restore=m == "restore") for m in ("cold", "restore")}
+    opts = {m: RunOptions(quiet=True, restore=m == "restore") for m in ("cold", "restore")}
     sc = runner.load_scenario(BENCH_SCENARIO, opts["restore"])
     builds = build_all(quiet=True)
     t0 = time.monotonic()
@@ -92,7 +93,7 @@ def deterministic_pair_row(builds, out, log, one_run=None):
     os.makedirs(out, exist_ok=True)
     with open(rules, "w") as f:
         f.write(BENCH_DET_RULES)
-    opts = runner.RunOptions(quiet=True, restore=True, deterministic=True, rules=rules)
+    opts = RunOptions(quiet=True, restore=True, deterministic=True, rules=rules)
     sc = runner.load_scenario(BENCH_SCENARIO, opts)
     runs = []
     for i in range(2):

@@ -32,8 +32,7 @@ from faultline.judge import failure, judge, kcidb
 from faultline.judge.report import load_report
 from faultline.kernel import build, fragments, store
 from faultline.run import inputs, runner
-from faultline.run.options import BugsOptions, connect_options
-from faultline.run.runner import RunOptions
+from faultline.run.options import BugsOptions, MinimizeOptions, RunOptions, connect_options
 from faultline.search import minimize
 from faultline.vm.backends import backend_class
 from faultline.vm.lava import lava_run_path
@@ -179,7 +178,7 @@ def first_failure(rundir, out, budget, quiet):
     else:
         say(f"bugs: minimize {rundir} (budget {budget} runs)")
         try:
-            st = minimize.minimize(rundir, budget, 1, quiet)
+            st = minimize.minimize(MinimizeOptions(rundir, budget=budget, quiet=quiet))
         except SetupError as e:
             st, res["minimize"] = EXIT_SETUP, str(e)
         if st == EXIT_PASS:
@@ -365,8 +364,8 @@ def campaign(args: BugsOptions):
     rows, all_runs, builds_of = [], [], {}
     t0 = time.monotonic()
     for bug in corpus:
-        kern = {"fixed": build_kernel(bug, False, args.jobs),
-                "buggy": build_kernel(bug, True, args.jobs)}
+        kern = {"fixed": build_kernel(bug, False, args.make_jobs),
+                "buggy": build_kernel(bug, True, args.make_jobs)}
         kern["nofaults"] = kern["buggy"]
         for scname in bug.scenarios:
             det_note = why_not_deterministic(scname) if args.deterministic else None

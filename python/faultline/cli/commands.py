@@ -16,8 +16,8 @@ from faultline.judge import report
 from faultline.kernel import build, configure, fragments, store
 from faultline.lab import check, compare, lavajobs, libvirtxml, matrix
 from faultline.run import inputs, runner
-from faultline.run.options import (BenchOptions, BugsOptions, CompareOptions, MatrixOptions,
-                                   RunOptions, from_args)
+from faultline.run.options import (BenchOptions, BugsOptions, CompareOptions, ExploreOptions,
+                                   MatrixOptions, MinimizeOptions, RunOptions, from_args)
 from faultline.run.runner import DEFAULT_OUT
 from faultline.run.spec_builder import prepare_spec
 from faultline.search import explore, minimize
@@ -73,14 +73,12 @@ def cmd_repro(args):
 
 
 def cmd_minimize(args):
-    return minimize.minimize(args.rundir, args.budget, args.jobs, args.quiet)
+    return minimize.minimize(from_args(MinimizeOptions, args))
 
 
 def cmd_explore(args):
-    return explore.explore(args.scenarios, RunOptions.from_args(args), args.budget, args.jobs,
-                           args.out, args.resume, args.seed, args.allow_lies,
-                           args.max_runs, args.quiet, args.minimize_budget,
-                           args.max_failures)
+    return explore.explore(from_args(ExploreOptions, args,
+                                     run_options=RunOptions.from_args(args)))
 
 
 def cmd_list(args):
@@ -157,7 +155,7 @@ def cmd_kernel(args):
     cfg = fragments.KernelConfig(base=args.base, kasan=args.kasan, kcov=args.kcov)
     if args.kernel_cmd == "build":
         return build.build(args.src, cfg, patch_files=args.patch, name=args.name,
-                            jobs=args.jobs)
+                            jobs=args.make_jobs)
     text, ident = configure.merged_config(args.src, cfg)
     if not args.out:
         sys.stdout.write(text)

@@ -31,6 +31,8 @@ def start_libvirt():
         say(f"started {' and '.join(started)} for the libvirt tests")
 
 
+# meson.build's suites (check runs the first four by default).
+SUITES = ("unit", "qtest", "asan", "vm", "slow", "fuzz")
 CHECK_MARKER = "FAULTLINE_CHECK"
 # Started once for the libvirt tests and meant to stay.
 DAEMONS = {"libvirtd", "virtlogd", "virtlockd", "virtqemud"}
@@ -84,6 +86,9 @@ def leftovers(scratch_before, marker, grace_s=5.0):
 def check(suites, junit=None, kernel=None, modules=None):
     """Build, compile the meson tree, run @suites; prints phase times and
     `N passed, N failed`.  Exit status 0 only when something ran and passed."""
+    unknown = [s for s in suites.split(",") if s and s not in SUITES]
+    if unknown or not suites.strip(","):
+        raise SetupError(f"--suite {suites!r}: choose from {','.join(SUITES)}")
     t0 = time.monotonic()
     if kernel:
         # The vm tests read these (tests/vm/vm_test.py).

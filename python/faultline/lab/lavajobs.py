@@ -9,6 +9,7 @@ from faultline.bugs import recall
 from faultline.build.builds import build_all
 from faultline.host.versions import git_describe
 from faultline.run import runner
+from faultline.run.options import RunOptions
 from faultline.run.spec_builder import prepare_spec
 from faultline.vm.lava_job import _yaml_dump, job_metadata, make_job
 
@@ -65,7 +66,7 @@ def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=Fals
                 spec = prepare_spec(sc, sc_builds, jdir, seed=seed,
                                     deterministic=deterministic, kernel=kimage)
                 os.unlink(os.path.join(jdir, "disk.img"))   # the shared one serves
-                opts = runner.RunOptions(kernel=kernel, modules=modules,
+                opts = RunOptions(kernel=kernel, modules=modules,
                                          deterministic=deterministic)
                 meta = job_metadata(sc.name, seed, version,
                                     runner.run_command(sc.path, seed, opts),
@@ -100,7 +101,7 @@ def write_bug_jobs(corpus, seeds, out, base_url=None, deterministic=False, quiet
         for side in ("fixed", "buggy"):
             image, modules = recall.build_kernel(bug, side == "buggy")
             for det, names in modes.items():
-                opts = runner.RunOptions(kernel=image, modules=modules, deterministic=det)
+                opts = RunOptions(kernel=image, modules=modules, deterministic=det)
                 scs = [runner.load_scenario(n, opts) for n in names]
                 jobs += write_jobs(scs, [(image, modules)], seeds, out, base_url, det, quiet,
                                    labels=[f"{bug.name}-{side}"])

@@ -21,7 +21,7 @@ from faultline.kernel import kconfig
 from faultline.kernel.store import label
 from faultline.lab import lavajobs
 from faultline.run import inputs, runner
-from faultline.run.options import MatrixOptions
+from faultline.run.options import MatrixOptions, RunOptions
 
 
 def default_jobs(scenarios, ncpu=None):
@@ -99,7 +99,7 @@ def run_matrix(opts: MatrixOptions):
         if k and not os.path.isfile(k):
             raise SetupError(f"no kernel image {k}")
     seeds = inputs.parse_seeds(opts.seeds) if opts.seeds else None
-    load_opts = runner.RunOptions(deterministic=opts.deterministic, backend=opts.backend,
+    load_opts = RunOptions(deterministic=opts.deterministic, backend=opts.backend,
                                   quiet=True)
     scs = runner.load_scenarios(scenario_names, load_opts)
     for k, m in kernels:
@@ -133,7 +133,7 @@ def run_matrix(opts: MatrixOptions):
     def one(index, item):
         sc, ki, seed = item
         kernel, modules = kernels[ki]
-        o = runner.RunOptions(kernel=kernel, modules=modules, deterministic=opts.deterministic,
+        o = RunOptions(kernel=kernel, modules=modules, deterministic=opts.deterministic,
                               backend=opts.backend, quiet=True)
         rundir = os.path.join(group, f"{sc.name}-kernel{ki}-seed{seed}")
         os.makedirs(rundir)

@@ -184,7 +184,33 @@ class BugsOptions:
     no_faults: bool = False
     no_repro: bool = False
     budget: int = 40
-    jobs: int | None = None     # make -jN
+    make_jobs: int | None = None    # make -jN of the kernel builds
     docs: bool = False
     backend: str = "qemu"
     connect: str | None = None  # libvirt URI
+
+
+@dataclass
+class MinimizeOptions:
+    """`faultline minimize`: shrink a failing --deterministic run."""
+    rundir: str
+    budget: int = 200       # runs, the schedule check included
+    jobs: int = 1           # VMs at a time
+    quiet: bool = False
+
+
+@dataclass
+class ExploreOptions:
+    """`faultline explore`: search fault schedules of scenarios."""
+    scenarios: list
+    run_options: RunOptions     # kernel, mode and overrides of every run
+    budget: str = "30m"         # wall time, e.g. 90s, 30m, 2h
+    jobs: int = 1               # VMs at a time
+    out: str | None = None
+    resume: str | None = None
+    seed: int = 1               # of the search
+    allow_lies: bool = False
+    max_runs: int | None = None
+    max_failures: int | None = None
+    minimize_budget: int | None = None
+    quiet: bool = False

@@ -29,6 +29,7 @@ from faultline.host.stop import Executor
 from faultline.judge import failure, judge, ktap, report
 from faultline.kernel import kconfig
 from faultline.run import runner
+from faultline.run.options import ExploreOptions, MinimizeOptions, RunOptions
 from faultline.search import fault_schedule, feedback, grammar, minimize
 
 STATE = "state.json"
@@ -107,7 +108,7 @@ def run_schedule(sc_name, sched, opts, builds, rundir):
         # trial's rules do: a test that arms engine states in-band
         # (swaptest --arm-state) needs it there to pass without faults.
         f.write(sched.text() or "# explore: no faults\n")
-    o = runner.RunOptions(**{**opts.__dict__, "rules": path, "quiet": True})
+    o = RunOptions(**{**opts.__dict__, "rules": path, "quiet": True})
     sc = runner.load_scenarios([sc_name], o)[0]
     t0 = time.monotonic()
     r, _ = runner.one_run(sc, sched.seed, o, builds, rundir, verbose=False)
@@ -266,7 +267,7 @@ class Explorer:
                 return
             # Restored too under --restore: a restored --deterministic run
             # reproduces as a cold one does.
-            o = runner.RunOptions(**{**self.opts.__dict__, "deterministic": True})
+            o = RunOptions(**{**self.opts.__dict__, "deterministic": True})
             det_dir = res.rundir + "-deterministic"
             det = run_schedule(name, sched, o, self.builds, det_dir)
             entry["deterministic"] = det.failure or "passed"
@@ -276,8 +277,8 @@ class Explorer:
                 return
             entry["repro"] = runner.load_run(det_dir)[0]["run_command"]
         try:
-            rc = minimize.minimize(det_dir, budget=self.minimize_budget, jobs=self.jobs,
-                                   quiet=self.quiet)
+            rc = minimize.minimize(MinimizeOptions(det_dir, budget=self.minimize_budget,
+                                                   jobs=self.jobs, quiet=self.quiet))
         except SetupError as e:
             # The failure stands (its run and command are above); the search goes on.
             entry["note"] = f"not minimized: {e}"
@@ -425,10 +426,12 @@ def parse_schedule(entry):
     return grammar.Schedule(int(entry["seed"]), rules)
 
 
-def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
-            allow_lies=False, max_runs=None, quiet=False, minimize_budget=None,
-            max_failures=None):
+def explore(eo: ExploreOptions):
     """`faultline explore`: 0 nothing failed, 1 failures found (summary.txt)."""
+    names, opts, jobs, out, resume = eo.scenarios, eo.run_options, eo.jobs, eo.out, eo.resume
+    quiet, minimize_budget = eo.quiet, eo.minimize_budget
+    max_runs, max_failures = eo.max_runs, eo.max_failures
+    budget = eo.budget
     budget_s = parse_budget(budget)
     if not 1 <= jobs <= 16:
         raise SetupError("--jobs must be 1-16")
@@ -467,8 +470,8 @@ def explore(names, opts, budget="30m", jobs=1, out=None, resume=None, seed=1,
             raise SetupError("explore needs a SCENARIO (or --resume DIR)")
         if out and os.path.exists(os.path.join(out, STATE)):
             raise SetupError(f"--out {out} holds an explore already: --resume {out} continues it")
-        ex = Explorer(out or runner.DEFAULT_OUT, opts, seed=seed,
-                      jobs=jobs, allow_lies=allow_lies, quiet=quiet,
+        ex = Explorer(out or runner.DEFAULT_OUT, opts, seed=eo.seed,
+                      jobs=jobs, allow_lies=eo.allow_lies, quiet=quiet,
                       minimize_budget=minimize_budget)
         ex.prepare(names)
         if not out:     # named only now: bad input leaves no directory behind

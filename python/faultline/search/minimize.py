@@ -31,6 +31,7 @@ from faultline.host.messages import say
 from faultline.host.stop import Executor
 from faultline.judge.failure import signature
 from faultline.run import runner
+from faultline.run.options import MinimizeOptions, RunOptions
 from faultline.search.fault_schedule import (RULES_MAX, ScheduleError, build_schedule, draws,
                                              explicit_names, is_state_rule, prefix_rules,
                                              read_fault_log, rules_text_of)
@@ -171,7 +172,7 @@ class Minimizer:
             raise SetupError(f"{self.rundir}: the fault log holds no fault to minimize")
 
     def scenario_with(self, rules_path):
-        opts = runner.RunOptions(**{**self.opts.__dict__, "rules": rules_path})
+        opts = RunOptions(**{**self.opts.__dict__, "rules": rules_path})
         sc = runner.load_scenarios([os.path.join(self.rundir, "scenario.toml")], opts)[0]
         sc.name = self.meta.get("scenario", sc.name)
         return sc, opts
@@ -367,10 +368,11 @@ class Minimizer:
         return EXIT_PASS
 
 
-def minimize(rundir, budget=200, jobs=1, quiet=False):
+def minimize(opts: MinimizeOptions):
     """`faultline minimize`: 0 with a minimal set (1-minimal unless the
     budget ran out, the summary says which), 1 when the explicit schedule
     does not reproduce the failure, 2 when the run cannot be minimized."""
+    rundir, budget, jobs, quiet = opts.rundir, opts.budget, opts.jobs, opts.quiet
     if budget < 1:
         raise SetupError("--budget must be >= 1")
     if not 1 <= jobs <= 64:
