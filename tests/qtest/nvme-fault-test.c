@@ -1,5 +1,5 @@
 /*
- * QTest for the faultline NVMe fault layer (hw/nvme/fault.c).
+ * QTest for the faultline NVMe fault layer (hw/nvme/fault*.c).
  *
  * Drives the controller by hand: admin queue, one I/O queue pair, raw
  * SQEs/CQEs in guest memory, completions found by polling the CQ (no
