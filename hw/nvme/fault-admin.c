@@ -2,7 +2,8 @@
  * faultline NVMe fault layer: what it adds to the admin commands.  Get
  * Log Page: the Error Information log (filled by the injected errors)
  * and the vendor log 0xC0 (per-rule hits); Get/Set Features: the vendor
- * feature 0xC0 (the engine's state).  Layouts in fault-vendor.h.
+ * feature 0xC0 (the engine's state).  Layouts in
+ * include/faultline/nvme-fault-vendor.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

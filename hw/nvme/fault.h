@@ -18,7 +18,7 @@
 #include "qemu/iov.h"
 #include "block/nvme.h"
 #include "hw/fault/fault-injector.h"
-#include "fault-vendor.h"
+#include "faultline/nvme-fault-vendor.h"
 
 /* Error Information log entries kept and advertised (ELPE + 1). */
 #define NVME_FAULT_ERRLOG_ENTRIES   64

@@ -14,7 +14,7 @@
 #include "qemu/timer.h"
 #include "hw/pci/pci_regs.h"
 #include "block/nvme.h"
-#include "hw/nvme/fault-vendor.h"
+#include "faultline/nvme-fault-vendor.h"
 #include "faultline-qtest.h"
 
 #define QSIZE       16
