@@ -250,14 +250,17 @@ static inline uint64_t fe_draw(const FeRule *r, uint64_t n, uint64_t salt)
 }
 
 /* fault-rules.c */
+/* Truncating string copy. */
 void fe_copy_str(char *dst, size_t len, const char *src);
+/* @g's due: the earliest bound of its live members. */
 void fe_group_update_due(FeEngine *fe, FeGroup *g);
 void fe_change_state(FeEngine *fe, uint32_t state);
 
-/* fault-decide.c */
+/* fault-decide.c: the trigger bound after ordinal @n. */
 uint64_t fe_next_chance(const FeRule *r, uint64_t n);
 
 /* fault-span.c */
+/* Rule @i's ordinal, with what a group or the spans counted since. */
 uint64_t fe_rule_matched(const FeEngine *fe, size_t i);
 void fe_spans_fold(FeEngine *fe);
 void fe_spans_set_budget(FeEngine *fe);
