@@ -32,7 +32,7 @@ def call_graph(files, workdir):
     defined, used = {}, collections.defaultdict(set)
     for f in files:
         obj = os.path.join(workdir, f + ".o")
-        subprocess.run(["gcc", "-std=gnu11", "-c", "-w", "-I", os.path.join(TOP, "hw", "nvme"),
+        subprocess.run(["gcc", "-std=gnu11", "-c", "-w", "-I", os.path.join(TOP, "include"),
                         "-o", obj, os.path.join(TOOLS, f)], check=True)
         nm = subprocess.run(["nm", obj], check=True, capture_output=True, text=True).stdout
         for line in nm.splitlines():

@@ -2,16 +2,18 @@
  * faultline NVMe vendor interface: wire format of the vendor-specific
  * Set/Get Features and Get Log Page identifiers of the fault layer.
  *
- * One definition shared by the device model (hw/nvme/fault.c), its qtest
- * (tests/qtest/nvme-fault-test.c) and the guest's faultctl
- * (guest/tools/faultctl.c): plain C99 types only, so the same file
- * compiles in QEMU, in tests and in a guest program.  All fields are
- * little endian.  docs/devices.md describes the interface.
+ * One definition shared by the device model (hw/nvme/fault*.c), its qtest
+ * (tests/qtest/nvme-fault-test.c) and the guest's tools
+ * (guest/tools/guestlib-nvme.h), all of which include it from here
+ * (include/ is on QEMU's include path, scripts/build-qemu overlays it):
+ * plain C99 types only, so the same file compiles in QEMU, in tests and
+ * in a guest program.  All fields are little endian.  docs/devices.md
+ * describes the interface.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#ifndef HW_NVME_FAULT_VENDOR_H
-#define HW_NVME_FAULT_VENDOR_H
+#ifndef FAULTLINE_NVME_FAULT_VENDOR_H
+#define FAULTLINE_NVME_FAULT_VENDOR_H
 
 #include <stdint.h>
 
@@ -44,4 +46,4 @@ typedef struct NvmeFaultHitsEntry {
 _Static_assert(sizeof(NvmeFaultHitsHdr) == 16, "NvmeFaultHitsHdr size");
 _Static_assert(sizeof(NvmeFaultHitsEntry) == 48, "NvmeFaultHitsEntry size");
 
-#endif /* HW_NVME_FAULT_VENDOR_H */
+#endif /* FAULTLINE_NVME_FAULT_VENDOR_H */

@@ -3,9 +3,10 @@
  * opcodes, statuses, completion contexts and error codes.
  *
  * The one definition shared by the device model (hw/block/syncblk.c) and
- * the guest driver (guest/module/syncblk.c, which build-guest builds with
- * a copy of this file): plain constants only, so the same file compiles
- * in QEMU and in the kernel.  docs/devices.md describes the protocol;
+ * the guest driver (guest/module/syncblk.c), both of which include it from
+ * here (include/ is on QEMU's include path, scripts/build-qemu overlays
+ * it; the module's Makefile adds it): plain constants only, so the same
+ * file compiles in QEMU and in the kernel.  docs/devices.md describes the protocol;
  * tests/qtest/syncblk-test.c writes the layout out from there on its own,
  * so that a mistake here fails it.
  *
