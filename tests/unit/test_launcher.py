@@ -27,7 +27,7 @@ from faultline.lab import compare, libvirtxml
 from faultline.run import guest, inputs, runner, spec_builder
 from faultline.run.options import RunOptions
 from faultline.run.progress import Progress
-from faultline.run.watch import watch
+from faultline.run.watch import WatchResult, watch
 from faultline.vm import backends, machine
 
 
@@ -802,7 +802,7 @@ class PlantedJudgeTest(unittest.TestCase):
             "ok 3 c\n# totals: pass:3 fail:0\n")
 
     def verdict(self, ktap, sc=None, guest_exit=0):
-        w = machine.WatchResult(guest_exit=guest_exit, backend="qemu")
+        w = WatchResult(guest_exit=guest_exit, backend="qemu")
         return judge._verdict(sc or scenario(MINIMAL), w, "faultline-init: up\n",
                               parse_ktap(ktap))
 
@@ -948,7 +948,7 @@ class MutateTest(unittest.TestCase):
         with open(os.path.join(d, "console.log"), "w") as f:
             f.write("faultline-init\n")
         sc = mutate.apply(scenario(MINIMAL), "lie")
-        w = machine.WatchResult(hang=False, guest_exit=1, backend="qemu",
+        w = WatchResult(hang=False, guest_exit=1, backend="qemu",
                                 faults={"rules": [{"name": "mutate", "hits": 256}]})
         r = judge.judge(sc, d, 1, False, w)
         self.assertEqual(r.status, 1)
@@ -1147,7 +1147,7 @@ class RulesOptionTest(unittest.TestCase):
         if rules_option:
             flscenario.replace_rules(sc, self.rules_file(
                 "w3: write every=3 error=eio\nr9: read nth=9 error=eio\n"))
-        w = machine.WatchResult(guest_exit=0, backend="qemu",
+        w = WatchResult(guest_exit=0, backend="qemu",
                                 faults={"rules": [{"name": n, "hits": h}
                                                   for n, h in hits.items()], "digest": 255})
         return judge.judge(sc, d, 1, False, w), sc, d
