@@ -246,8 +246,9 @@ class ExpectTest(unittest.TestCase):
 class CmdlineTest(unittest.TestCase):
     def build(self, text, deterministic=False, seed=5):
         sc = scenario(text)
-        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k/vmlinuz", "/s/initrd",
-                                 guest.kernel_cmdline(sc), "/run", "/s", seed, deterministic)
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), rundir="/run", scratch="/s",
+                                      seed=seed, deterministic=deterministic,
+                                      kernel="/k/vmlinuz", initrd="/s/initrd")
         return sc, spec.qemu_argv("/s/qmp.sock")
 
     def test_nvme_with_rules(self):
@@ -368,8 +369,9 @@ class CmdlineTest(unittest.TestCase):
         sc, q = self.build(MINIMAL, deterministic=True)
         self.assertEqual((q[q.index("-smp") + 1], q[q.index("-accel") + 1]), ("2", "tcg"))
         sc = flscenario.apply_overrides(scenario(MINIMAL), cpus=3)
-        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", "/r", "/s", 1, True,
-                                 "kvm")
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), rundir="/r", scratch="/s", seed=1,
+                                      deterministic=True, accel="kvm", kernel="/k",
+                                      initrd="/i", append="")
         self.assertEqual(spec.extra_args, ["-icount", "shift=4,sleep=off,align=off", "-smp",
                                            "3", "-rtc", "base=2026-01-01T00:00:00,clock=vm"])
         self.assertEqual(spec.accel, "tcg")
@@ -670,8 +672,8 @@ class MachineTest(unittest.TestCase):
         scratch = scratchdirs.new_scratch(rundir)
         self.addCleanup(scratchdirs.remove_scratch, scratch)
         sc = scenario('[faults]\nrules = "w: write nth=1 error=eio"\n' + MINIMAL)
-        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
-                                 False)
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), rundir=rundir, scratch=scratch,
+                                      seed=1, kernel="/k", initrd="/i", append="")
         with ShellMachine(spec, script=script) as m:
             with open(os.path.join(scratch, "disk.img"), "w") as f:
                 f.write("the machine's disk")
@@ -723,8 +725,8 @@ class MachineTest(unittest.TestCase):
         sc = scenario(MINIMAL + '[[qmp]]\nwhen = "ok 2 half"\nexecute = "device_del"\n'
                       'arguments = { id = "swapdev" }\n'
                       '[[qmp]]\nwhen = "never printed"\nexecute = "stop"\n')
-        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
-                                 False)
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), rundir=rundir, scratch=scratch,
+                                      seed=1, kernel="/k", initrd="/i", append="")
         sent = []
 
         class QmpShell(ShellMachine):

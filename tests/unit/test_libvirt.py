@@ -32,8 +32,9 @@ BUILDS = Builds(qemu_dir="/cache/qemu/abc", guest_dir="/cache/guest/def")
 
 def spec_of(name, deterministic=False, cpus=None):
     sc = scenario.apply_overrides(scenario.load(name), None, cpus, None)
-    return make_spec(sc, BUILDS, BUILDS.kernel, "/shm/s/initramfs.cpio", "console=ttyS0 x=1",
-                     "/runs/r1", "/shm/s", sc.faults.seed, deterministic)
+    return make_spec(sc, BUILDS, rundir="/runs/r1", scratch="/shm/s", seed=sc.faults.seed,
+                     deterministic=deterministic, initrd="/shm/s/initramfs.cpio",
+                     append="console=ttyS0 x=1")
 
 
 def parse(spec, **kw):
