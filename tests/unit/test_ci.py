@@ -29,9 +29,9 @@ from faultline.judge.report import Report, junit_xml
 from faultline.lab import matrix
 from faultline.paths import CACHE
 from faultline.run import lava_watch
-from faultline.vm import lava, lava_job
 from faultline.run.lava_watch import LavaView
 from faultline.run.watch import WatchResult
+from faultline.vm import lava, lava_job
 from faultline.vm.machine import MachineSpec
 
 SMOKE = os.path.join(TOP, "scenarios", "smoke.toml")
@@ -65,7 +65,7 @@ class JobTest(unittest.TestCase):
 
     def test_valid_lava_job(self):
         # lava-dispatcher's own schema (strict: no unknown keys or context variables)
-        lava_validate(yaml.safe_load(lava_job._yaml_dump(self.job)), strict=True)
+        lava_validate(yaml.safe_load(lava_job.yaml_dump(self.job)), strict=True)
 
     def test_job_content(self):
         j = self.job

@@ -18,8 +18,8 @@ import time
 from faultline.host import stop
 from faultline.judge.ktap import parse_ktap
 from faultline.run.watch import GuestView
-from faultline.vm.lava_job import (EXIT_CASE, LAVA_MARGIN_S, MONITOR_NAME, _yaml_load,
-                                   job_metadata, lava_case_id)
+from faultline.vm.lava_job import (EXIT_CASE, LAVA_MARGIN_S, MONITOR_NAME, job_metadata,
+                                   lava_case_id, yaml_load)
 from faultline.vm.logtail import LogTail
 
 # Local runs: LAVA's test timeout is this much after our watchdog, which
@@ -42,7 +42,7 @@ def parse_lava_log(text):
         except ValueError:
             # lava-run writes JSON except for tagged values (size: ! "123").
             try:
-                entry = _yaml_load(line)
+                entry = yaml_load(line)
             except Exception:  # noqa: BLE001 - one odd line must not lose the rest
                 continue
         if not isinstance(entry, dict):
@@ -116,7 +116,7 @@ def job_verdict(results, result_yaml_text):
             etype, emsg = extra.get("error_type"), extra.get("error_msg")
     if verdict is None and result_yaml_text:
         try:
-            doc = _yaml_load(result_yaml_text)
+            doc = yaml_load(result_yaml_text)
         except Exception:  # noqa: BLE001
             doc = None
         for r in doc if isinstance(doc, list) else []:
@@ -161,7 +161,6 @@ def compare_cases(cases, ktap_results):
         if res != want.get(r["kind"]):
             problems.append(f"LAVA says {res} for {r['name']!r}, KTAP says {r['kind']}")
     return problems
-
 
 
 def run_metadata(spec):

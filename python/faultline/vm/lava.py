@@ -27,9 +27,8 @@ from faultline.errors import SetupError
 from faultline.host import procs, scratchdirs
 from faultline.paths import CACHE
 from faultline.vm import lavaqemu
-from faultline.vm.lava_job import _yaml_dump, job_metadata, make_job, render_device, template_dir
+from faultline.vm.lava_job import job_metadata, make_job, render_device, template_dir, yaml_dump
 from faultline.vm.machine import Machine
-
 
 
 # ---------------------------------------------------------------- the backend
@@ -97,7 +96,7 @@ class LavaMachine(Machine):
                        console=os.path.join(spec.rundir, "console.log"))
         tpl = template_dir(self.options.get("cache") or CACHE)
         device = render_device(tpl, job["context"])
-        files = {"lava-job.yaml": _yaml_dump(job), "lava-device.yaml": device,
+        files = {"lava-job.yaml": yaml_dump(job), "lava-device.yaml": device,
                  "lava-dispatcher.yaml": dispatcher_config(
                      os.path.basename(spec.scratch) + "-")}
         for name, text in files.items():
