@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 
+from faultline import TOP
 from faultline.errors import SetupError
 from faultline.host import procs, scratchdirs
 from faultline.paths import CACHE
@@ -104,7 +105,7 @@ class LavaMachine(Machine):
                 f.write(text)
         wrapper = os.path.join(p["bin"], "qemu-system-x86_64")
         with open(wrapper, "w") as f:
-            f.write(lavaqemu.program(os.path.dirname(os.path.dirname(lavaqemu.__file__)),
+            f.write(lavaqemu.program(os.path.join(TOP, "python"),
                                      spec.qemu_binary, os.path.join(self.lava_dir, "qmp.sock"),
                                      self.stats_path, spec.injector_id, procs.identity()))
         os.chmod(wrapper, 0o755)

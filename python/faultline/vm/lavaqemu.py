@@ -36,7 +36,7 @@ def program(python_dir, qemu, sock, stats, injector, launcher):
             "# faultline: the QEMU of a local LAVA run (python/faultline/vm/lavaqemu.py)\n"
             "import sys\n"
             f"sys.path.insert(0, {python_dir!r})\n"
-            "from faultline import lavaqemu\n"
+            "from faultline.vm import lavaqemu\n"
             f"sys.exit(lavaqemu.main({settings!r}, sys.argv[1:]))\n")
 
 
@@ -100,4 +100,4 @@ def main(settings, args):
 
 
 if __name__ == "__main__":
-    sys.exit("run by the program lava.LavaMachine writes (lavaqemu.program())")
+    sys.exit("run by the program vm.lava.LavaMachine writes (lavaqemu.program())")
