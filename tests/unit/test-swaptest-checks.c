@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * swaptest's checks (guest/tools/swaptest-checks.c) on planted runs: each
+ * swaptest's checks (guest/tools/swaptest/swaptest-checks.c) on planted runs: each
  * check must FAIL on the case issue 18 names for it.  The checks file is
  * compiled in here (its checks are static); the tracing evidence they read
  * (swaptest-trace.c) and the slot maps (swaptest-slots.c) are linked.
  */
-#include "../../guest/tools/swaptest-checks.c"
+#include "../../guest/tools/swaptest/swaptest-checks.c"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -26,7 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <errno.h>
 #include <pthread.h>

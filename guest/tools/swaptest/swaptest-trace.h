@@ -7,7 +7,7 @@
 #ifndef FAULTLINE_SWAPTEST_TRACE_H
 #define FAULTLINE_SWAPTEST_TRACE_H
 
-#include "guestlib.h"
+#include "../lib/guestlib.h"
 
 /* Patch-specific expectations are asserted (a patched kernel), else XFAIL. */
 extern int patched;

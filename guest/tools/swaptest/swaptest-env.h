@@ -7,7 +7,7 @@
 #ifndef FAULTLINE_SWAPTEST_ENV_H
 #define FAULTLINE_SWAPTEST_ENV_H
 
-#include "guestlib.h"
+#include "../lib/guestlib.h"
 
 #include <stdint.h>
 

@@ -6,9 +6,9 @@
  */
 #define _GNU_SOURCE
 #include "swaptest-env.h"
-#include "guestlib.h"
-#include "guestlib-nvme.h"
-#include "ktap.h"
+#include "../lib/guestlib.h"
+#include "../lib/guestlib-nvme.h"
+#include "../lib/ktap.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest-trace.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -8,14 +8,14 @@
  * checks, swaptest-checks.c (with the metrics).
  * Below them, and never calling up: swaptest-env.h (options, memcg and
  * zswap settings, fault arming), swaptest-trace.h (tracing evidence),
- * swaptest-slots.h (where the pages are) and the leaf pagecheck.h (the
- * pattern and its verification).
+ * swaptest-slots.h (where the pages are) and the guest library's
+ * ../lib/pagecheck.h (the pattern and its verification).
  */
 #ifndef FAULTLINE_SWAPTEST_H
 #define FAULTLINE_SWAPTEST_H
 
-#include "guestlib.h"
-#include "pagecheck.h"
+#include "../lib/guestlib.h"
+#include "../lib/pagecheck.h"
 #include "swaptest-env.h"
 #include "swaptest-slots.h"
 #include "swaptest-trace.h"

@@ -22,7 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <dirent.h>
 #include <errno.h>
