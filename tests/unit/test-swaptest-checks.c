@@ -231,42 +231,44 @@ int main(void)
 
     printf("TAP version 13\n1..48\n");
     memset(&R, 0, sizeof(R));
+    tracing_init(&R.tr);
 
     /* completion context: the scenario claims one context, all of it */
     o.expect_ctx = "hardirq";
-    set_ctx(&probes[P_EBW], 1000, 0, 0);
+    set_ctx(&R.tr.probes[P_EBW], 1000, 0, 0);
     expect(completion_ctx(&o, &R, &out), CHECK_PASS, "hardirq 100% is hardirq");
     expect_name(&out, "swap write completions all in hardirq context", "a pass");
-    set_ctx(&probes[P_EBW], 600, 400, 0);
+    set_ctx(&R.tr.probes[P_EBW], 600, 400, 0);
     expect(completion_ctx(&o, &R, &out), CHECK_FAIL, "hardirq 60% + softirq 40% is not hardirq");
     expect_name(&out, "swap write completions all in hardirq context", "its fail");
     o.expect_ctx = "irq";
-    set_ctx(&probes[P_EBW], 600, 0, 400);
+    set_ctx(&R.tr.probes[P_EBW], 600, 0, 400);
     expect(completion_ctx(&o, &R, &out), CHECK_FAIL, "irq 60% + task 40% is not irq");
 
     /* a claimed write path whose probe cannot attach fails, never skips */
     o.expect_sync = 1;
-    set_ctx(&probes[P_SYNC], 0, 0, 500);
-    set_ctx(&probes[P_EBW], 0, 0, 0);
+    set_ctx(&R.tr.probes[P_SYNC], 0, 0, 500);
+    set_ctx(&R.tr.probes[P_EBW], 0, 0, 0);
     expect(write_path(&o, &R, &out), CHECK_PASS, "sync path seen");
     expect_name(&out, "swap write path is synchronous", "a pass");
-    probes[P_SYNC].ok = 0;
+    R.tr.probes[P_SYNC].ok = 0;
     expect(write_path(&o, &R, &out), CHECK_FAIL, "sync path claimed, probe not attached");
     expect_name(&out, "swap write path is synchronous", "an unprobeable fail");
 
     /* dropbehind: declared patched, v4 (no helper symbol) is judged by its own probe */
-    patched = 1;
+    R.tr.patched = 1;
     R.v0.v[VM_ZSWPWB] = 0;
     R.v_end.v[VM_ZSWPWB] = 1000;
-    probes[P_DROPBEHIND].ok = 0;
-    set_ctx(&probes[P_RMR], 0, 0, 990);
-    snprintf(probes[P_RMR].resolved, sizeof(probes[P_RMR].resolved), "remove_mapping_reclaim");
+    R.tr.probes[P_DROPBEHIND].ok = 0;
+    set_ctx(&R.tr.probes[P_RMR], 0, 0, 990);
+    snprintf(R.tr.probes[P_RMR].resolved, sizeof(R.tr.probes[P_RMR].resolved),
+             "remove_mapping_reclaim");
     expect(dropped_on_completion(&o, &R, &out), CHECK_PASS, "v4: remove_mapping_reclaim drops");
     expect_name(&out, "zswap writeback folios are dropped on completion (dropbehind)", "a pass");
-    probes[P_RMR].ok = 0;
+    R.tr.probes[P_RMR].ok = 0;
     expect(dropped_on_completion(&o, &R, &out), CHECK_FAIL,
            "patched, no drop probe at all: fails (not XFAIL)");
-    patched = 0;
+    R.tr.patched = 0;
     expect(dropped_on_completion(&o, &R, &out), CHECK_XFAIL, "stock: baseline only");
     expect_name(&out, "zswap writeback folios are dropped on completion (dropbehind)",
                 "an XFAIL");
@@ -300,6 +302,7 @@ int main(void)
 
     /* The KTAP lines: the same result line for any count, the count on '# NAME:' */
     memset(&R, 0, sizeof(R));
+    tracing_init(&R.tr);
     ktap_num = 0;
     R.v_end.v[VM_PSWPOUT] = 27936;
     expect_ktap(&check_swapped_out, &R, "# pattern was swapped out to the device: pswpout "
@@ -308,20 +311,20 @@ int main(void)
     expect_ktap(&check_swapped_out, &R, "# pattern was swapped out to the device: pswpout "
                 "+0\nnot ok 2 pattern was swapped out to the device\n", "swapped out: fail");
     o.expect_ctx = "task";
-    probes[P_EBW].sym = "end_swap_bio_write";
-    probes[P_FEW].sym = "folio_end_writeback";
-    set_ctx(&probes[P_EBW], 0, 0, 204800);
+    R.tr.probes[P_EBW].sym = "end_swap_bio_write";
+    R.tr.probes[P_FEW].sym = "folio_end_writeback";
+    set_ctx(&R.tr.probes[P_EBW], 0, 0, 204800);
     expect_ktap(&check_completion_ctx, &R, "# swap write completions all in task context: "
                 "end_swap_bio_write hardirq 0 softirq 0 task 204800\n"
                 "ok 3 swap write completions all in task context\n", "context: pass");
-    set_ctx(&probes[P_EBW], 0, 0, 0);
-    set_ctx(&probes[P_FEW], 0, 0, 0);
-    probes[P_EBW].ok = probes[P_FEW].ok = 0;
+    set_ctx(&R.tr.probes[P_EBW], 0, 0, 0);
+    set_ctx(&R.tr.probes[P_FEW], 0, 0, 0);
+    R.tr.probes[P_EBW].ok = R.tr.probes[P_FEW].ok = 0;
     expect_ktap(&check_completion_ctx, &R, "# swap write completions all in task context: "
                 "folio_end_writeback not probeable\n"
                 "not ok 4 swap write completions all in task context\n", "context: unprobeable");
     /* stock kernel: XFAIL when not met, SKIP when met; the measured values on '# NAME:' */
-    patched = 0;
+    R.tr.patched = 0;
     R.last_call_zswpwb = 100;
     R.swapcached_wb = 80;
 #define LINGER_DETAIL "# dropbehind last_reclaim zswpwb 100\n# written-back folios do not " \

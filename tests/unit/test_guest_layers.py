@@ -45,21 +45,27 @@ def sources(under=""):
 
 
 def call_graph(files, workdir):
-    """{file: files whose symbols it uses}, from nm of each object."""
+    """{file: files whose symbols it uses}, from nm of each object, and
+    {file: the writable globals it defines} (-fno-pie: const tables are
+    read-only data, R, not D)."""
     defined, used = {}, collections.defaultdict(set)
+    writable = collections.defaultdict(set)
     for f in files:
         obj = os.path.join(workdir, f.replace("/", "_") + ".o")
-        subprocess.run(["gcc", "-std=gnu11", "-c", "-w", "-I", os.path.join(TOP, "hw", "nvme"),
+        subprocess.run(["gcc", "-std=gnu11", "-fno-pie", "-c", "-w",
+                        "-I", os.path.join(TOP, "hw", "nvme"),
                         "-o", obj, os.path.join(TOOLS, f)], check=True)
         nm = subprocess.run(["nm", obj], check=True, capture_output=True, text=True).stdout
         for line in nm.splitlines():
             parts = line.split()
             if len(parts) == 3 and parts[1] in "TDBRC":
                 defined[parts[2]] = f
+                if parts[1] in "DBC":
+                    writable[f].add(parts[2])
             elif len(parts) == 2 and parts[0] == "U":
                 used[f].add(parts[1])
-    return {f: {defined[s] for s in used[f] if s in defined and defined[s] != f}
-            for f in files}
+    return ({f: {defined[s] for s in used[f] if s in defined and defined[s] != f}
+             for f in files}, writable)
 
 
 def cycle(graph):
@@ -94,7 +100,7 @@ class Layers(unittest.TestCase):
     def setUpClass(cls):
         cls.files = swaptest_sources()
         with tempfile.TemporaryDirectory() as d:
-            cls.graph = call_graph(cls.files + sorted(LIBS), d)
+            cls.graph, cls.writable = call_graph(cls.files + sorted(LIBS), d)
 
     def test_sources_found(self):
         self.assertIn("swaptest/swaptest.c", self.files)
@@ -105,6 +111,13 @@ class Layers(unittest.TestCase):
 
     def test_pagecheck_is_a_leaf(self):
         self.assertLessEqual(self.graph["lib/pagecheck.c"], LIBS)
+
+    def test_no_shared_mutable_state(self):
+        # A run's state is passed (struct run), never another file's global;
+        # lib's KTAP counters are the one stream every tool reports into.
+        for f in self.files:
+            self.assertEqual(self.writable[f], set(), f)
+        self.assertEqual(self.writable["lib/ktap.c"], {"ktap_planned", "ktap_num", "ktap_failed"})
 
     def test_main_is_called_by_none(self):
         callers = [f for f, deps in self.graph.items() if "swaptest/swaptest.c" in deps]

@@ -9,11 +9,6 @@
 
 #include "../lib/guestlib.h"
 
-/* Patch-specific expectations are asserted (a patched kernel), else XFAIL. */
-extern int patched;
-/* Set patched from --kernel-mode (auto: the dropbehind patch's symbols). */
-void probe_features(const char *kernel_mode);
-
 struct probe {
     const char *sym;
     char resolved[96];          /* kallsyms name probed (may be a .isra clone) */
@@ -22,14 +17,26 @@ struct probe {
 };
 enum { P_EBW, P_FEW, P_SYNC, P_ASYNC, P_SWP_WRITEPAGE, P_ZSWAP_WB, P_EBR, P_RSYNC,
        P_DROPBEHIND, P_RMR, P_FEDB, P__N };
-extern struct probe probes[P__N];
-extern int blk_err_ok;
-extern long long blk_errors;
 
+/*
+ * A run's tracing evidence, kept by swaptest's main in its struct run:
+ * filled here, read by the checks.
+ */
+struct tracing {
+    int patched;            /* patch-specific expectations asserted, else XFAIL */
+    struct probe probes[P__N];
+    int blk_err_ok;         /* block_rq_error's hist trigger installed */
+    long long blk_errors;
+};
+
+/* Name the probes: first, before the calls below. */
+void tracing_init(struct tracing *t);
+/* Set t->patched from --kernel-mode (auto: the dropbehind patch's symbols). */
+void probe_features(struct tracing *t, const char *kernel_mode);
 /* Install the probes (and block_rq_error's trigger); read them; report; remove. */
-void tracing_start(void);
-void tracing_collect(void);
-void tracing_report(void);
-void tracing_cleanup(void);
+void tracing_start(struct tracing *t);
+void tracing_collect(struct tracing *t);
+void tracing_report(const struct tracing *t);
+void tracing_cleanup(const struct tracing *t);
 
 #endif /* FAULTLINE_SWAPTEST_TRACE_H */
