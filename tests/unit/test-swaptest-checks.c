@@ -19,18 +19,20 @@ static struct options o;
 /*
  * What run_check prints for @c on @R is exactly @want: stdout goes to a
  * temporary file meanwhile, so the lines are the real writer's (ktap.c).
+ * Returns run_check's count of patch-specific expectations asserted.
  */
-static void expect_ktap(const struct check *c, const struct run *R, const char *want,
-                        const char *what)
+static int expect_ktap(const struct check *c, const struct run *R, const char *want,
+                       const char *what)
 {
     FILE *tmp = tmpfile();
     int saved = dup(STDOUT_FILENO);
     char got[1024];
     size_t n;
+    int asserted;
 
     fflush(stdout);
     dup2(fileno(tmp), STDOUT_FILENO);
-    run_check(c, &o, R);
+    asserted = run_check(c, &o, R);
     fflush(stdout);
     dup2(saved, STDOUT_FILENO);
     close(saved);
@@ -44,6 +46,7 @@ static void expect_ktap(const struct check *c, const struct run *R, const char *
     if (strcmp(got, want)) {
         printf("# got:\n# %s# want:\n# %s", got, want);
     }
+    return asserted;
 }
 
 /* A check's name is its CI case id: the same whatever it measured. */
@@ -229,7 +232,7 @@ int main(void)
     struct run R;
     struct check_out out;
 
-    printf("TAP version 13\n1..48\n");
+    printf("TAP version 13\n1..53\n");
     memset(&R, 0, sizeof(R));
     tracing_init(&R.tr);
 
@@ -329,22 +332,34 @@ int main(void)
     R.swapcached_wb = 80;
 #define LINGER_DETAIL "# dropbehind last_reclaim zswpwb 100\n# written-back folios do not " \
     "linger in swap cache: measured swap cache after the writeback phase "
-    expect_ktap(&check_no_linger, &R, LINGER_DETAIL "80 pages, last reclaim call zswpwb 100\n"
-                "not ok 5 written-back folios do not linger in swap cache # XFAIL stock kernel\n",
-                "linger: XFAIL");
+    expect_count(expect_ktap(&check_no_linger, &R, LINGER_DETAIL "80 pages, last reclaim call "
+                             "zswpwb 100\nnot ok 5 written-back folios do not linger in swap "
+                             "cache # XFAIL stock kernel\n", "linger: XFAIL"), 0,
+                 "stock: a patch-specific check is not counted as asserted");
     R.swapcached_wb = 0;
     expect_ktap(&check_no_linger, &R, LINGER_DETAIL "0 pages, last reclaim call zswpwb 100\n"
                 "ok 6 written-back folios do not linger in swap cache # SKIP stock kernel: "
                 "holds anyway\n", "linger: SKIP");
+    /* patched: asserted, and counted for main's "# patch_checks_asserted" */
+    R.tr.patched = 1;
+    expect_count(expect_ktap(&check_no_linger, &R, LINGER_DETAIL "0 pages, last reclaim call "
+                             "zswpwb 100\nok 7 written-back folios do not linger in swap "
+                             "cache\n", "linger: asserted"), 1,
+                 "patched: the check counts as asserted");
+    R.tr.patched = 0;
+    expect_count(expect_ktap(&check_swapped_out, &R, "# pattern was swapped out to the device: "
+                             "pswpout +0\nnot ok 8 pattern was swapped out to the device\n",
+                             "swapped out: fail again"), 0,
+                 "a check that is not patch-specific is not counted");
 
     /* before Linux 6.8 /proc/vmstat has no zswpwb: its checks SKIP, never FAIL or PASS */
     R.v0.v[VM_ZSWPWB] = R.v_end.v[VM_ZSWPWB] = -1;
     expect_ktap(&check_zswap_wrote_back, &R, "# zswap wrote back to the device: zswpwb +0\n"
-                "ok 7 zswap wrote back to the device # SKIP no zswpwb in /proc/vmstat: zswap "
+                "ok 9 zswap wrote back to the device # SKIP no zswpwb in /proc/vmstat: zswap "
                 "writeback is not counted before Linux 6.8\n", "zswpwb absent: SKIP");
     R.v0.v[VM_ZSWPWB] = R.v_end.v[VM_ZSWPWB] = 0;
     expect_ktap(&check_zswap_wrote_back, &R, "# zswap wrote back to the device: zswpwb +0\n"
-                "not ok 8 zswap wrote back to the device\n", "zswpwb counted: judged");
+                "not ok 10 zswap wrote back to the device\n", "zswpwb counted: judged");
 
     /* data_errors: what every data check found, counted the same way */
     memset(&R, 0, sizeof(R));
