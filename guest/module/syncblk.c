@@ -37,7 +37,7 @@
 #include <linux/version.h>
 #include <linux/wait.h>
 
-#include "syncblk-regs.h"	/* hw/block/syncblk-regs.h, copied by build-guest */
+#include "faultline/syncblk-regs.h"	/* the repo's include/, shared with the device */
 
 #define SYNCBLK_NAME		"syncblk"
 #define SYNCBLK_MAX_SLOTS	BITS_PER_LONG

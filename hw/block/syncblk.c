@@ -6,7 +6,7 @@
  *
  * PCI 1af4:10f0 (the experimental range of docs/specs/pci-ids.rst).
  * BAR0: 4 KiB of 32-bit registers (8-byte accesses are split), BAR1: MSI-X
- * (one vector).  The wire format is hw/block/syncblk-regs.h; docs/devices.md
+ * (one vector).  The wire format is include/faultline/syncblk-regs.h; docs/devices.md
  * ("syncblk") describes the protocol.
  *
  * Commands live in independent slots, so in irq/thread mode the guest
@@ -56,7 +56,7 @@
 #include "migration/vmstate.h"
 #include "system/block-backend.h"
 #include "trace.h"
-#include "syncblk-regs.h"
+#include "faultline/syncblk-regs.h"
 
 #define TYPE_SYNCBLK_PCI "syncblk-pci"
 OBJECT_DECLARE_SIMPLE_TYPE(SyncBlkState, SYNCBLK_PCI)

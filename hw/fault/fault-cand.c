@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "fault-cand.h"
+#include "fault-engine-int.h"
 
 static int cmp_sort_ent(const void *a, const void *b)
 {

@@ -1,7 +1,8 @@
 /*
- * faultline fault engine: the candidate index, which rules an I/O of one
- * op must look at.  Rules the engine counts instead (a group's, the
- * spans') are left out.  Internal to the engine (fault-engine.c), plain
+ * faultline fault engine: the candidate index (fault-cand.c), which rules
+ * an I/O of one op must look at, and the span counts (fault-span.c) of
+ * the range rules counted instead.  The group rules (fault-rules.c) are
+ * counted too, so both leave them out.  Internal to the engine, plain
  * C11 like it.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -9,7 +10,10 @@
 #ifndef FAULT_CAND_H
 #define FAULT_CAND_H
 
-#include "fault-engine-int.h"
+/* Its types need FeRule: fault-engine-int.h includes this file. */
+#ifndef FAULT_ENGINE_INT_H
+#error "include fault-engine-int.h, not fault-cand.h"
+#endif
 
 /* The range keys: lba=, sq=, cpu= (fe_cand_list() 0..2). */
 #define FE_RANGE_KEYS 3
@@ -98,6 +102,45 @@ static inline void fe_rule_bounds(const FeRule *r, int l, uint64_t *lo,
 {
     *lo = l == 0 ? r->lba_lo : l == 1 ? r->sq_lo : r->cpu_lo;
     *hi = l == 0 ? r->lba_hi : l == 1 ? r->sq_hi : r->cpu_hi;
+}
+
+/*
+ * Rules with one range key (lba=, sq= or cpu=, nothing else to match)
+ * that cannot fire for many matches (prob=0, nth=huge, a used up
+ * count=...) are counted, not looked at: per op and key, two counts per
+ * I/O (how many of the rules' sorted distinct ends lie below its start,
+ * how many starts lie at or below its end) give every such rule its
+ * ordinal at a fold, since an I/O misses [lo, hi] exactly when hi < start
+ * or lo > end.  A matching I/O bumps a rule's ordinal by at most one, so no
+ * rule reaches its bound before @budget I/Os since the last fold: the
+ * fold triggers the rules that are due then.
+ */
+#define FE_SPAN_SLACK 64        /* fewer matches to a bound: looked at */
+
+#define FE_NSPANS (FE_OP__MAX * FE_RANGE_KEYS)
+
+typedef struct FeSpanEnt {
+    uint32_t idx;               /* rule index */
+    uint32_t jlo, jhi;          /* its lo in @lo, its hi in @hi */
+} FeSpanEnt;
+
+typedef struct FeSpans {
+    uint32_t nlo, nhi, nent;
+    uint64_t *lo, *hi;          /* sorted distinct starts, ends */
+    uint64_t *below;            /* [k]: I/Os with k ends below their lba */
+    uint64_t *upto;             /* [k]: I/Os with k starts <= their end */
+    uint64_t total;             /* I/Os since the last fold */
+    FeSpanEnt *ent;
+} FeSpans;
+
+/* An I/O over [lo, hi] of the key of @sp. */
+static inline void spans_count(FeSpans *sp, uint64_t lo, uint64_t hi)
+{
+    if (sp->nent) {
+        sp->below[lo ? fe_upper_bound(sp->hi, sp->nhi, lo - 1) : 0]++;
+        sp->upto[fe_upper_bound(sp->lo, sp->nlo, hi)]++;
+        sp->total++;
+    }
 }
 
 #endif /* FAULT_CAND_H */

@@ -18,7 +18,7 @@
 #include "qemu/iov.h"
 #include "block/nvme.h"
 #include "hw/fault/fault-injector.h"
-#include "fault-vendor.h"
+#include "faultline/nvme-fault-vendor.h"
 
 /* Error Information log entries kept and advertised (ELPE + 1). */
 #define NVME_FAULT_ERRLOG_ENTRIES   64
@@ -49,13 +49,34 @@ typedef struct NvmeFaultCq {
     uint16_t void_times[NVME_FAULT_VOID_MAX];
 } NvmeFaultCq;
 
-/* Per queue id: the timers of the layer (fault.c). */
-typedef struct NvmeFaultSqTimer NvmeFaultSqTimer;
-typedef struct NvmeFaultCqTimer NvmeFaultCqTimer;
 struct NvmeCtrl;
 struct NvmeCQueue;
 struct NvmeSQueue;
 struct NvmeRequest;
+
+/* Per queue id: the timers of the layer. */
+typedef struct NvmeFaultSqTimer NvmeFaultSqTimer;
+typedef struct NvmeFaultCqTimer NvmeFaultCqTimer;
+
+/* Per SQ id. */
+struct NvmeFaultSqTimer {
+    struct NvmeCtrl *n;
+    uint16_t  sqid;
+    bool      blocked;      /* deterministic: waits for a held command */
+    QEMUTimer kick;         /* deterministic: runs the SQ (upstream: sq->bh) */
+    /* Not deterministic: slots [db_head, db_tail) were doorbelled at db_ns */
+    int64_t   db_ns;
+    uint32_t  db_head;
+    uint32_t  db_tail;
+};
+
+/* Per CQ id. */
+struct NvmeFaultCqTimer {
+    struct NvmeCtrl *n;
+    uint16_t  cqid;
+    QEMUTimer kick;         /* deterministic: posts CQEs (upstream: cq->bh) */
+    QEMUTimer irq;          /* irq-delay */
+};
 
 /* Per controller. */
 typedef struct NvmeFaultCtrl {
@@ -131,5 +152,20 @@ uint16_t nvme_fault_hits_log(struct NvmeCtrl *n, uint32_t buf_len,
                              uint64_t off, struct NvmeRequest *req);
 uint16_t nvme_fault_get_feature(struct NvmeCtrl *n, struct NvmeRequest *req);
 uint16_t nvme_fault_set_feature(struct NvmeCtrl *n, struct NvmeRequest *req);
+
+/* Between the layer's files (fault*.c), not for ctrl.c. */
+/* fault.c: @fn(@opaque), the work of a guarded BH, under the same guard. */
+void nvme_fault_run_guarded(struct NvmeCtrl *n, void (*fn)(void *),
+                            void *opaque);
+/* fault-submit.c: the irq-delay timer. */
+void nvme_fault_irq_cb(void *opaque);
+/* fault-det.c: the kick timers; a held command left, blocked SQs retry. */
+void nvme_fault_sq_kick_cb(void *opaque);
+void nvme_fault_cq_kick_cb(void *opaque);
+void nvme_fault_det_unblock(struct NvmeCtrl *n);
+/* fault-corrupt.c: apply corrupt=; true if the command completes later. */
+bool nvme_fault_corrupt(struct NvmeRequest *req);
+/* fault-admin.c: an injected error into the Error Information log. */
+void nvme_fault_log_error(struct NvmeCtrl *n, struct NvmeRequest *req);
 
 #endif /* HW_NVME_FAULT_H */

@@ -12,14 +12,15 @@ import shutil
 import subprocess
 import tempfile
 
-from . import TOP
-from .build import CACHE
-from .errors import SetupError
-from .scenario import ScenarioError
+from faultline import TOP
+from faultline.errors import SetupError
+from faultline.paths import CACHE
+from faultline.scenario import ScenarioError
 
-SOURCES = ["tools/fault-rules-check.c", "hw/fault/fault-engine.c", "hw/fault/fault-parse.c",
-           "hw/fault/fault-cand.c", "hw/fault/fault-engine.h", "hw/fault/fault-engine-int.h",
-           "hw/fault/fault-cand.h"]
+SOURCES = ["tools/fault-rules-check.c", "hw/fault/fault-rules.c", "hw/fault/fault-decide.c",
+           "hw/fault/fault-span.c", "hw/fault/fault-rng.c", "hw/fault/fault-log.c",
+           "hw/fault/fault-parse.c", "hw/fault/fault-cand.c", "hw/fault/fault-engine.h",
+           "hw/fault/fault-engine-int.h", "hw/fault/fault-cand.h"]
 MESON_BINARY = os.path.join(TOP, "build", "fault-rules-check")
 
 

@@ -11,7 +11,7 @@ import shlex
 import tomllib
 from dataclasses import MISSING, dataclass, field
 
-from . import TOP
+from faultline import TOP
 
 SCENARIO_DIR = os.path.join(TOP, "scenarios")
 

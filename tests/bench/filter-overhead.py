@@ -28,12 +28,12 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import scenario  # noqa: E402
-from faultline.build import build_all  # noqa: E402
-from faultline.errors import SetupError  # noqa: E402
-from faultline.qemu import QemuMachine  # noqa: E402
-from faultline.runner import new_dir, scratch_dir  # noqa: E402
-from faultline.vmspec import prepare_spec  # noqa: E402
+from faultline import scenario
+from faultline.build.builds import build_all
+from faultline.errors import SetupError
+from faultline.run.runner import new_dir, scratch_dir
+from faultline.run.spec_builder import prepare_spec
+from faultline.vm.qemu import QemuMachine
 
 # Matches every op but needs engine state 4294967295, which nothing sets.
 NEVER = "never: any state=4294967295 error=eio\n"

@@ -13,9 +13,11 @@ import sys
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import abort, runner  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
-from faultline.scenario import ScenarioError  # noqa: E402
+from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from faultline.host import stop
+from faultline.run import aborted, runner
+from faultline.run.options import RunOptions
+from faultline.scenario import ScenarioError
 
 OUT = os.path.join(TOP, "build", "vm-runs")
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
@@ -23,7 +25,7 @@ FAULTLINE = os.path.join(TOP, "scripts", "faultline")
 
 def run_options(**opts):
     """RunOptions for the selected kernel (the launcher's own when unset)."""
-    return runner.RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
+    return RunOptions(kernel=os.environ.get("FAULTLINE_KERNEL"),
                              modules=os.environ.get("FAULTLINE_MODULES"), **opts)
 
 
@@ -91,10 +93,10 @@ def exit_with(name, main):
     stderr and exit 2, never a traceback.  Stopped by a signal (meson's
     timeout), it stops its machines as the launcher does (abort.py)."""
     try:
-        abort.install()
+        stop.install()
         sys.exit(main())
-    except abort.Aborted as e:
-        sys.exit(abort.finish(e))
+    except stop.Aborted as e:
+        sys.exit(aborted.finish(e))
     except (SetupError, ScenarioError) as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         sys.exit(EXIT_SETUP)

@@ -1,5 +1,5 @@
 /*
- * QTest for the faultline NVMe fault layer (hw/nvme/fault.c).
+ * QTest for the faultline NVMe fault layer (hw/nvme/fault*.c).
  *
  * Drives the controller by hand: admin queue, one I/O queue pair, raw
  * SQEs/CQEs in guest memory, completions found by polling the CQ (no
@@ -14,7 +14,7 @@
 #include "qemu/timer.h"
 #include "hw/pci/pci_regs.h"
 #include "block/nvme.h"
-#include "hw/nvme/fault-vendor.h"
+#include "faultline/nvme-fault-vendor.h"
 #include "faultline-qtest.h"
 
 #define QSIZE       16

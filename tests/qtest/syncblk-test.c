@@ -12,7 +12,7 @@
 /*
  * The register interface as docs/devices.md ("syncblk") documents it.
  * Written out here on purpose, not included from the device's
- * hw/block/syncblk-regs.h: the test checks the device against the spec,
+ * include/faultline/syncblk-regs.h: the test checks the device against the spec,
  * so a wrong offset or code in the device's header fails it instead of
  * moving with it (test_registers, test_spec_layout).
  */

@@ -35,8 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import TOP, exit_with  # noqa: E402
 
-from faultline import build, guest, machine, scenario  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS  # noqa: E402
+from faultline import scenario
+from faultline.build.builds import Builds, guest_dir, qemu_dir
+from faultline.errors import EXIT_FAIL, EXIT_PASS
+from faultline.run import guest, spec_builder
 
 ASSERTION = "iotlb_to_section: Assertion"
 # The vm tests' machine: q35, 512M, 2 vCPUs, an NVMe disk, no injector.
@@ -104,7 +106,7 @@ def boot(i, a, builds, sc, run_sh, workdir):
     initrd = guest.build_initrd(builds.guest_dir, run_sh, d)
     with open(os.path.join(d, "disk.img"), "wb") as f:
         f.truncate(sc.device.size_bytes)
-    spec = machine.make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc),
+    spec = spec_builder.make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc),
                              d, d, seed=1, deterministic=False)
     # Without -no-shutdown: the guest's poweroff ends QEMU (the launcher's
     # watch loop is not here to stop it).
@@ -141,8 +143,8 @@ def boot(i, a, builds, sc, run_sh, workdir):
 def main():
     a = parse_args()
     sc = scenario.load(SCENARIO)
-    qemu = a.qemu or build.qemu_dir()
-    builds = build.Builds(qemu_dir=qemu, guest_dir=build.guest_dir(
+    qemu = a.qemu or qemu_dir()
+    builds = Builds(qemu_dir=qemu, guest_dir=guest_dir(
         os.environ.get("FAULTLINE_KERNEL"), os.environ.get("FAULTLINE_MODULES")))
     run_sh = BOOT_SH if a.workload == "boot" else REMAP_SH.format(cfg=NVME_CONFIG,
                                                                   seconds=a.seconds)

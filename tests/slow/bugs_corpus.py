@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Slow test (meson suite 'slow', not in `faultline check`): the real-bug
-corpus with `faultline bugs` (docs/bugs.md).
+corpus with `faultline bugs` (docs/corpus.md).
 
   bugs_corpus.py [--seeds N] [--backend lava] [NAME ...]
 
@@ -28,7 +28,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, TOP, exit_with, verdict  # noqa: E402
 
-from faultline import bugs  # noqa: E402
+from faultline.bugs import corpus
 
 OUT = os.path.join(TOP, "build", "bugs-corpus")
 
@@ -66,13 +66,13 @@ def main():
     st = subprocess.run(cmd).returncode
     if st == 2:
         return 2
-    with open(os.path.join(out, "bugs.json")) as f:
+    with open(os.path.join(out, "corpus.json")) as f:
         rows = json.load(f)["rows"]
     problems = []
     if a.backend == "lava":
         problems += lava_checks(out, rows, a.names)
     for row in rows:
-        low = bugs.load(row["bug"]).data.get("recall_expectation", "").startswith("low")
+        low = corpus.load(row["bug"]).data.get("recall_expectation", "").startswith("low")
         where = f"{row['bug']} ({row['scenario']})"
         if row["fixed"]["failed"]:
             problems.append(f"{where}: fixed kernel failed seeds {row['fixed']['failed_seeds']}"

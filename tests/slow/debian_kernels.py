@@ -21,7 +21,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, TOP, verdict  # noqa: E402
-from faultline.build import CACHE  # noqa: E402
+
+from faultline.paths import CACHE
 
 OUT = os.path.join(TOP, "build", "debian-kernel-runs")
 ROOT = os.path.join(CACHE, "debian-kernels")

@@ -35,8 +35,11 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, TOP, exit_with  # noqa: E402
 
-from faultline import bugs, explore, restore, scenario  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
+from faultline import scenario
+from faultline.bugs import corpus
+from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
+from faultline.run import restore
+from faultline.search import explore
 
 OUT = os.path.join(TOP, "build", "explore-corpus")
 REFUSED = "fails with no faults"
@@ -110,10 +113,10 @@ def main():
     args = p.parse_args()
     budget_s = explore.parse_budget(args.budget)
     have = kernels()
-    names = args.bugs or bugs.list_all()
+    names = args.bugs or corpus.list_all()
     try:
-        todo = [bugs.load(n) for n in names if args.bugs or f"bug-{n}" in have]
-    except bugs.BugError as e:
+        todo = [corpus.load(n) for n in names if args.bugs or f"bug-{n}" in have]
+    except corpus.BugError as e:
         raise SetupError(str(e)) from None
     for b in todo:
         if f"bug-{b.name}" not in have:

@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, OUT, exit_with, verdict  # noqa: E402
 
-from faultline import kernel  # noqa: E402
+from faultline.kernel import sources, store
 
 
 def build(src, *extra):
@@ -52,8 +52,8 @@ def boot(src):
     print(f"# {src}: built in {secs:.0f}s: {image}")
     name = name_of(src)
     # --kernel NAME resolves to the entry's image and modules tree
-    if kernel.resolve(name)[0] != image:
-        problems.append(f"--kernel {name} resolves to {kernel.resolve(name)[0]}, not {image}")
+    if store.resolve(name)[0] != image:
+        problems.append(f"--kernel {name} resolves to {store.resolve(name)[0]}, not {image}")
     passed, refused = [], []
     for sc, extra in (("smoke", []), ("syncblk-task", []), ("syncblk-irq", []),
                       ("nvme-write-error", []), ("write-error-redirty-sync", []),
@@ -79,7 +79,7 @@ def rebuild(src):
     rc, image, _, _ = build(src)          # the base build (a cache hit when done)
     if rc != 0:
         return verdict(f"kernel build {src}", [f"exit {rc}"])
-    tree = kernel.get_source(src).tree
+    tree = sources.get_source(src).tree
     with open(os.path.join(tree, "mm", "swapfile.c")) as f:
         text = f.read()
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,8 +19,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import TOP, exit_with, read_bytes, run_one, run_options  # noqa: E402
 
-from faultline import scenario  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
+from faultline import scenario
+from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
 
 OUT = os.path.join(TOP, "build", "reproducible-runs")
 

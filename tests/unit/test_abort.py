@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Unit tests of python/faultline/abort.py with real processes and signals
+"""Unit tests of python/faultline/host/ (stop, procs, scratchdirs) and run/aborted.py with real processes and signals
 (no QEMU): the parent-death signal, owner identity, the sweep of a dead
 launcher's scratch, and a launcher-like process stopped by SIGTERM, SIGINT
 and SIGHUP with a machine in a worker thread."""
@@ -17,7 +17,9 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import abort  # noqa: E402
+from faultline.host import procs, scratchdirs, stop
+from faultline.lab import check
+from faultline.run import aborted
 
 
 def read(path):
@@ -32,7 +34,7 @@ def wait_gone(pid, timeout_s=5.0):
     """True when @pid exits (or is a zombie) within @timeout_s."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        st = abort.start_ticks(pid)
+        st = procs.start_ticks(pid)
         if st is None or st[1] in ("Z", "X"):
             return True
         time.sleep(0.02)
@@ -42,7 +44,7 @@ def wait_gone(pid, timeout_s=5.0):
 def dead_identity():
     """The identity of a process that has exited."""
     p = subprocess.Popen(["sleep", "60"])
-    ident = abort.identity(p.pid)
+    ident = procs.identity(p.pid)
     p.kill()
     p.wait()
     return ident
@@ -50,28 +52,28 @@ def dead_identity():
 
 class Identity(unittest.TestCase):
     def test_me_alive(self):
-        self.assertTrue(abort.alive(abort.identity()))
+        self.assertTrue(procs.alive(procs.identity()))
 
     def test_exited_dead(self):
-        self.assertFalse(abort.alive(dead_identity()))
+        self.assertFalse(procs.alive(dead_identity()))
 
     def test_reused_pid_dead(self):
         # Same pid, another start time: another process.
-        me = abort.identity()
-        self.assertFalse(abort.alive(dict(me, start=me["start"] - 1)))
-        self.assertFalse(abort.alive(dict(me, boot="another-boot")))
+        me = procs.identity()
+        self.assertFalse(procs.alive(dict(me, start=me["start"] - 1)))
+        self.assertFalse(procs.alive(dict(me, boot="another-boot")))
 
     def test_zombie_dead(self):
         p = subprocess.Popen(["true"])
-        ident = abort.identity(p.pid)
+        ident = procs.identity(p.pid)
         self.assertTrue(wait_gone(p.pid))      # exited, not yet reaped
-        self.assertIsNotNone(abort.start_ticks(p.pid))
-        self.assertFalse(abort.alive(ident))
+        self.assertIsNotNone(procs.start_ticks(p.pid))
+        self.assertFalse(procs.alive(ident))
         p.wait()
 
     def test_garbage(self):
         for owner in ({}, {"pid": "x"}, {"pid": None}):
-            self.assertFalse(abort.alive(owner))
+            self.assertFalse(procs.alive(owner))
 
 
 class ParentDeath(unittest.TestCase):
@@ -81,8 +83,8 @@ class ParentDeath(unittest.TestCase):
         code = textwrap.dedent(f"""
             import subprocess, sys, time
             sys.path.insert(0, {os.path.join(TOP, 'python')!r})
-            from faultline import abort
-            c = subprocess.Popen(["sleep", "60"], preexec_fn=abort.die_with_parent(),
+            from faultline.host import procs
+            c = subprocess.Popen(["sleep", "60"], preexec_fn=procs.die_with_parent(),
                                  start_new_session=True)
             print(c.pid, flush=True)
             time.sleep(60)
@@ -96,7 +98,7 @@ class ParentDeath(unittest.TestCase):
         self.assertTrue(wait_gone(child), "the child outlived its SIGKILLed parent")
 
     def test_kernel_build_tools_die_with_a_killed_build(self):
-        """kernel._run (make, git, apt of `faultline kernel build`): a
+        """sources._run (make, git, apt of `faultline kernel build`): a
         SIGKILLed build leaves no make behind to write into the build tree
         the next build takes."""
         with tempfile.TemporaryDirectory() as d:
@@ -104,9 +106,9 @@ class ParentDeath(unittest.TestCase):
             code = textwrap.dedent(f"""
                 import sys
                 sys.path.insert(0, {os.path.join(TOP, 'python')!r})
-                from faultline import kernel
+                from faultline.kernel import sources
                 with open({log!r}, "w") as f:
-                    kernel._run(["sh", "-c", "echo $$; exec sleep 60"], log=f)
+                    sources._run(["sh", "-c", "echo $$; exec sleep 60"], log=f)
             """)
             parent = subprocess.Popen([sys.executable, "-c", code])
             deadline = time.monotonic() + 10
@@ -140,20 +142,20 @@ class Sweep(unittest.TestCase):
     def setUp(self):
         self.base = tempfile.mkdtemp(prefix="abort-test-")
         self.addCleanup(subprocess.run, ["rm", "-rf", self.base])
-        self.bases = abort.scratch_bases
-        abort.scratch_bases = lambda: [self.base]
-        self.addCleanup(setattr, abort, "scratch_bases", self.bases)
+        self.bases = scratchdirs.scratch_bases
+        scratchdirs.scratch_bases = lambda: [self.base]
+        self.addCleanup(setattr, scratchdirs, "scratch_bases", self.bases)
         self.tmp = tempfile.gettempdir
         # sweep() also looks in the temporary directory: this test's only.
         tempfile.gettempdir = lambda: self.base
         self.addCleanup(setattr, tempfile, "gettempdir", self.tmp)
 
     def scratch(self, owner, rundir=None):
-        d = tempfile.mkdtemp(prefix=abort.PREFIX, dir=self.base)
+        d = tempfile.mkdtemp(prefix=scratchdirs.PREFIX, dir=self.base)
         with open(os.path.join(d, "disk.img"), "w") as f:
             f.write("x")
         if owner is not None:
-            with open(os.path.join(d, abort.OWNER), "w") as f:
+            with open(os.path.join(d, scratchdirs.OWNER), "w") as f:
                 json.dump(dict(owner, rundir=rundir), f)
         return d
 
@@ -163,14 +165,14 @@ class Sweep(unittest.TestCase):
         with open(os.path.join(rundir, "run.json"), "w") as f:
             json.dump({"scenario": "smoke", "seed": 7, "start_time": time.time()}, f)
         dead = self.scratch(dead_identity(), rundir)
-        live = self.scratch(abort.identity())
+        live = self.scratch(procs.identity())
         unknown = self.scratch(None)
         # A process of the dead launcher's run (it names the scratch), and
         # one recorded in processes.json (it does not).
         named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", dead])
         retitled = subprocess.Popen(["sleep", "60"])
-        abort.note_process(dead, retitled.pid)
-        removed = abort.sweep()
+        scratchdirs.note_process(dead, retitled.pid)
+        removed = aborted.sweep()
         self.assertEqual(removed, [dead])
         self.assertFalse(os.path.exists(dead))
         self.assertTrue(os.path.exists(live) and os.path.exists(unknown))
@@ -197,9 +199,9 @@ class Sweep(unittest.TestCase):
                 f.write(text)
         d = self.scratch(dead_identity(), rundir)
         os.makedirs(os.path.join(d, "sub"))
-        abort.empty_scratch(d)
-        self.assertEqual(os.listdir(d), [abort.OWNER])
-        self.assertEqual(abort.sweep(), [d])
+        scratchdirs.empty_scratch(d)
+        self.assertEqual(os.listdir(d), [scratchdirs.OWNER])
+        self.assertEqual(aborted.sweep(), [d])
         with open(os.path.join(rundir, "report.json")) as f:
             rep = json.load(f)
         self.assertEqual((rep["outcome"], rep["seed"]), ("aborted", 3))
@@ -213,17 +215,17 @@ class Sweep(unittest.TestCase):
         nothing to report."""
         rundir = os.path.join(self.base, "run")
         d = self.scratch(dead_identity())
-        abort.claim(d, rundir)
-        self.assertEqual(abort.read_owner(d)["rundir"], rundir)
-        self.assertFalse(abort.alive(abort.read_owner(d)))     # the identity is kept
-        self.assertEqual(abort.sweep(), [d])                    # no directory: no report
+        scratchdirs.claim(d, rundir)
+        self.assertEqual(scratchdirs.read_owner(d)["rundir"], rundir)
+        self.assertFalse(procs.alive(scratchdirs.read_owner(d)))     # the identity is kept
+        self.assertEqual(aborted.sweep(), [d])                    # no directory: no report
         self.assertFalse(os.path.exists(rundir))
         os.makedirs(rundir)
         with open(os.path.join(rundir, "scenario.toml"), "w") as f:
             f.write('description = "x"\n')
         d = self.scratch(dead_identity())
-        abort.claim(d, rundir)
-        self.assertEqual(abort.sweep(), [d])
+        scratchdirs.claim(d, rundir)
+        self.assertEqual(aborted.sweep(), [d])
         with open(os.path.join(rundir, "report.json")) as f:
             rep = json.load(f)
         self.assertEqual(rep["outcome"], "aborted")
@@ -233,10 +235,10 @@ class Sweep(unittest.TestCase):
         """Stopped between claiming its run directory and starting the run
         (tracks_run never ran): finish() writes the report."""
         rundir = os.path.join(self.base, "run")
-        d = abort.new_scratch()
-        abort.claim(d, rundir)
+        d = scratchdirs.new_scratch()
+        scratchdirs.claim(d, rundir)
         os.makedirs(rundir)
-        abort.finish(abort.Aborted(signal.SIGTERM))
+        aborted.finish(stop.Aborted(signal.SIGTERM))
         self.assertFalse(os.path.exists(d))
         with open(os.path.join(rundir, "report.json")) as f:
             rep = json.load(f)
@@ -250,29 +252,30 @@ class Sweep(unittest.TestCase):
         with open(os.path.join(rundir, "report.json"), "w") as f:
             f.write('{"outcome": "pass"}')
         self.scratch(dead_identity(), rundir)
-        abort.sweep()
+        aborted.sweep()
         with open(os.path.join(rundir, "report.json")) as f:
             self.assertEqual(json.load(f), {"outcome": "pass"})
 
     def test_new_scratch_names_owner(self):
-        d = abort.new_scratch("/some/run")
+        d = scratchdirs.new_scratch("/some/run")
         try:
-            owner = abort.read_owner(d)
+            owner = scratchdirs.read_owner(d)
             self.assertEqual(owner["rundir"], "/some/run")
-            self.assertTrue(abort.alive(owner))
-            self.assertEqual(abort.sweep(), [])
+            self.assertTrue(procs.alive(owner))
+            self.assertEqual(aborted.sweep(), [])
         finally:
-            abort.remove_scratch(d)
+            scratchdirs.remove_scratch(d)
         self.assertFalse(os.path.exists(d))
 
 
 # A launcher in miniature: main() as the CLI's, a run in a worker thread of
-# abort.Executor (matrix, minimize) with a machine whose cleanup is logged,
+# stop.Executor (matrix, minimize) with a machine whose cleanup is logged,
 # a queued second run that must never start.
 LAUNCHER = textwrap.dedent("""
     import os, sys, time
     sys.path.insert(0, {python!r})
-    from faultline import abort
+    from faultline.host import stop
+    from faultline.run import aborted
     LOG = {log!r}
 
     def log(text):
@@ -287,28 +290,28 @@ LAUNCHER = textwrap.dedent("""
 
     def run(name):
         m = Machine(name)
-        abort.register(m)
+        stop.register(m)
         # Logged once registered: a stop that comes before (register's
         # check) has no machine to clean up, and the test waits for this.
         log("start " + name)
         try:
             while True:             # the watch loop
                 time.sleep(0.05)
-                abort.check()
+                stop.check()
         finally:
             m.cleanup()
-            abort.unregister(m)
+            stop.unregister(m)
 
     def main():
         try:
-            abort.install()
-            with abort.Executor(max_workers=1) as pool:
+            stop.install()
+            with stop.Executor(max_workers=1) as pool:
                 futures = [pool.submit(run, "a"), pool.submit(run, "b")]
                 log("ready")
                 for f in futures:
                     f.result()
-        except abort.Aborted as e:
-            return abort.finish(e)
+        except stop.Aborted as e:
+            return aborted.finish(e)
         return 0
 
     sys.exit(main())
@@ -319,7 +322,7 @@ def default_dispositions():
     """The launcher under test starts with default signal dispositions: under
     nohup (or a harness that ignores SIGINT) it would rightly keep them
     ignored, and this test is about the signals it handles."""
-    for sig in abort.SIGNALS:
+    for sig in stop.SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
 
 
@@ -355,7 +358,7 @@ class ScriptSteps(unittest.TestCase):
         return path
 
     def test_step_stops_with_its_script(self):
-        for sig in abort.SIGNALS:
+        for sig in stop.SIGNALS:
             with self.subTest(sig=sig.name), tempfile.TemporaryDirectory() as d:
                 p = subprocess.Popen([self.script(d)], stdout=subprocess.PIPE, text=True,
                                      preexec_fn=default_dispositions)
@@ -394,12 +397,13 @@ class ScriptSteps(unittest.TestCase):
         code = textwrap.dedent(f"""
             import sys
             sys.path.insert(0, {os.path.join(TOP, 'python')!r})
-            from faultline import abort, build
-            abort.install()
-            build.TOP = {d!r}
+            from faultline.build import builds
+            from faultline.host import stop
+            stop.install()
+            builds.TOP = {d!r}
             try:
-                build.run_script("step")
-            except abort.Aborted as e:
+                builds.run_script("step")
+            except stop.Aborted as e:
                 sys.exit(128 + e.signum)
         """)
         self.script(d)
@@ -428,14 +432,13 @@ class CheckLeftovers(unittest.TestCase):
     leak."""
 
     def test_marked_process_and_ownerless_scratch_are_leaks(self):
-        from faultline import check
         marker = f"{check.CHECK_MARKER}=unit-{os.getpid()}-{time.time_ns()}"
         before = check.scratch_dirs()
         child = subprocess.Popen(["sleep", "60"],
                                  env=dict(os.environ, **dict([marker.split("=", 1)])))
         bystander = subprocess.Popen(["sleep", "60"])
-        ownerless = tempfile.mkdtemp(prefix=abort.PREFIX, dir=abort.scratch_bases()[0])
-        owned = abort.new_scratch()
+        ownerless = tempfile.mkdtemp(prefix=scratchdirs.PREFIX, dir=scratchdirs.scratch_bases()[0])
+        owned = scratchdirs.new_scratch()
         try:
             found = check.leftovers(before, marker, grace_s=0.5)
             self.assertEqual(len(found), 2, found)
@@ -449,11 +452,10 @@ class CheckLeftovers(unittest.TestCase):
             for p in (child, bystander):
                 p.kill()
                 p.wait()
-            abort.remove_scratch(owned)
+            scratchdirs.remove_scratch(owned)
             subprocess.run(["rm", "-rf", ownerless])
 
     def test_nothing_left_is_no_leak(self):
-        from faultline import check
         marker = f"{check.CHECK_MARKER}=unit-{os.getpid()}-{time.time_ns()}"
         r = subprocess.run(["true"], env=dict(os.environ, **dict([marker.split("=", 1)])))
         self.assertEqual(r.returncode, 0)
@@ -479,7 +481,7 @@ class Signals(unittest.TestCase):
         return p.returncode, read(log).split("\n"), err
 
     def test_signals(self):
-        for sig in abort.SIGNALS:
+        for sig in stop.SIGNALS:
             with self.subTest(sig=sig.name):
                 status, log, err = self.stop(sig)
                 self.assertEqual(status, 128 + sig)

@@ -14,8 +14,10 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import bench, benchproc, benchtrace, rules, scenario  # noqa: E402
-from faultline.errors import SetupError  # noqa: E402
+from faultline import rules, scenario
+from faultline.bench import bench, cpu, figures, report, trace
+from faultline.errors import SetupError
+from faultline.judge import stats
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
 
@@ -32,15 +34,15 @@ def nvme_io(t_us, lba, dur_us, sqid=1, vector=1):
 
 class ArithmeticTest(unittest.TestCase):
     def test_median(self):
-        self.assertEqual(bench.median([3, 1, 2]), 2.0)
-        self.assertEqual(bench.median([4, 1, 3, 2]), 2.5)
+        self.assertEqual(stats.median([3, 1, 2]), 2.0)
+        self.assertEqual(stats.median([4, 1, 3, 2]), 2.5)
         with self.assertRaises(ValueError):
-            bench.median([])
+            stats.median([])
 
     def test_paired_ratio_ci(self):
         base = [10.0, 20.0, 10.0, 20.0, 10.0]
         other = [10.1, 20.4, 10.3, 20.0, 10.2]
-        r, lo, hi = bench.paired_ratio(base, other)
+        r, lo, hi = stats.paired_ratio(base, other)
         rs = [1.01, 1.02, 1.03, 1.0, 1.02]
         mean = sum(rs) / 5
         sd = math.sqrt(sum((x - mean) ** 2 for x in rs) / 4)
@@ -50,35 +52,35 @@ class ArithmeticTest(unittest.TestCase):
         self.assertAlmostEqual(hi, mean + half, places=9)
 
     def test_paired_ratio_single_round_has_no_ci(self):
-        self.assertEqual(bench.paired_ratio([2.0], [3.0]), (1.5, None, None))
+        self.assertEqual(stats.paired_ratio([2.0], [3.0]), (1.5, None, None))
         with self.assertRaises(ValueError):
-            bench.paired_ratio([1.0, 2.0], [1.0])
+            stats.paired_ratio([1.0, 2.0], [1.0])
 
     def test_ci_verdict(self):
-        self.assertTrue(bench.ci_verdict(1.0, 0.99, 1.005, 1.01))
-        self.assertFalse(bench.ci_verdict(1.05, 1.02, 1.08, 1.01))
-        self.assertIsNone(bench.ci_verdict(1.0, 0.95, 1.05, 1.01))
-        self.assertFalse(bench.ci_verdict(1.02, None, None, 1.01))
+        self.assertTrue(stats.ci_verdict(1.0, 0.99, 1.005, 1.01))
+        self.assertFalse(stats.ci_verdict(1.05, 1.02, 1.08, 1.01))
+        self.assertIsNone(stats.ci_verdict(1.0, 0.95, 1.05, 1.01))
+        self.assertFalse(stats.ci_verdict(1.02, None, None, 1.01))
 
     def test_proc_stat_with_hostile_comm(self):
         # comm may hold spaces and ')': fields count from the last ')'.
         fields = ["S"] + [str(i) for i in range(4, 14)] + ["250", "150"] + ["0"] * 30
         text = "1234 (qemu) x (y)) " + " ".join(fields)
-        self.assertAlmostEqual(bench.proc_cpu_seconds(text, 100), 4.0)
+        self.assertAlmostEqual(cpu.proc_cpu_seconds(text, 100), 4.0)
 
     def test_engine_bench_parse(self):
         text = ("baseline (empty call via volatile fn ptr): 1.50 ns\n"
                 "non-matching lba ranges   1 rules:   4.00 ns/decision  (2.7x baseline, +2.50 ns)\n"
                 "matching, prob=0         64 rules: 223.40 ns/decision  (148.9x baseline)\n"
                 "sq mismatch (SQ 1 I/O) * 64 rules: 299.07 ns/decision  (99.0x baseline)\n")
-        rows = bench.engine_rows(text)
+        rows = figures.engine_rows(text)
         self.assertEqual([(r.name, r.value, r.ok) for r in rows],
                          [("non-matching lba ranges, 1 rules", 4.0, True),
                           ("matching, prob=0, 64 rules", 223.4, False),
                           ("sq mismatch (SQ 1 I/O) *, 64 rules", 299.07, False)])
         self.assertAlmostEqual(rows[1].ratio, 223.4 / 1.5)
         with self.assertRaises(SetupError):
-            bench.parse_engine_bench("no numbers here\n")
+            trace.parse_engine_bench("no numbers here\n")
 
 
 class TraceTest(unittest.TestCase):
@@ -89,11 +91,11 @@ class TraceTest(unittest.TestCase):
         # The CQ doorbell and an admin interrupt in between change nothing.
         lines += ["4242@1000.000300:pci_nvme_mmio_doorbell_cq cqid 1 new_head 3"]
         lines += nvme_io(1000, 131072 + 8, 1_000_123)
-        got = bench.device_latencies("\n".join(lines), "nvme")
+        got = trace.device_latencies("\n".join(lines), "nvme")
         self.assertEqual([lba for lba, _ in got], [0x10, 131080])
         self.assertAlmostEqual(got[0][1], 37e-6, places=12)
         self.assertAlmostEqual(got[1][1], 1.000123, places=12)
-        self.assertEqual([benchtrace.segment_of(lba) for lba, _ in got], [0, 1])
+        self.assertEqual([trace.segment_of(lba) for lba, _ in got], [0, 1])
 
     def test_nvme_delayed_write_timed_from_its_stamp(self):
         # Doorbell line at 0, stamp 14 us later: held at 80 us for a 10 ms
@@ -110,16 +112,16 @@ class TraceTest(unittest.TestCase):
                        "delay 100000ns from submission, timer in 0ns "
                        "(25000ns early for timer lateness)")
         gaps = []
-        got = bench.device_latencies("\n".join(lines + late), "nvme", gaps)
+        got = trace.device_latencies("\n".join(lines + late), "nvme", gaps)
         self.assertEqual([lba for lba, _ in got], [0x20, 0x28])
         self.assertAlmostEqual(got[0][1], 10_007e-6, places=9)
         self.assertAlmostEqual(got[1][1], 130e-6, places=9)
         self.assertEqual(len(gaps), 1)
         self.assertAlmostEqual(gaps[0][1], 14e-6, places=9)
-        sect = (bench.SEGMENT_MIB << 20) // 512
+        sect = (trace.SEGMENT_MIB << 20) // 512
         dev = [(5, 50e-6), (sect, 104e-6), (2 * sect, 1004e-6), (3 * sect, 10004e-6)]
         guest = {0: [100], 100: [150], 1000: [1050], 10000: [10050]}
-        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, guest,
+        rows = {r.key: r for r in figures.latency_rows("nvme", dev, guest, guest,
                                                      [(sect, 14e-6)])}
         self.assertIn("14.0 us after the doorbell's trace line",
                       rows["latency/nvme device delay=100us"].note)
@@ -133,7 +135,7 @@ class TraceTest(unittest.TestCase):
                  "1@5.000050:syncblk_complete slot 1 status 2 error 0 ctx 1",
                  "1@5.000100:syncblk_complete slot 2 status 2 error 0 ctx 1",
                  "1@5.000200:syncblk_complete slot 0 status 2 error 0 ctx 1"]
-        got = bench.device_latencies("\n".join(lines), "syncblk")
+        got = trace.device_latencies("\n".join(lines), "syncblk")
         self.assertEqual([lba for lba, _ in got], [262144, 8])
         self.assertAlmostEqual(got[0][1], 93e-6, places=12)
         self.assertAlmostEqual(got[1][1], 200e-6, places=12)
@@ -142,7 +144,7 @@ class TraceTest(unittest.TestCase):
         # NVMe: write 1's MSI-X at 37 us, write 2's doorbell at 100 us.
         lines = nvme_io(0, 0x10, 37) + nvme_io(100, 0x18, 40) + nvme_io(300, 0x20, 40)
         shares = []
-        bench.device_latencies("\n".join(lines), "nvme", shares=shares)
+        trace.device_latencies("\n".join(lines), "nvme", shares=shares)
         self.assertEqual([lba for lba, _ in shares], [0x10, 0x18])
         self.assertAlmostEqual(shares[0][1], 63e-6, places=9)
         self.assertAlmostEqual(shares[1][1], 160e-6, places=9)
@@ -153,23 +155,23 @@ class TraceTest(unittest.TestCase):
                  "1@5.000150:syncblk_complete slot 0 status 2 error 0 ctx 1",
                  "1@5.000170:syncblk_submit slot 0 op 1 lba 24 n 8 ctx 1"]
         shares = []
-        bench.device_latencies("\n".join(lines), "syncblk", shares=shares)
+        trace.device_latencies("\n".join(lines), "syncblk", shares=shares)
         self.assertEqual(len(shares), 1)                    # after the write only
         self.assertAlmostEqual(shares[0][1], 30e-6, places=9)
-        sect = (bench.SEGMENT_MIB << 20) // 512
-        self.assertEqual(bench.share_note(bench.per_segment([(5, 60e-6), (sect, 80e-6)]), 1),
+        sect = (trace.SEGMENT_MIB << 20) // 512
+        self.assertEqual(figures.share_note(trace.per_segment([(5, 60e-6), (sect, 80e-6)]), 1),
                          "; interrupt to the guest's next submission 80 us, 60 us at baseline")
-        self.assertEqual(bench.share_note(bench.per_segment([(sect, 80e-6)]), 1), "")
+        self.assertEqual(figures.share_note(trace.per_segment([(sect, 80e-6)]), 1), "")
 
 
 class RowsTest(unittest.TestCase):
     def test_latency_rows(self):
-        sect = (bench.SEGMENT_MIB << 20) // 512
+        sect = (trace.SEGMENT_MIB << 20) // 512
         dev = [(5, 40e-6), (6, 50e-6), (7, 60e-6),            # backend: median 50 us
                (sect, 110e-6), (2 * sect, 1010e-6), (3 * sect, 10030e-6)]
         guest = {0: [80], 100: [150], 1000: [1100], 10000: [10700]}
         halt = {0: [85], 100: [175], 1000: [1135], 10000: [10705]}
-        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, halt)}
+        rows = {r.key: r for r in figures.latency_rows("nvme", dev, guest, halt)}
         self.assertEqual(rows["latency/nvme backend (no rule)"].value, 50.0)
         d100 = rows["latency/nvme device delay=100us"]
         self.assertEqual((d100.baseline, d100.value, d100.ok), (100.0, 110.0, True))
@@ -186,7 +188,7 @@ class RowsTest(unittest.TestCase):
         self.assertEqual(rows["wakeup/nvme delay=100us"].value, 20.0)
 
     def test_idle_cost_taken_out_only_when_the_reference_matched(self):
-        sect = (bench.SEGMENT_MIB << 20) // 512
+        sect = (trace.SEGMENT_MIB << 20) // 512
         dev = [(5, 50e-6), (sect, 110e-6), (2 * sect, 1010e-6), (3 * sect, 10030e-6)]
         guest = {0: [80], 100: [150], 1000: [1100], 10000: [10700]}
         # The guest's time around the device's: 200 at 1 ms against 100 unheld.
@@ -194,7 +196,7 @@ class RowsTest(unittest.TestCase):
                 1000: bench.Reference(900_000, 1020.0, 1220.0, 140.0, 240.0, 10),
                 10000: bench.Reference(9_900_000, 10040.0, 10740.0, 140.0, 240.0, 10)}
         self.assertEqual(refs[1000].idle_us, 100.0)
-        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, guest, refs=refs)}
+        rows = {r.key: r for r in figures.latency_rows("nvme", dev, guest, guest, refs=refs)}
         g1m = rows["latency/nvme guest delay=1000us"]
         # 80 - 50 + 1000 + the idle cost 100 = 1130: 1100 is -3 %.
         self.assertEqual((g1m.baseline, g1m.ok), (1130.0, True))
@@ -206,14 +208,14 @@ class RowsTest(unittest.TestCase):
         self.assertIn("not taken out", g100.note)
 
     def test_cooling_rows(self):
-        rows = bench.cooling_rows("idle_us 0 median_ns 80000\nidle_us 100 median_ns 88000\n"
+        rows = figures.cooling_rows("idle_us 0 median_ns 80000\nidle_us 100 median_ns 88000\n"
                                   "idle_us 1000 median_ns 200000\n"
                                   "idle_us 10000 median_ns 480000\n")
         self.assertEqual([(r.value, r.baseline) for r in rows],
                          [(88.0, 80.0), (200.0, 80.0), (480.0, 80.0)])
         self.assertAlmostEqual(rows[2].ratio, 6.0)
         with self.assertRaises(SetupError):
-            bench.cooling_rows("idle_us 100 median_ns 88000\n")
+            figures.cooling_rows("idle_us 100 median_ns 88000\n")
 
     def test_segment_medians_over_interleaved_rounds(self):
         class FakeBoot:
@@ -223,14 +225,14 @@ class RowsTest(unittest.TestCase):
         self.assertEqual(bench.segment_p50(FakeBoot(), 3),
                          {0: [100, 101, 102], 100: [200, 201, 202], 1000: [1100, 1101, 1102],
                           10000: [10100, 10101, 10102]})
-        sizes = bench.Sizes.for_mode(False)
+        sizes = figures.Sizes.for_mode(False)
         script = bench.latency_script("nvme", sizes)
         marks = [w.split("'")[0] for w in script.split("bench-mark ")[1:]]
         self.assertEqual(marks[:5], ["seg0-0", "seg100-0", "seg1000-0", "seg10000-0", "seg0-1"])
         self.assertEqual(len(marks), 4 * sizes.latency_rounds)
 
     def test_guest_error_per_round_with_interval(self):
-        sect = (bench.SEGMENT_MIB << 20) // 512
+        sect = (trace.SEGMENT_MIB << 20) // 512
         dev = [(5, 50e-6), (sect, 100e-6), (2 * sect, 1000e-6), (3 * sect, 10000e-6)]
         # Baselines drift by 100 us from round to round; each delayed round
         # drifts with its baseline: per round the errors are 0, +2, -2, 0 us.
@@ -238,23 +240,23 @@ class RowsTest(unittest.TestCase):
         guest = {0: base, 100: [b + 50 + d for b, d in zip(base, (0, 2, -2, 0))],
                  1000: [b + 950 + d for b, d in zip(base, (30, 90, 60, 80))],
                  10000: [b + 9950 + d for b, d in zip(base, (-400, 400, -400, 400))]}
-        rows = {r.key: r for r in bench.latency_rows("nvme", dev, guest, guest)}
+        rows = {r.key: r for r in figures.latency_rows("nvme", dev, guest, guest)}
         g100 = rows["latency/nvme guest delay=100us"]
         self.assertTrue(g100.ok)                       # CI about +-2.6 us, tolerance 10
         self.assertIn("error +0.0% of DUR (95% CI", g100.note)
         self.assertFalse(rows["latency/nvme guest delay=1000us"].ok)   # all of it above 50
         self.assertIsNone(rows["latency/nvme guest delay=10000us"].ok)  # straddles +-500
-        self.assertEqual(bench.tolerance_verdict(3.0, None, None, 5.0), True)
+        self.assertEqual(stats.tolerance_verdict(3.0, None, None, 5.0), True)
 
     def test_latency_backend_longer_than_delay(self):
-        sect = (bench.SEGMENT_MIB << 20) // 512
+        sect = (trace.SEGMENT_MIB << 20) // 512
         dev = [(0, 300e-6), (sect, 305e-6), (2 * sect, 1000e-6), (3 * sect, 10000e-6)]
         guest = {0: [400], 100: [405], 1000: [1100], 10000: [10100]}
-        rows = {r.key: r for r in bench.latency_rows("syncblk", dev, guest, guest)}
+        rows = {r.key: r for r in figures.latency_rows("syncblk", dev, guest, guest)}
         r = rows["latency/syncblk-irq device delay=100us"]
         self.assertEqual((r.baseline, r.ok), (300.0, True))    # max(DUR, backend)
         with self.assertRaises(SetupError):
-            bench.latency_rows("nvme", [(sect, 1e-4)], guest, guest)  # no baseline segment
+            figures.latency_rows("nvme", [(sect, 1e-4)], guest, guest)  # no baseline segment
 
     def test_overhead_rows(self):
         bases = {"stock": None, "inj": "stock"}
@@ -262,7 +264,7 @@ class RowsTest(unittest.TestCase):
                              {"cpu_s": 1.2, "ios": 10000, "boot_s": 12.0}],
                    "inj": [{"cpu_s": 1.01, "ios": 10000, "boot_s": 10.5},
                            {"cpu_s": 1.224, "ios": 10000, "boot_s": 12.0}]}
-        rows = {r.key: r for r in bench.overhead_rows(samples, bases)}
+        rows = {r.key: r for r in figures.overhead_rows(samples, bases)}
         self.assertAlmostEqual(rows["overhead/stock, host CPU per I/O"].value, 110.0)
         o = rows["overhead/inj, host CPU per I/O"]
         self.assertAlmostEqual(o.ratio, (1.01 + 1.02) / 2)
@@ -278,7 +280,7 @@ class RowsTest(unittest.TestCase):
         # 0.3 s of fixed cost (fio start-up, idle) in both runs; 40 us per I/O.
         marks = {"a0": 10.0, "a1": 10.0 + 0.3 + 2500 * 40e-6,
                  "b0": 20.0, "b1": 20.0 + 0.3 + 10000 * 40e-6}
-        s = bench.overhead_sample(marks, 2500, 10000)
+        s = figures.overhead_sample(marks, 2500, 10000)
         self.assertEqual(s["ios"], 7500)
         self.assertAlmostEqual(s["cpu_s"] / s["ios"], 40e-6)
 
@@ -294,26 +296,26 @@ class RowsTest(unittest.TestCase):
                    "b0": {1: (vcpu, 9.0), 2: (main, 2.0), 4: ("thread pool", 0.7)},
                    "b1": {1: (vcpu, 9.0 + 10000 * 30e-6), 2: (main, 2.0 + 10000 * 8e-6),
                           3: ("thread pool", 10000 * 1.5e-6)}}
-        s = bench.overhead_sample(marks, 2500, 10000, threads)
+        s = figures.overhead_sample(marks, 2500, 10000, threads)
         t = {k: v / s["ios"] * 1e6 for k, v in s["threads_s"].items()}
         self.assertAlmostEqual(t["vCPU"], 30.0)
         self.assertAlmostEqual(t["main loop"], 8.0)
         self.assertAlmostEqual(t["thread pool"], 10000 * 1.5 / 7500)
         self.assertAlmostEqual(sum(s["threads_s"].values()), s["cpu_s"])
-        self.assertAlmostEqual(t[bench.EXITED], 40.0 * 10000 / 7500 - 38.0 * 2500 / 7500
+        self.assertAlmostEqual(t[cpu.EXITED], 40.0 * 10000 / 7500 - 38.0 * 2500 / 7500
                                - 30.0 - 8.0 - 2.0)
         # Without all four marks there is no breakdown.
-        self.assertNotIn("threads_s", bench.overhead_sample(marks, 2500, 10000,
+        self.assertNotIn("threads_s", figures.overhead_sample(marks, 2500, 10000,
                                                             {"a0": {}, "b1": {}}))
-        note = bench.thread_note([s, s])
+        note = figures.thread_note([s, s])
         self.assertTrue(note.startswith("vCPU 30.0, main loop 8.0, thread pool 2.0, "
                                         "exited threads "), note)
         self.assertTrue(note.endswith(" us per I/O"), note)
         # A role that took no time in any sample (call_rcu, say) is left out.
         idle = dict(s, threads_s=dict(s["threads_s"], other=0.0))
-        self.assertNotIn("other", bench.thread_note([idle, idle]))
-        self.assertIn("vCPU 30.0", bench.thread_note([idle, idle]))
-        rows = {r.key: r for r in bench.overhead_rows(
+        self.assertNotIn("other", figures.thread_note([idle, idle]))
+        self.assertIn("vCPU 30.0", figures.thread_note([idle, idle]))
+        rows = {r.key: r for r in figures.overhead_rows(
             {"stock": [dict(s, boot_s=1.0)], "inj": [dict(s, boot_s=1.0)]},
             {"stock": None, "inj": "stock"})}
         self.assertIn("vCPU 30.0", rows["overhead/stock, host CPU per I/O"].note)
@@ -321,39 +323,39 @@ class RowsTest(unittest.TestCase):
         self.assertNotIn("vCPU", rows["boot/inj, first KTAP line"].note)
 
     def test_thread_roles_from_proc(self):
-        self.assertEqual(benchproc.thread_role("CPU 1/TCG"), "vCPU")
-        self.assertEqual(benchproc.thread_role("worker"), "thread pool")
-        self.assertEqual(benchproc.thread_role("qemu-system-x86"), "main loop")
-        self.assertEqual(benchproc.thread_role("call_rcu"), "other")
+        self.assertEqual(cpu.thread_role("CPU 1/TCG"), "vCPU")
+        self.assertEqual(cpu.thread_role("worker"), "thread pool")
+        self.assertEqual(cpu.thread_role("qemu-system-x86"), "main loop")
+        self.assertEqual(cpu.thread_role("call_rcu"), "other")
         sum(i * i for i in range(300000))       # some CPU time of our own
         clk = os.sysconf("SC_CLK_TCK")
-        threads = bench.proc_thread_cpu_seconds(os.getpid(), clk)
+        threads = cpu.proc_thread_cpu_seconds(os.getpid(), clk)
         with open(f"/proc/{os.getpid()}/stat") as f:
-            total = bench.proc_cpu_seconds(f.read(), clk)
+            total = cpu.proc_cpu_seconds(f.read(), clk)
         self.assertEqual(threads[os.getpid()][0], "other")     # python3: no QEMU role
         self.assertGreater(threads[os.getpid()][1], 0)
         self.assertLessEqual(sum(x[1] for x in threads.values()), total + 2.0 / clk)
-        self.assertEqual(bench.proc_thread_cpu_seconds(2 ** 22 + 1, clk), {})
+        self.assertEqual(cpu.proc_thread_cpu_seconds(2 ** 22 + 1, clk), {})
 
     def test_deterministic_rows(self):
-        (r,) = bench.deterministic_rows([50.0, 60.0], [55.0, 60.0], 0.010, 3000)
+        (r,) = figures.deterministic_rows([50.0, 60.0], [55.0, 60.0], 0.010, 3000)
         self.assertAlmostEqual(r.ratio, 1.05)
         self.assertIn("30.0 s virtual", r.note)
 
 
 class JsonTest(unittest.TestCase):
     def test_round_trip_and_compare(self):
-        rows = [bench.Row("engine", "x, 64 rules", 20.0, 2.0, "ns", 10.0),
-                bench.Row("boot", "stock", 10.0, 10.0, "s", 1.0)]
-        doc = bench.to_json(rows, {"date": "d", "git": "g"})
+        rows = [report.Row("engine", "x, 64 rules", 20.0, 2.0, "ns", 10.0),
+                report.Row("boot", "stock", 10.0, 10.0, "s", 1.0)]
+        doc = report.to_json(rows, {"date": "d", "git": "g"})
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(doc, f)
         try:
-            old = bench.load_json(f.name)
+            old = report.load_json(f.name)
         finally:
             os.unlink(f.name)
         rows[0].value, rows[0].ratio = 10.0, 5.0
-        text = bench.compare_lines(old, rows)
+        text = report.compare_lines(old, rows)
         self.assertIn("-50.0%", text)
         self.assertIn("10.000 -> 5.000", text)
         self.assertIn("+0.0%", text)
@@ -363,7 +365,7 @@ class JsonTest(unittest.TestCase):
             f.write('{"rows": []}')
         try:
             with self.assertRaises(SetupError):
-                bench.load_json(f.name)
+                report.load_json(f.name)
             res = subprocess.run([FAULTLINE, "bench", "--compare", f.name],
                                  capture_output=True, text=True, timeout=60)
         finally:
@@ -403,22 +405,22 @@ class ScenarioTest(unittest.TestCase):
         return sc
 
     def test_latency_scenarios(self):
-        sizes = bench.Sizes.for_mode(True)
+        sizes = figures.Sizes.for_mode(True)
         for kind in ("nvme", "syncblk"):
             sc = self.load(bench.scenario_text("t", kind, ["fio"], bench.latency_faults(),
                                                bench.latency_script(kind, sizes),
                                                completion="irq"))
             self.assertEqual(sc.device.kind, kind)
-        sect = (bench.SEGMENT_MIB << 20) // 512
+        sect = (trace.SEGMENT_MIB << 20) // 512
         # Segment i of the script is the rule's LBA range i.
         self.assertIn(f"d1000: write lba={2 * sect}-{3 * sect - 1} delay=1000us",
                       bench.latency_faults())
-        self.assertIn(f"--offset={2 * bench.SEGMENT_MIB}M", bench.latency_script("nvme", sizes))
+        self.assertIn(f"--offset={2 * trace.SEGMENT_MIB}M", bench.latency_script("nvme", sizes))
 
     def test_overhead_scenarios(self):
         variants = bench.overhead_variants()
         names = {v[0] for v in variants}
-        sizes = bench.Sizes.for_mode(True)
+        sizes = figures.Sizes.for_mode(True)
         for name, kind, faults, base in variants:
             self.assertTrue(base is None or base in names, base)
             sc = self.load(bench.scenario_text("t", kind, ["fio"], faults,

@@ -12,9 +12,10 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import bugs, judge  # noqa: E402
-from faultline import scenario as flscenario  # noqa: E402
-from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS  # noqa: E402
+from faultline import scenario as flscenario
+from faultline.bugs import corpus
+from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS
+from faultline.judge import judge
 
 
 def read(path):
@@ -24,12 +25,12 @@ def read(path):
 
 class CorpusTest(unittest.TestCase):
     def test_every_bug_loads(self):
-        names = bugs.list_all()
+        names = corpus.list_all()
         self.assertGreaterEqual(len(names), 6)
         for n in names:
             with self.subTest(bug=n):
-                b = bugs.load(n)
-                self.assertIn(b.base, bugs.BASES)
+                b = corpus.load(n)
+                self.assertIn(b.base, corpus.BASES)
                 self.assertRegex(b.fix, r"^[0-9a-f]{12,40}$")
                 for s in b.scenarios:
                     sc = flscenario.load(s)
@@ -41,8 +42,8 @@ class CorpusTest(unittest.TestCase):
     def test_scenarios_do_not_look_for_the_kernel(self):
         # Nothing in a corpus scenario may check the kernel version or grep
         # for the fixed code.
-        for n in bugs.list_all():
-            for s in bugs.load(n).scenarios:
+        for n in corpus.list_all():
+            for s in corpus.load(n).scenarios:
                 text = read(flscenario.find(s))
                 for bad in ("uname", "/proc/version", "kallsyms"):
                     self.assertNotIn(bad, text, f"{s} ({n})")
@@ -53,7 +54,7 @@ class CorpusErrorsTest(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
-        src = os.path.join(bugs.BUGS_DIR, "rotational-reclaim-work")
+        src = os.path.join(corpus.BUGS_DIR, "rotational-reclaim-work")
         self.dir = os.path.join(self.tmp, "rotational-reclaim-work")
         shutil.copytree(src, self.dir)
         with open(os.path.join(self.dir, "bug.toml")) as f:
@@ -69,14 +70,14 @@ class CorpusErrorsTest(unittest.TestCase):
         if patch is not None:
             with open(os.path.join(self.dir, "reintroduce.patch"), "w") as f:
                 f.write(patch)
-        with self.assertRaises(bugs.BugError) as cm:
-            bugs.load(self.dir)
+        with self.assertRaises(corpus.BugError) as cm:
+            corpus.load(self.dir)
         msg = str(cm.exception)
         self.assertNotIn("\n", msg)
         return msg
 
     def test_good_copy_loads(self):
-        self.assertEqual(bugs.load(self.dir).name, "rotational-reclaim-work")
+        self.assertEqual(corpus.load(self.dir).name, "rotational-reclaim-work")
 
     def test_short_commit(self):
         self.assertIn("not a commit id",
@@ -110,7 +111,7 @@ class CorpusErrorsTest(unittest.TestCase):
         # a bug older than git's history is dated by a 2.6.x release
         with open(os.path.join(self.dir, "bug.toml"), "w") as f:
             f.write(self.text.replace('introduced_in = "v6.12-rc1"', 'introduced_in = "v2.6.16"'))
-        self.assertEqual(bugs.load(self.dir).data["introduced_in"], "v2.6.16")
+        self.assertEqual(corpus.load(self.dir).data["introduced_in"], "v2.6.16")
         self.assertIn("is not a release", self.broken(self.text.replace(
             'introduced_in = "v6.12-rc1"', 'introduced_in = "v2.6.16.1.2"')))
 
@@ -121,7 +122,7 @@ class CorpusErrorsTest(unittest.TestCase):
         with open(os.path.join(self.dir, "bug.toml"), "w") as f:
             f.write(text.replace('introduced_in = "v6.12-rc1"',
                                  'introduced_in = "v2.6.12-rc2"'))
-        self.assertEqual(bugs.load(self.dir).data["fixed_in"], "v2.6.19")
+        self.assertEqual(corpus.load(self.dir).data["fixed_in"], "v2.6.19")
         self.assertIn("is not a release",
                       self.broken(self.text.replace('fixed_in = "v6.12"',
                                                     'fixed_in = "v6.12.3"')))

@@ -1,7 +1,7 @@
 """`faultline bugs` without a VM: bad input is one line (exit 2) before any
 kernel is built, --list lists the corpus, finished runs are reused on a
 resumed campaign (and stopped or stale ones are not), and the table's
-cells, JSON and docs/bugs.md section come from the run results."""
+cells, JSON and docs/corpus.md section come from the run results."""
 
 import dataclasses
 import json
@@ -15,12 +15,13 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import bugs, bugsrun  # noqa: E402
-from faultline import scenario as flscenario  # noqa: E402
-from faultline.build import sha256  # noqa: E402
-from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
-from faultline.options import RunOptions  # noqa: E402
-from faultline.report import Report  # noqa: E402
+from faultline import scenario as flscenario
+from faultline.bugs import corpus, recall
+from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError
+from faultline.host.versions import sha256
+from faultline.judge.report import Report
+from faultline.lab import lavajobs
+from faultline.run.options import RunOptions
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
 
@@ -100,15 +101,14 @@ class BadInputTest(unittest.TestCase):
         all the bug's scenarios of that mode; --deterministic only where a
         scenario allows it (virtio-scsi does not)."""
         from unittest import mock
-        from faultline import lavajobs
-        bug = dataclasses.replace(bugs.load("swap-write-error-drops-page"), scenarios=[
+        bug = dataclasses.replace(corpus.load("swap-write-error-drops-page"), scenarios=[
             "write-error-redirty-sync", "rotational-swap", "write-error-redirty-nvme"])
         calls = []
 
         def fake_write_jobs(scs, kernels, seeds, out, base_url, det, quiet, labels):
             calls.append((labels[0], kernels[0][0], det, [sc.name for sc in scs]))
             return [f"{labels[0]}-{det}-{len(scs)}"]
-        with mock.patch.object(bugsrun, "build_kernel",
+        with mock.patch.object(recall, "build_kernel",
                                lambda b, buggy: ("/k/" + ("bug" if buggy else "fixed"), None)), \
                 mock.patch.object(lavajobs, "write_jobs", fake_write_jobs), \
                 mock.patch.object(lavajobs.runner, "load_scenario",
@@ -128,14 +128,14 @@ class BadInputTest(unittest.TestCase):
         r = cli("--list", env=self.env)
         self.assertEqual(r.returncode, 0, r.stderr)
         names = [ln.split()[0] for ln in r.stdout.splitlines()]
-        self.assertEqual(names, bugs.list_all())
+        self.assertEqual(names, corpus.list_all())
         self.assertIn("+KASAN", r.stdout)
 
     def test_seeds(self):
-        self.assertEqual(bugsrun.parse_seeds("3"), [1, 2, 3])
-        self.assertEqual(bugsrun.parse_seeds("4..6"), [4, 5, 6])
+        self.assertEqual(recall.parse_seeds("3"), [1, 2, 3])
+        self.assertEqual(recall.parse_seeds("4..6"), [4, 5, 6])
         with self.assertRaises(SetupError):
-            bugsrun.parse_seeds("1..x")
+            recall.parse_seeds("1..x")
 
 
 class ResumeTest(unittest.TestCase):
@@ -159,28 +159,28 @@ class ResumeTest(unittest.TestCase):
 
     def test_finished_run_is_reused(self):
         self.write(EXIT_FAIL)
-        r = bugsrun.reusable(self.run, self.image)
+        r = recall.reusable(self.run, self.image)
         self.assertEqual((r.status, r.seed), (EXIT_FAIL, 1))
         # run_seed does not boot anything for it (same scenario text).
         shutil.copy(flscenario.find("smoke"), os.path.join(self.run, "scenario.toml"))
-        got, reused = bugsrun.run_seed("smoke", 1, "buggy", (self.image, None), RunOptions(),
+        got, reused = recall.run_seed("smoke", 1, "buggy", (self.image, None), RunOptions(),
                                        self.run, {}, None)
         self.assertTrue(reused)
         self.assertEqual(got.status, EXIT_FAIL)
 
     def test_stopped_run_is_not(self):
         self.write(143)
-        self.assertIsNone(bugsrun.reusable(self.run, self.image))
+        self.assertIsNone(recall.reusable(self.run, self.image))
 
     def test_run_on_another_backend_is_not(self):
         """A lab's campaign (--backend lava) runs its own seeds."""
         self.write(EXIT_PASS)
-        self.assertIsNotNone(bugsrun.reusable(self.run, self.image))
-        self.assertIsNone(bugsrun.reusable(self.run, self.image, backend="lava"))
+        self.assertIsNotNone(recall.reusable(self.run, self.image))
+        self.assertIsNone(recall.reusable(self.run, self.image, backend="lava"))
 
     def test_run_of_another_build_is_not(self):
         self.write(EXIT_PASS, image_sha="0" * 64)
-        self.assertIsNone(bugsrun.reusable(self.run, self.image))
+        self.assertIsNone(recall.reusable(self.run, self.image))
 
     def test_run_of_another_scenario_text_is_not(self):
         self.write(EXIT_PASS)
@@ -189,24 +189,24 @@ class ResumeTest(unittest.TestCase):
             f.write("description = 'now'\n")
         with open(os.path.join(self.run, "scenario.toml"), "w") as f:
             f.write("description = 'then'\n")
-        self.assertIsNone(bugsrun.reusable(self.run, self.image, sc))
+        self.assertIsNone(recall.reusable(self.run, self.image, sc))
         with open(os.path.join(self.run, "scenario.toml"), "w") as f:
             f.write("description = 'now'\n")
-        self.assertIsNotNone(bugsrun.reusable(self.run, self.image, sc))
+        self.assertIsNotNone(recall.reusable(self.run, self.image, sc))
 
     def test_unfinished_run_is_not(self):
-        self.assertIsNone(bugsrun.reusable(self.run, self.image))
+        self.assertIsNone(recall.reusable(self.run, self.image))
 
     def test_first_failure_is_reused(self):
         with open(os.path.join(self.tmp, "first-failure.json"), "w") as f:
             json.dump({"rundir": self.run, "reproducible": True, "minimal_faults": 2}, f)
-        got = bugsrun.first_failure(self.run, self.tmp, 10, True)
+        got = recall.first_failure(self.run, self.tmp, 10, True)
         self.assertEqual(got["minimal_faults"], 2)
 
 
 class TableTest(unittest.TestCase):
     def setUp(self):
-        self.bug = bugs.load("rotational-reclaim-work")
+        self.bug = corpus.load("rotational-reclaim-work")
         self.tmp = tempfile.mkdtemp()
 
     def tearDown(self):
@@ -217,7 +217,7 @@ class TableTest(unittest.TestCase):
                 "fixed": [(i + 1, r, f"/r/f{i}") for i, r in enumerate(fixed)]}
         if nofaults is not None:
             runs["nofaults"] = [(i + 1, r, f"/r/n{i}") for i, r in enumerate(nofaults)]
-        return bugsrun.row_of(self.bug, "rotational-swap", "1..3", runs, first)
+        return recall.row_of(self.bug, "rotational-swap", "1..3", runs, first)
 
     def test_counts_and_time_to_first_failure(self):
         row = self.row([report(1, EXIT_PASS, 40), report(2, EXIT_PASS, 41.5),
@@ -230,7 +230,7 @@ class TableTest(unittest.TestCase):
         self.assertEqual(row["buggy"]["failed_seeds"], [3])
         self.assertEqual(row["time_to_first_failure_s"], 93.5)     # 40 + 41.5 + 12
         self.assertEqual(row["first_failure"]["outcome"], "crash")
-        self.assertEqual(bugsrun.cells(row),
+        self.assertEqual(recall.cells(row),
                          ["rotational-reclaim-work", "debian:6.12", "rotational-swap", "1/3",
                           "94 s", "3/3", "1/3", "yes", "not a --deterministic run"])
         json.dumps(row)
@@ -239,7 +239,7 @@ class TableTest(unittest.TestCase):
         row = self.row([report(s, EXIT_PASS, 40) for s in (1, 2)],
                        [report(1, EXIT_PASS, 40), report(2, EXIT_FAIL, 40)])
         self.assertIsNone(row["time_to_first_failure_s"])
-        self.assertEqual(bugsrun.cells(row)[3:],
+        self.assertEqual(recall.cells(row)[3:],
                          ["0/2", "-", "1/2", "not run", "-", "-"])
         self.assertEqual(row["fixed"]["failed_seeds"], [2])
 
@@ -264,11 +264,11 @@ class TableTest(unittest.TestCase):
         self.assertEqual(row["nofaults"]["failed"], 0)
         self.assertEqual(row["fixed"]["failed_seeds"], [2])
         # The no-faults run that failed only its workload is shown apart too.
-        self.assertEqual(bugsrun.cells(row)[3:7],
+        self.assertEqual(recall.cells(row)[3:7],
                          ["1/2 (+1 workload)", "300 s", "1/2", "0/2 (+1 workload)"])
 
     def test_broken_guarantee(self):
-        bg = bugsrun.judge.broken_guarantee
+        bg = recall.judge.broken_guarantee
         self.assertIsNone(bg(report(1, EXIT_PASS, 1)))
         self.assertIsNone(bg(report(1, 2, 1, "QEMU failed: no such file")))
         self.assertIsNone(bg(report(1, EXIT_FAIL, 1, "interrupted", outcome="aborted")))
@@ -293,28 +293,28 @@ class TableTest(unittest.TestCase):
     def test_markdown_and_docs(self):
         row = self.row([report(1, EXIT_FAIL, 20)], [report(1, EXIT_PASS, 20)],
                        first={"reproducible": False, "minimal_faults": 3})
-        md = bugsrun.markdown([row], "1..1", True)
+        md = recall.markdown([row], "1..1", True)
         lines = md.splitlines()
         self.assertIn("--deterministic", lines[0])
-        self.assertEqual(lines[2], "| " + " | ".join(bugsrun.COLUMNS) + " |")
+        self.assertEqual(lines[2], "| " + " | ".join(recall.COLUMNS) + " |")
         self.assertEqual(lines[4], "| rotational-reclaim-work | debian:6.12 | rotational-swap "
                          "| 1/1 | 20 s | 1/1 | not run | no | 3 |")
-        doc = os.path.join(self.tmp, "bugs.md")
+        doc = os.path.join(self.tmp, "corpus.md")
         with open(doc, "w") as f:
             f.write("# corpus\n\nhand-written\n\n## Recall\n\nold table\n")
-        bugsrun.update_docs(md, doc)
+        recall.update_docs(md, doc)
         with open(doc) as f:
             text = f.read()
         self.assertTrue(text.startswith("# corpus\n\nhand-written\n\n## Recall\n"))
         self.assertNotIn("old table", text)
         self.assertIn(lines[4], text)
-        bugsrun.update_docs(md, doc)        # regenerating is idempotent
+        recall.update_docs(md, doc)        # regenerating is idempotent
         with open(doc) as f:
             self.assertEqual(f.read(), text)
 
     def test_kernel_names(self):
-        self.assertEqual(bugsrun.kernel_names(self.bug), ("debian-6.12", "bug-rotational-reclaim-work"))
-        self.assertEqual(bugsrun.kernel_names(bugs.load("free-swap-swapoff-race")),
+        self.assertEqual(recall.kernel_names(self.bug), ("debian-6.12", "bug-rotational-reclaim-work"))
+        self.assertEqual(recall.kernel_names(corpus.load("free-swap-swapoff-race")),
                          ("debian-6.12-kasan", "bug-free-swap-swapoff-race"))
 
 

@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 import xml.etree.ElementTree as ET
 
@@ -21,12 +20,16 @@ import pexpect  # noqa: E402  (python3-pexpect: lava-dispatcher's own dependency
 import yaml  # noqa: E402
 from lava_common.schemas import validate as lava_validate  # noqa: E402
 
-from faultline import kcidb, lava, matrix, scenario  # noqa: E402
-from faultline.build import CACHE  # noqa: E402
-from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP  # noqa: E402
-from faultline.judge import judge  # noqa: E402
-from faultline.machine import MachineSpec, WatchResult  # noqa: E402
-from faultline.report import Report, junit_xml  # noqa: E402
+from faultline import scenario
+from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP
+from faultline.judge import kcidb
+from faultline.judge.judge import judge
+from faultline.judge.ktap import parse_ktap
+from faultline.judge.report import Report, junit_xml
+from faultline.lab import matrix
+from faultline.paths import CACHE
+from faultline.vm import lava, lava_job
+from faultline.vm.machine import MachineSpec, WatchResult
 
 SMOKE = os.path.join(TOP, "scenarios", "smoke.toml")
 
@@ -54,12 +57,12 @@ URLS = {"kernel": "http://lab/k/vmlinuz", "initrd": "http://lab/j/initramfs.cpio
 class JobTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
-        meta = lava.job_metadata("nvme-write-error", 7, "v1-3-gabc", "faultline run x --seed 7")
-        self.job = lava.make_job(spec(self.tmp), URLS, 300, meta)
+        meta = lava_job.job_metadata("nvme-write-error", 7, "v1-3-gabc", "faultline run x --seed 7")
+        self.job = lava_job.make_job(spec(self.tmp), URLS, 300, meta)
 
     def test_valid_lava_job(self):
         # lava-dispatcher's own schema (strict: no unknown keys or context variables)
-        lava_validate(yaml.safe_load(lava._yaml_dump(self.job)), strict=True)
+        lava_validate(yaml.safe_load(lava_job._yaml_dump(self.job)), strict=True)
 
     def test_job_content(self):
         j = self.job
@@ -81,16 +84,16 @@ class JobTest(unittest.TestCase):
         self.assertNotIn("log=", imgs["rules"]["image_arg"])
         self.assertEqual(boot["method"], "qemu")
         self.assertIn("-append 'console=ttyS0 loglevel=6'", imgs["kernel"]["image_arg"])
-        self.assertEqual(test["monitors"][0]["name"], lava.MONITOR_NAME)
+        self.assertEqual(test["monitors"][0]["name"], lava_job.MONITOR_NAME)
         self.assertEqual(j["metadata"]["faultline.seed"], 7)
         self.assertEqual(j["metadata"]["faultline.repro"], "faultline run x --seed 7")
 
     def test_no_rules_no_rules_image(self):
-        job = lava.make_job(spec(self.tmp, rules=False), URLS, 60, {})
+        job = lava_job.make_job(spec(self.tmp, rules=False), URLS, 60, {})
         self.assertNotIn("rules", job["actions"][0]["deploy"]["images"])
 
     def test_local_console_file(self):
-        extra, images = lava.job_args(spec(self.tmp), console="/run/console.log")
+        extra, images = lava_job.job_args(spec(self.tmp), console="/run/console.log")
         self.assertIn("-serial file:/run/console.log -serial stdio", extra)
         # a local run keeps the fault log in its run directory and boots
         # the scratch disk in place (no 1 GB copy by LAVA)
@@ -100,7 +103,7 @@ class JobTest(unittest.TestCase):
                       "cache.direct=off", extra)
 
     def test_device_rendered_like_lava_server(self):
-        device = yaml.safe_load(lava.render_device(lava.template_dir(CACHE),
+        device = yaml.safe_load(lava_job.render_device(lava_job.template_dir(CACHE),
                                                    self.job["context"]))
         params = device["actions"]["boot"]["methods"]["qemu"]["parameters"]
         self.assertEqual(params["command"], "qemu-system-x86_64")
@@ -112,7 +115,7 @@ class JobTest(unittest.TestCase):
 
     def test_bad_memory(self):
         with self.assertRaises(Exception):
-            lava.memory_mb("lots")
+            lava_job.memory_mb("lots")
 
 
 def monitor(chunks, delay=0.0):
@@ -125,8 +128,8 @@ def monitor(chunks, delay=0.0):
                 "    sys.stdout.write(c); sys.stdout.flush(); time.sleep(%r)\n" % delay)
     child = pexpect.spawn(sys.executable, [f.name], encoding="utf-8", timeout=10)
     try:
-        child.expect(lava.START_PATTERN)
-        pats = [pexpect.EOF, pexpect.TIMEOUT, lava.END_PATTERN, lava.RESULT_PATTERN]
+        child.expect(lava_job.START_PATTERN)
+        pats = [pexpect.EOF, pexpect.TIMEOUT, lava_job.END_PATTERN, lava_job.RESULT_PATTERN]
         out = []
         while True:
             i = child.expect(pats)
@@ -135,7 +138,7 @@ def monitor(chunks, delay=0.0):
             if i < 2:
                 return out, False
             m = child.match.groupdict()
-            res = lava.FIXUPS.get(m["result"], m["result"])
+            res = lava_job.FIXUPS.get(m["result"], m["result"])
             out.append((m["test_case_id"].strip(), res))
     finally:
         child.close(force=True)
@@ -173,10 +176,9 @@ class MonitorPatternTest(unittest.TestCase):
         self.assertEqual(got, [("a", "pass"), ("FAULTLINE-EXIT", "pass")])
 
     def test_case_ids_match_our_parse(self):
-        from faultline.ktap import parse_ktap
-        ours = [lava.lava_case_id(r["name"]) for r in parse_ktap(KTAP)["results"]]
+        ours = [lava_job.lava_case_id(r["name"]) for r in parse_ktap(KTAP)["results"]]
         got, _ = monitor([KTAP])
-        self.assertEqual([lava.lava_case_id(n) for n, _ in got[:-1]], ours)
+        self.assertEqual([lava_job.lava_case_id(n) for n, _ in got[:-1]], ours)
 
 
 def log_line(lvl, msg):
@@ -190,8 +192,8 @@ def lava_log(ktap_lines, cases, job="pass", error=None, extra=()):
     lines += [log_line("target", ln) for ln in extra]
     lines += [log_line("target", ln) for ln in ktap_lines]
     for name, res in cases:
-        lines.append(log_line("results", {"case": lava.lava_case_id(name),
-                                          "definition": lava.MONITOR_NAME,
+        lines.append(log_line("results", {"case": lava_job.lava_case_id(name),
+                                          "definition": lava_job.MONITOR_NAME,
                                           "extra": {"test_case_id": name}, "result": res}))
     jobres = {"case": "job", "definition": "lava", "result": job}
     if error:
@@ -410,14 +412,13 @@ def ci_case_ids(path):
     """A real run's KTAP as the CI systems name its cases: our parse, LAVA's
     (its monitor pattern through pexpect, as lava-run applies it) and the
     KCIDB test paths."""
-    from faultline.ktap import parse_ktap
     with open(path) as f:
         text = f.read()
     results = parse_ktap(text)["results"]
     got, _ = monitor([text])
     r, rundir = make_run(tempfile.mkdtemp(), "run", results=results)
     paths = [t["path"] for t in kcidb.document([(r, rundir)])["tests"]]
-    return results, [lava.lava_case_id(n) for n, _ in got], paths
+    return results, [lava_job.lava_case_id(n) for n, _ in got], paths
 
 
 class StableCaseIdTest(unittest.TestCase):
@@ -435,13 +436,12 @@ class StableCaseIdTest(unittest.TestCase):
         self.assertEqual(plava, mlava)
         self.assertEqual(pkcidb, mkcidb)
         # LAVA: one case per result (and FAULTLINE-EXIT), none for the '# NAME:' lines.
-        self.assertEqual(plava[:-1], [lava.lava_case_id(r["name"]) for r in pres])
+        self.assertEqual(plava[:-1], [lava_job.lava_case_id(r["name"]) for r in pres])
         self.assertEqual(len(set(plava)), len(plava))
         self.assertEqual(len(pkcidb), len(pres) + 1)
 
     def test_details_are_kept(self):
         # What a failed case measured reaches report.json's failures.
-        from faultline.ktap import parse_ktap
         with open(REAL_KTAP[1]) as f:
             k = parse_ktap(f.read())
         failed = [r for r in k["results"] if r["kind"] == "fail"]

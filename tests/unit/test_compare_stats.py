@@ -16,9 +16,7 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import plot as flplot  # noqa: E402
-from faultline import stats as flstats  # noqa: E402
-from faultline import table as fltable  # noqa: E402
+from faultline.judge import plot as flplot, stats as flstats, table as fltable
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -408,7 +406,7 @@ class SvgTest(unittest.TestCase):
             self.assertIn(want, all_text)
 
     def test_lines_with_a_phase_list_and_plain_values(self):
-        # The form faultline/report.py uses: phases in place of xlabel.
+        # The form faultline/judge/report.py uses: phases in place of xlabel.
         phases = ["phase fill", "phase reclaim", "round 1"]
         rows = [("pswpout", [100, 5000, 200]), ("zswpwb", [0, None, 3000])]
         root = parse_svg(flplot.lines_svg("deltas", phases, "pages", rows))

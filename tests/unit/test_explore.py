@@ -16,11 +16,13 @@ from unittest import mock
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import cli  # noqa: E402
-from faultline import explore, feedback, grammar, machine, rules, runner, scenario  # noqa: E402
-from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
-from faultline.report import Report  # noqa: E402
-from faultline.runner import RunOptions  # noqa: E402
+from faultline import cli, rules, scenario
+from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError
+from faultline.judge.report import Report
+from faultline.run import runner, spec_builder
+from faultline.run.options import ExploreOptions, RunOptions
+from faultline.search import explore, feedback, grammar
+from faultline.vm import machine
 
 FIXTURES = os.path.join(TOP, "tests", "unit", "explore")
 # One scenario per attach point, and ones whose own rules allow more
@@ -365,8 +367,8 @@ class KcovFeedbackTest(unittest.TestCase):
                 if config is not None:
                     with open(os.path.join(d, ".config"), "w") as f:
                         f.write(config)
-                explore.explore(["smoke"], RunOptions(kernel=kernel, quiet=True),
-                                out=os.path.join(d, "x"), quiet=True)
+                explore.explore(ExploreOptions(["smoke"], RunOptions(kernel=kernel, quiet=True),
+                                               out=os.path.join(d, "x"), quiet=True))
             self.assertEqual(seen[-1], want, config)
 
 
@@ -462,7 +464,7 @@ class ResumeTest(unittest.TestCase):
         got = []
 
         def fake_one_run(sc, seed, opts, builds, rundir, verbose=True):
-            got.append(machine.device_args(sc, "/d.img", rundir, seed, False)[1])
+            got.append(spec_builder.device_args(sc, "/d.img", rundir, seed, False)[1])
             return Report(scenario=sc.name, seed=seed, status=EXIT_PASS, outcome="pass",
                           reason="pass"), {}
         with tempfile.TemporaryDirectory() as d, \

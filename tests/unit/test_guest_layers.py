@@ -53,7 +53,7 @@ def call_graph(files, workdir):
     for f in files:
         obj = os.path.join(workdir, f.replace("/", "_") + ".o")
         subprocess.run(["gcc", "-std=gnu11", "-fno-pie", "-c", "-w",
-                        "-I", os.path.join(TOP, "hw", "nvme"), "-I", os.path.join(TOP, "include"),
+                        "-I", os.path.join(TOP, "include"),
                         "-o", obj, os.path.join(TOOLS, f)], check=True)
         nm = subprocess.run(["nm", obj], check=True, capture_output=True, text=True).stdout
         for line in nm.splitlines():

@@ -14,7 +14,7 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import holdnbd  # noqa: E402
+from faultline.bench import holdnbd
 
 SIZE = 1 << 20
 HOLD_NS = 30_000_000
@@ -25,7 +25,7 @@ class HoldNbdTest(unittest.TestCase):
         self.dir = tempfile.mkdtemp()
         self.sock = os.path.join(self.dir, "sock")
         self.server = subprocess.Popen(
-            [sys.executable, "-m", "faultline.holdnbd", self.sock, str(SIZE),
+            [sys.executable, "-m", "faultline.bench.holdnbd", self.sock, str(SIZE),
              os.path.join(self.dir, "image"), f"65536-131072={HOLD_NS}"],
             cwd=os.path.join(TOP, "python"), stdout=subprocess.PIPE, text=True)
         self.assertEqual(self.server.stdout.readline().strip(), "ready")

@@ -1,7 +1,11 @@
-"""The launcher's import graph, read with ast from the sources: a machine
-backend (and everything it imports) never reaches runner or the cli
-package, and no module loads another through importlib, so the graph
-shows every edge (runner -> backends -> qemu, libvirt, lava)."""
+"""The launcher's import graph, read with ast from the sources.
+
+The package is built in floors (LAYERS): a module imports only modules of
+its own package or of a floor below, so no circle of packages can form; no
+circle of files either, no import inside a function (the CLI's lazy
+dispatch aside), no module loaded by a computed name, and no file over
+MAX_LINES.  vm/ (the machine backends) knows no scenario and no run, and
+nothing imports cli/."""
 
 import ast
 import os
@@ -9,11 +13,27 @@ import sys
 import unittest
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(TOP, "python"))
-
-from faultline import backends  # noqa: E402
-
 PKG = os.path.join(TOP, "python", "faultline")
+
+MAX_LINES = 600
+# Bottom first.  A floor of several packages: none of them imports another.
+LAYERS = [
+    {"faultline", "faultline.errors", "faultline.paths"},
+    {"faultline.scenario", "faultline.rules"},
+    {"faultline.host"},
+    {"faultline.build", "faultline.kernel", "faultline.judge"},
+    {"faultline.vm"},
+    {"faultline.run"},
+    {"faultline.search", "faultline.bench"},
+    {"faultline.bugs"},
+    {"faultline.lab"},
+    {"faultline.cli"},
+    {"faultline.__main__"},
+]
+# Above the root modules' floors, one module at a time: rules reads the
+# scenario's error type, the root package holds TOP only.
+ROOT_ORDER = ["faultline", "faultline.errors", "faultline.paths", "faultline.scenario",
+              "faultline.rules"]
 
 
 def module_name(path):
@@ -33,23 +53,32 @@ def sources():
 
 
 def imports(name, text, known, is_package=False):
-    """The package modules @name imports, at any depth of its code
-    (function-level imports included); @known: the package's modules."""
+    """{package module @name imports: [line, in a function?]} at any depth
+    of its code; @known: the package's modules."""
     package = name if is_package else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[:len(parts) - node.level + 1]
-                base = ".".join(parts + ([node.module] if node.module else []))
-            found.add(base)
-            # `from . import x`: x is a module when the package has one.
-            found.update(f"{base}.{a.name}" for a in node.names)
-    return {m for m in found if m in known}
+    found = {}
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                      ast.Lambda))
+            names = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parts = package.split(".")
+                    parts = parts[:len(parts) - child.level + 1]
+                    base = ".".join(parts + ([child.module] if child.module else []))
+                # `from . import x`: x is a module when the package has one.
+                names = [base] + [f"{base}.{a.name}" for a in child.names]
+            for m in names:
+                if m in known and m != name:
+                    found.setdefault(m, (child.lineno, in_function))
+            visit(child, inner)
+    visit(ast.parse(text), False)
+    return found
 
 
 def dynamic_imports(text):
@@ -69,36 +98,80 @@ def dynamic_imports(text):
 
 
 def graph(srcs):
-    # A package is a module with modules under it (its __init__.py).
+    """{module: {imported module: (line, in a function?)}}."""
     packages = {m.rpartition(".")[0] for m in srcs}
     return {name: imports(name, text, set(srcs), name in packages)
             for name, text in srcs.items()}
 
 
-def reach(g, start):
-    seen, todo = set(), list(start)
-    while todo:
-        m = todo.pop()
-        if m not in seen:
-            seen.add(m)
-            todo.extend(g.get(m, ()))
-    return seen
+def unit(module):
+    """The package (or root module) @module belongs to, as LAYERS names it."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
 
 
-def forbidden(g, roots):
-    """{backend module: the runner/cli modules it reaches}."""
-    bad = {}
-    for root in roots:
-        hit = {m for m in reach(g, [root]) if m == "faultline.runner" or
-               m == "faultline.cli" or m.startswith("faultline.cli.")}
-        if hit:
-            bad[root] = sorted(hit)
-    return bad
+def floor(module):
+    u = unit(module)
+    for i, layer in enumerate(LAYERS):
+        if u in layer:
+            return i
+    return None
 
 
-# The backend modules: the base class, the registry and each backend's module.
-BACKEND_MODULES = sorted({"faultline.machine", "faultline.backends"} |
-                         {cls.__module__ for cls in backends.BACKENDS.values()})
+def upward(g):
+    """Imports that do not point down: [(importer, imported, line)]."""
+    bad = []
+    for a, targets in g.items():
+        for b, (line, _) in targets.items():
+            ua, ub = unit(a), unit(b)
+            if ua == ub and ua not in ROOT_ORDER:
+                continue
+            if ua in ROOT_ORDER and ub in ROOT_ORDER:
+                if ROOT_ORDER.index(ub) >= ROOT_ORDER.index(ua) and ub != "faultline":
+                    bad.append((a, b, line))
+                continue
+            fa, fb = floor(a), floor(b)
+            if fa is None or fb is None or fb >= fa:
+                bad.append((a, b, line))
+    return sorted(bad)
+
+
+def circles(g):
+    """Strongly connected sets of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def connect(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(g):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def function_imports(g):
+    """[(importer, imported, line)] of imports inside functions outside cli/."""
+    return sorted((a, b, line) for a, targets in g.items() for b, (line, inner) in targets.items()
+                  if inner and unit(a) != "faultline.cli")
 
 
 class ImportGraphTest(unittest.TestCase):
@@ -106,33 +179,53 @@ class ImportGraphTest(unittest.TestCase):
         self.srcs = sources()
         self.g = graph(self.srcs)
 
-    def test_backends_never_reach_runner_or_the_cli(self):
-        self.assertEqual(BACKEND_MODULES, ["faultline.backends", "faultline.lava",
-                                           "faultline.libvirt", "faultline.machine",
-                                           "faultline.qemu"])
-        self.assertEqual(forbidden(self.g, BACKEND_MODULES), {})
+    def test_every_package_has_a_floor(self):
+        self.assertEqual(sorted(m for m in self.srcs if floor(m) is None), [])
 
-    def test_runner_and_the_cli_import_the_backends_plainly(self):
-        self.assertIn("faultline.backends", self.g["faultline.runner"])
-        self.assertIn("faultline.backends", self.g["faultline.cli.parser"])
-        for name in BACKEND_MODULES[1:]:
-            if name != "faultline.machine":
-                self.assertIn(name, self.g["faultline.backends"])
+    def test_imports_point_down(self):
+        self.assertEqual(upward(self.g), [])
+
+    def test_no_circle_of_files(self):
+        self.assertEqual(circles({a: set(t) for a, t in self.g.items()}), [])
+
+    def test_no_import_inside_a_function(self):
+        self.assertEqual(function_imports(self.g), [])
+
+    def test_machines_know_no_scenario_no_run_and_nothing_imports_the_cli(self):
+        for a, targets in self.g.items():
+            for b in targets:
+                if unit(a) == "faultline.vm":
+                    self.assertNotIn(unit(b), {"faultline.scenario", "faultline.rules",
+                                               "faultline.run"}, f"{a} imports {b}")
+                if unit(b) == "faultline.cli":
+                    self.assertIn(unit(a), {"faultline.cli", "faultline.__main__"},
+                                  f"{a} imports {b}")
 
     def test_no_module_is_loaded_by_a_computed_name(self):
         found = {n: dynamic_imports(t) for n, t in self.srcs.items()}
         self.assertEqual({n: ls for n, ls in found.items() if ls}, {})
 
+    def test_no_file_is_too_long(self):
+        long = {n: t.count("\n") for n, t in self.srcs.items() if t.count("\n") > MAX_LINES}
+        self.assertEqual(long, {})
+
     def test_the_checks_catch_what_they_look_for(self):
-        """The readers on planted sources: a function-level import of
-        runner two hops away, a relative import of the cli, importlib."""
+        """The readers on planted sources: an upward import, a circle of
+        two files, a function-level import two hops away, a relative import
+        of the cli, importlib."""
         srcs = dict(self.srcs)
-        srcs["faultline.libvirt"] += "\n\ndef f():\n    from . import kcidb_x\n"
-        srcs["faultline.kcidb_x"] = "from .runner import one_run\n"
-        srcs["faultline.qemu"] += "\nfrom .cli.commands import cmd_run\n"
-        bad = forbidden(graph(srcs), BACKEND_MODULES)
-        self.assertIn("faultline.runner", bad["faultline.libvirt"])
-        self.assertIn("faultline.cli.commands", bad["faultline.qemu"])
+        srcs["faultline.vm.libvirt"] += "\n\ndef f():\n    from ..run import runner\n"
+        srcs["faultline.judge.ktap"] += "\nfrom faultline.judge import report\n"
+        srcs["faultline.judge.report"] += "\nfrom . import ktap\n"
+        srcs["faultline.vm.qemu"] += "\nfrom ..cli.commands import cmd_run\n"
+        g = graph(srcs)
+        self.assertIn(("faultline.vm.libvirt", "faultline.run.runner"),
+                      [(a, b) for a, b, _ in upward(g)])
+        self.assertIn(("faultline.vm.qemu", "faultline.cli.commands"),
+                      [(a, b) for a, b, _ in upward(g)])
+        self.assertIn(["faultline.judge.ktap", "faultline.judge.report"],
+                      circles({a: set(t) for a, t in g.items()}))
+        self.assertIn("faultline.vm.libvirt", [a for a, _, _ in function_imports(g)])
         self.assertEqual(dynamic_imports("import importlib\n"
                                          "m = importlib.import_module('.lava', 'faultline')\n"
                                          "from importlib import import_module\n"
@@ -140,4 +233,4 @@ class ImportGraphTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    sys.exit(unittest.main())

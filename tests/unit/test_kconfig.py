@@ -1,4 +1,4 @@
-"""Unit tests of the pre-boot kernel config check (python/faultline/kconfig.py):
+"""Unit tests of the pre-boot kernel config check (python/faultline/kernel/kconfig.py):
 what each scenario needs, where a kernel's config is found (beside the
 image, in a tree, in Debian packages unpacked anywhere, embedded), and the
 one-line refusal."""
@@ -15,8 +15,9 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import kconfig, scenario  # noqa: E402
-from faultline.errors import SetupError  # noqa: E402
+from faultline import scenario
+from faultline.errors import SetupError
+from faultline.kernel import kconfig
 
 # One scenario of each kind of need: NVMe, syncblk, both virtio frontends,
 # zswap, probes.

@@ -1,4 +1,4 @@
-"""Unit tests of `faultline kernel` (python/faultline/kernel.py): the config
+"""Unit tests of `faultline kernel` (python/faultline/kernel/): the config
 fragments, the config check, the cache key, patch splitting and application
 (on real git trees made here), --kernel NAME resolution, and the build
 pipeline through the CLI around a stand-in for make.  No kernel source
@@ -16,11 +16,12 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import kernel  # noqa: E402
-from faultline.cli.commands import resolve_kernels  # noqa: E402
-from faultline.errors import SetupError  # noqa: E402
+from faultline.cli.commands import resolve_kernels
+from faultline.errors import SetupError
+from faultline.kernel import build, configure, fragments, patch_series, sources, store
+from faultline.lab import matrix
 
-FRAGS = [os.path.join(TOP, "configs", "kernel", f) for f in kernel.FRAGMENTS.values()]
+FRAGS = [os.path.join(TOP, "configs", "kernel", f) for f in fragments.FRAGMENTS.values()]
 
 
 def git(tree, *args):
@@ -63,22 +64,22 @@ def read(tree, path):
 class Fragments(unittest.TestCase):
     def test_fragments_parse_and_every_option_has_a_reason(self):
         for fp in FRAGS:
-            opts = kernel.parse_fragment(fp)
+            opts = fragments.parse_fragment(fp)
             self.assertTrue(opts, fp)
             for o in opts:
                 self.assertTrue(o.why.strip(), f"{o.where}: {o.name} without a reason")
                 self.assertRegex(o.name, r"^CONFIG_[A-Z0-9_]+$")
 
     def test_what_the_guest_needs_is_in_the_fragment(self):
-        names = {o.name: o.value for o in kernel.parse_fragment(FRAGS[0])}
+        names = {o.name: o.value for o in fragments.parse_fragment(FRAGS[0])}
         for need in ("SWAP", "ZSWAP", "ZSMALLOC", "MEMCG", "BLK_DEV_NVME", "VIRTIO_BLK",
                      "SCSI_VIRTIO", "VIRTIO_PCI", "PCI_MSI", "KPROBES", "KRETPROBES",
                      "KPROBE_EVENTS", "DEBUG_FS", "IKCONFIG_PROC", "DEVTMPFS",
                      "BLK_DEV_INITRD", "RD_GZIP", "SERIAL_8250_CONSOLE", "MODULES",
                      "TRANSPARENT_HUGEPAGE", "MAGIC_SYSRQ"):
             self.assertEqual(names.get("CONFIG_" + need), "y", need)
-        kasan = {o.name for o in kernel.parse_fragment(FRAGS[1])}
-        kcov = {o.name for o in kernel.parse_fragment(FRAGS[2])}
+        kasan = {o.name for o in fragments.parse_fragment(FRAGS[1])}
+        kcov = {o.name for o in fragments.parse_fragment(FRAGS[2])}
         self.assertIn("CONFIG_KASAN", kasan)
         self.assertIn("CONFIG_KCOV", kcov)
 
@@ -86,7 +87,7 @@ class Fragments(unittest.TestCase):
         with open(os.path.join(TOP, "docs", "kernels.md")) as f:
             doc = f.read()
         for fp in FRAGS:
-            for o in kernel.parse_fragment(fp):
+            for o in fragments.parse_fragment(fp):
                 self.assertRegex(doc, r"\b" + o.name + r"\b",
                                  f"{o.name} ({o.where}) is not in docs/kernels.md")
 
@@ -100,18 +101,18 @@ class Fragments(unittest.TestCase):
                 with open(fp, "w") as f:
                     f.write(text)
                 with self.assertRaisesRegex(SetupError, msg):
-                    kernel.parse_fragment(fp)
+                    fragments.parse_fragment(fp)
             with open(fp, "w") as f:
                 f.write("# header\n\n# why a\nCONFIG_A=y\n# CONFIG_B is not set\n"
                         "# why c\n# and more\nCONFIG_C=\"x\"\n")
-            got = [(o.name, o.value, o.why) for o in kernel.parse_fragment(fp)]
+            got = [(o.name, o.value, o.why) for o in fragments.parse_fragment(fp)]
             self.assertEqual(got, [("CONFIG_A", "y", "why a"), ("CONFIG_B", "n", "why a"),
                                    ("CONFIG_C", '"x"', "why c and more")])
 
 
 class ConfigCheck(unittest.TestCase):
     def setUp(self):
-        self.opts = kernel.parse_fragment(FRAGS[0])
+        self.opts = fragments.parse_fragment(FRAGS[0])
         self.known = {o.name[7:] for o in self.opts}
 
     def config_from(self, opts, drop=None):
@@ -124,36 +125,36 @@ class ConfigCheck(unittest.TestCase):
         return "\n".join(lines) + "\n"
 
     def test_a_complete_config_passes(self):
-        self.assertEqual(kernel.check_config(self.opts, self.config_from(self.opts), self.known),
+        self.assertEqual(fragments.check_config(self.opts, self.config_from(self.opts), self.known),
                          ([], []))
 
     def test_each_dropped_option_is_named(self):
         for o in self.opts:
             if o.value == "n":
                 continue
-            wrong, absent = kernel.check_config(self.opts, self.config_from(self.opts, o.name),
+            wrong, absent = fragments.check_config(self.opts, self.config_from(self.opts, o.name),
                                                 self.known)
             self.assertEqual([(w.name, got) for w, got in wrong], [(o.name, "n")])
             self.assertEqual(absent, [])
-            line = kernel.config_error(wrong)
+            line = fragments.config_error(wrong)
             self.assertIn(o.name + "=n", line)
             self.assertNotIn("\n", line)
 
     def test_an_option_set_that_should_be_off_is_named(self):
         off = [o for o in self.opts if o.value == "n"][0]
         text = self.config_from(self.opts).replace(f"# {off.name} is not set", f"{off.name}=y")
-        wrong, _ = kernel.check_config(self.opts, text, self.known)
+        wrong, _ = fragments.check_config(self.opts, text, self.known)
         self.assertEqual([(w.name, got) for w, got in wrong], [(off.name, "y")])
 
     def test_module_instead_of_builtin_is_wrong(self):
         text = self.config_from(self.opts).replace("CONFIG_BLK_DEV_NVME=y", "CONFIG_BLK_DEV_NVME=m")
-        wrong, _ = kernel.check_config(self.opts, text, self.known)
+        wrong, _ = fragments.check_config(self.opts, text, self.known)
         self.assertEqual([(w.name, got) for w, got in wrong], [("CONFIG_BLK_DEV_NVME", "m")])
 
     def test_an_option_this_kernel_lacks_is_reported_not_refused(self):
         known = self.known - {"ZSWAP_ZPOOL_DEFAULT_ZSMALLOC"}
         text = self.config_from(self.opts, "CONFIG_ZSWAP_ZPOOL_DEFAULT_ZSMALLOC")
-        wrong, absent = kernel.check_config(self.opts, text, known)
+        wrong, absent = fragments.check_config(self.opts, text, known)
         self.assertEqual(wrong, [])
         self.assertEqual([o.name for o in absent], ["CONFIG_ZSWAP_ZPOOL_DEFAULT_ZSMALLOC"])
 
@@ -163,17 +164,17 @@ class ConfigCheck(unittest.TestCase):
             with open(os.path.join(tmp, "mm", "Kconfig"), "w") as f:
                 f.write("menuconfig SWAP\n\tbool \"x\"\nconfig ZSWAP\n\tbool\n"
                         "\thelp\n\t  config NOT_A_SYMBOL in help text\n")
-            self.assertEqual(kernel.kconfig_symbols(tmp), {"SWAP", "ZSWAP"})
+            self.assertEqual(fragments.kconfig_symbols(tmp), {"SWAP", "ZSWAP"})
 
 
 class CacheKey(unittest.TestCase):
     CFG = "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=\"lzo\"\n"
 
     def key(self, src="linux-source-6.1=6.1.192-3", patches=(), cfg=CFG, cc="gcc 12.2.0 | ld 2.40"):
-        return kernel.cache_key(src, list(patches), cfg, cc)
+        return store.cache_key(src, list(patches), cfg, cc)
 
     def p(self, diff, path="a.patch", subject=""):
-        return kernel.Patch(path, 1, 1, subject, diff)
+        return patch_series.Patch(path, 1, 1, subject, diff)
 
     def test_each_input_changes_the_key(self):
         base = self.key()
@@ -218,10 +219,10 @@ class Patches(unittest.TestCase):
 
     def test_plain_diff_applies(self):
         d = diff_of(self.tree, "mm/swapfile.c", self.edit(5, "five"))
-        ps = kernel.read_patches([self.write("one.diff", d)])
+        ps = patch_series.read_patches([self.write("one.diff", d)])
         self.assertEqual(len(ps), 1)
         self.assertEqual(ps[0].label(), os.path.join(self.tmp.name, "one.diff"))
-        kernel.apply_patches(self.tree, ps)
+        patch_series.apply_patches(self.tree, ps)
         self.assertIn("five\n", read(self.tree, "mm/swapfile.c"))
 
     def mbox(self):
@@ -254,11 +255,11 @@ class Patches(unittest.TestCase):
 
     def test_mbox_series_applies_in_order(self):
         path = self.write("series.mbox", self.mbox())
-        ps = kernel.read_patches([path])
+        ps = patch_series.read_patches([path])
         self.assertEqual([p.subject for p in ps], ["mm: swap: first", "mm: swap: second"])
         self.assertEqual([p.label() for p in ps],
                          [f"{path} [1/2 'mm: swap: first']", f"{path} [2/2 'mm: swap: second']"])
-        kernel.apply_patches(self.tree, ps)
+        patch_series.apply_patches(self.tree, ps)
         self.assertIn("FIVE\n", read(self.tree, "mm/swapfile.c"))
         self.assertNotIn("five\n", read(self.tree, "mm/swapfile.c"))
 
@@ -268,15 +269,15 @@ class Patches(unittest.TestCase):
         text = self.mbox()
         text = re.sub(r"^(From .*|From: .*|Date: .*)\n", "", text, flags=re.M)
         text = text.replace("Subject: ", "")
-        ps = kernel.read_patches([self.write("thread.txt", text)])
+        ps = patch_series.read_patches([self.write("thread.txt", text)])
         self.assertEqual([p.subject for p in ps], ["mm: swap: first", "mm: swap: second"])
-        kernel.apply_patches(self.tree, ps)
+        patch_series.apply_patches(self.tree, ps)
         self.assertIn("FIVE\n", read(self.tree, "mm/swapfile.c"))
 
     def test_series_out_of_order_names_the_patch_file_and_hunk(self):
-        ps = kernel.read_patches([self.write("series.mbox", self.mbox())])
+        ps = patch_series.read_patches([self.write("series.mbox", self.mbox())])
         with self.assertRaises(SetupError) as cm:
-            kernel.apply_patches(self.tree, [ps[1], ps[0]])
+            patch_series.apply_patches(self.tree, [ps[1], ps[0]])
         msg = str(cm.exception)
         self.assertIn("[2/2 'mm: swap: second'] does not apply: mm/swapfile.c, hunk #1 (@@ -2,7 +2,7 @@)",
                       msg)
@@ -292,81 +293,80 @@ class Patches(unittest.TestCase):
         git(self.tree, "commit", "-qam", "moved")
         with self.assertRaisesRegex(SetupError, r"does not apply: mm/swapfile.c, hunk #2 "
                                                 r"\(@@ -22,7 \+22,7 @@\)"):
-            kernel.apply_patches(self.tree, kernel.read_patches([self.write("p.diff", d)]))
+            patch_series.apply_patches(self.tree, patch_series.read_patches([self.write("p.diff", d)]))
 
     def test_patch_for_a_missing_file(self):
         d = diff_of(self.tree, "include/x.h", "#define X 2\n").replace("include/x.h", "include/y.h")
         with self.assertRaisesRegex(SetupError, r"p.diff does not apply: include/y.h: "):
-            kernel.apply_patches(self.tree, kernel.read_patches([self.write("p.diff", d)]))
+            patch_series.apply_patches(self.tree, patch_series.read_patches([self.write("p.diff", d)]))
 
     def test_not_a_patch(self):
         for text in ("just some notes\n", "", "[PATCH v2 0/3] cover letter only\n\ntext\n",
                      "Re: [PATCH 1/1] x\n> diff --git a/x b/x\n> --- a/x\n> +++ b/x\n> @@ -1 +1 @@\n"):
             path = self.write("notes.txt", text)
             with self.assertRaisesRegex(SetupError, r"^--patch .*notes.txt: not a patch"):
-                kernel.read_patches([path])
+                patch_series.read_patches([path])
         with self.assertRaisesRegex(SetupError, "--patch /nonexistent.diff: No such file"):
-            kernel.read_patches(["/nonexistent.diff"])
+            patch_series.read_patches(["/nonexistent.diff"])
 
 
 class Names(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
-        self.saved = kernel.KCACHE
-        kernel.KCACHE = self.tmp.name
+        self.saved = store.KCACHE
+        store.KCACHE = self.tmp.name
         self.cwd = os.getcwd()
         os.chdir(self.tmp.name)
 
     def tearDown(self):
         os.chdir(self.cwd)
-        kernel.KCACHE = self.saved
+        store.KCACHE = self.saved
         self.tmp.cleanup()
 
     def entry(self, key, name):
         e = os.path.join(self.tmp.name, "entries", key)
         os.makedirs(os.path.join(e, "modules"))
         open(os.path.join(e, "bzImage"), "w").close()
-        kernel._name(name, key)
+        store._name(name, key)
         return e
 
     def test_unknown_name_lists_the_built_ones(self):
         with self.assertRaisesRegex(SetupError, r"--kernel debian-6\.1: no such file and no "
                                                 r"kernel of that name \(built: none;"):
-            kernel.resolve("debian-6.1")
+            store.resolve("debian-6.1")
         self.entry("k1", "debian-6.12")
         self.entry("k2", "debian-7.2")
         with self.assertRaisesRegex(SetupError, r"\(built: debian-6\.12, debian-7\.2;"):
-            kernel.resolve("debian-6.1")
+            store.resolve("debian-6.1")
 
     def test_a_name_resolves_to_its_entry(self):
         e = self.entry("k1", "debian-6.1")
-        self.assertEqual(kernel.resolve("debian-6.1"),
+        self.assertEqual(store.resolve("debian-6.1"),
                          (os.path.join(e, "bzImage"), os.path.join(e, "modules")))
         # an explicit --modules wins
-        self.assertEqual(kernel.resolve("debian-6.1", "/m"), (os.path.join(e, "bzImage"), "/m"))
+        self.assertEqual(store.resolve("debian-6.1", "/m"), (os.path.join(e, "bzImage"), "/m"))
         # renaming to another key moves the name
         e2 = self.entry("k2", "debian-6.1")
-        self.assertEqual(kernel.resolve("debian-6.1")[0], os.path.join(e2, "bzImage"))
+        self.assertEqual(store.resolve("debian-6.1")[0], os.path.join(e2, "bzImage"))
 
     def test_paths_and_existing_files_pass_through(self):
         self.entry("k1", "bzImage")
-        self.assertEqual(kernel.resolve("arch/x86/boot/bzImage", "."),
+        self.assertEqual(store.resolve("arch/x86/boot/bzImage", "."),
                          ("arch/x86/boot/bzImage", "."))
         open("bzImage", "w").close()    # a file in the current directory wins
-        self.assertEqual(kernel.resolve("bzImage"), ("bzImage", None))
-        self.assertEqual(kernel.resolve(None), (None, None))
+        self.assertEqual(store.resolve("bzImage"), ("bzImage", None))
+        self.assertEqual(store.resolve(None), (None, None))
 
     def test_a_built_image_is_labelled_with_its_name(self):
-        from faultline import matrix
         e = self.entry("k1", "stock-7.2")
         self.entry("k2", "dropbehind-7.2")
-        image = kernel.resolve("stock-7.2")[0]
-        self.assertEqual(kernel.label(image), "stock-7.2")
+        image = store.resolve("stock-7.2")[0]
+        self.assertEqual(store.label(image), "stock-7.2")
         self.assertEqual(matrix.kernel_label(image), "stock-7.2")
-        self.assertEqual(matrix.kernel_label(kernel.resolve("dropbehind-7.2")[0]),
+        self.assertEqual(matrix.kernel_label(store.resolve("dropbehind-7.2")[0]),
                          "dropbehind-7.2")
-        self.assertIsNone(kernel.label(os.path.join(self.tmp.name, "bzImage")))
-        self.assertEqual(kernel.label(os.path.join(e, "bzImage")), "stock-7.2")
+        self.assertIsNone(store.label(os.path.join(self.tmp.name, "bzImage")))
+        self.assertEqual(store.label(os.path.join(e, "bzImage")), "stock-7.2")
 
     def test_resolve_kernels_for_every_command_shape(self):
         e1 = self.entry("k1", "a")
@@ -390,21 +390,21 @@ class InputsIndex(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
-        self.saved = kernel.KCACHE, kernel.CONFIG_DIR
-        kernel.KCACHE = os.path.join(self.tmp.name, "cache")
-        kernel.CONFIG_DIR = os.path.join(self.tmp.name, "configs")
-        os.makedirs(kernel.CONFIG_DIR)
-        for name in kernel.FRAGMENTS.values():
-            with open(os.path.join(kernel.CONFIG_DIR, name), "w") as f:
+        self.saved = store.KCACHE, fragments.CONFIG_DIR
+        store.KCACHE = os.path.join(self.tmp.name, "cache")
+        fragments.CONFIG_DIR = os.path.join(self.tmp.name, "configs")
+        os.makedirs(fragments.CONFIG_DIR)
+        for name in fragments.FRAGMENTS.values():
+            with open(os.path.join(fragments.CONFIG_DIR, name), "w") as f:
                 f.write(f"# {name}\nCONFIG_X=y\n")
 
     def tearDown(self):
-        kernel.KCACHE, kernel.CONFIG_DIR = self.saved
+        store.KCACHE, fragments.CONFIG_DIR = self.saved
         self.tmp.cleanup()
 
     def ident(self, src="linux-source-6.1=6.1.192-3", patches=(), base="tinyconfig",
               kasan=False, kcov=False, cc="gcc 12.2.0 | ld 2.40"):
-        return kernel.inputs_id(src, list(patches), base, kasan, kcov, cc)
+        return store.inputs_id(src, list(patches), base, kasan, kcov, cc)
 
     def test_each_input_changes_it(self):
         base = self.ident()
@@ -413,7 +413,7 @@ class InputsIndex(unittest.TestCase):
                   self.ident(patches=["--- a/x\n+++ b/x\n"]), self.ident(base="defconfig"),
                   self.ident(kasan=True), self.ident(kcov=True), self.ident(cc="gcc 13")]
         self.assertEqual(len({base, *others}), 7)
-        with open(os.path.join(kernel.CONFIG_DIR, kernel.FRAGMENTS["faultline"]), "a") as f:
+        with open(os.path.join(fragments.CONFIG_DIR, fragments.FRAGMENTS["faultline"]), "a") as f:
             f.write("CONFIG_Y=y\n")
         self.assertNotEqual(self.ident(), base)      # the fragment's text counts
         cfg = os.path.join(self.tmp.name, "my.config")
@@ -426,23 +426,23 @@ class InputsIndex(unittest.TestCase):
 
     def test_index_points_at_an_entry_that_exists(self):
         ident = self.ident()
-        self.assertIsNone(kernel._indexed(ident))
-        kernel._index(ident, "0123456789abcdef")
-        self.assertIsNone(kernel._indexed(ident))         # no such entry (any more)
-        entry = os.path.join(kernel.KCACHE, "entries", "0123456789abcdef")
+        self.assertIsNone(store._indexed(ident))
+        store._index(ident, "0123456789abcdef")
+        self.assertIsNone(store._indexed(ident))         # no such entry (any more)
+        entry = os.path.join(store.KCACHE, "entries", "0123456789abcdef")
         os.makedirs(entry)
         open(os.path.join(entry, "bzImage"), "w").close()
-        self.assertEqual(kernel._indexed(ident), "0123456789abcdef")
+        self.assertEqual(store._indexed(ident), "0123456789abcdef")
 
 
 class CacheSafety(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
-        self.saved = kernel.KCACHE
-        kernel.KCACHE = self.tmp.name
+        self.saved = store.KCACHE
+        store.KCACHE = self.tmp.name
 
     def tearDown(self):
-        kernel.KCACHE = self.saved
+        store.KCACHE = self.saved
         self.tmp.cleanup()
 
     def test_a_failed_publish_leaves_no_entry(self):
@@ -451,10 +451,10 @@ class CacheSafety(unittest.TestCase):
         objdir = os.path.join(self.tmp.name, "build", "x")
         os.makedirs(objdir)
         entry = os.path.join(self.tmp.name, "entries", "0123456789abcdef")
-        src = kernel.Source("linux-source-6.1=1", "/nonexistent", "debian-6.1", True)
+        src = sources.Source("linux-source-6.1=1", "/nonexistent", "debian-6.1", True)
         with self.assertRaises(OSError):
-            kernel._publish(src, objdir, entry, "0123456789abcdef", [], "CONFIG_A=y\n", "gcc",
-                            os.path.join(objdir, "build.log"), 1, [], kernel.KernelConfig())
+            build._publish(src, objdir, entry, "0123456789abcdef", [], "CONFIG_A=y\n", "gcc",
+                            os.path.join(objdir, "build.log"), 1, [], fragments.KernelConfig())
         self.assertEqual(os.listdir(os.path.join(self.tmp.name, "entries")), [])
 
     def test_one_build_tree_per_flavour_and_legacy_trees_are_adopted(self):
@@ -471,24 +471,24 @@ class CacheSafety(unittest.TestCase):
                 with open(os.path.join(root, d, name), "w") as f:
                     f.write(text)
 
-        cfg = kernel.KernelConfig
-        plain = kernel.build_tree("debian-6.12", kernel.flavour(cfg()),
+        cfg = fragments.KernelConfig
+        plain = build.build_tree("debian-6.12", build.flavour(cfg()),
                                   "CONFIG_A=y\nCONFIG_B=y\nCONFIG_C=y\n")
         self.assertEqual(os.path.basename(plain), "debian-6.12-tinyconfig")
         self.assertEqual(os.path.realpath(plain),
                          os.path.realpath(os.path.join(root, "debian-6.12-ba9876543210")))
-        kasan = kernel.build_tree("debian-6.12", kernel.flavour(cfg(kasan=True)),
+        kasan = build.build_tree("debian-6.12", build.flavour(cfg(kasan=True)),
                                   "CONFIG_A=y\nCONFIG_B=y\n")
         self.assertEqual(os.path.basename(kasan), "debian-6.12-tinyconfig-kasan")
         self.assertEqual(os.path.realpath(kasan),
                          os.path.realpath(os.path.join(root, "debian-6.12-0123456789ab")))
         # Same flavour, another config: the same tree.
-        self.assertEqual(kernel.build_tree("debian-6.12", "tinyconfig", "CONFIG_Z=y\n"), plain)
+        self.assertEqual(build.build_tree("debian-6.12", "tinyconfig", "CONFIG_Z=y\n"), plain)
         # No legacy tree left: a new one.
-        kcov = kernel.build_tree("debian-6.12", kernel.flavour(cfg(kcov=True)), "CONFIG_A=y\n")
+        kcov = build.build_tree("debian-6.12", build.flavour(cfg(kcov=True)), "CONFIG_A=y\n")
         self.assertTrue(os.path.isdir(kcov) and not os.path.islink(kcov))
-        self.assertEqual(kernel.flavour(cfg(base="/home/me/my config")), "file-my_config")
-        self.assertEqual(kernel.flavour(cfg(base="defconfig", kasan=True, kcov=True)),
+        self.assertEqual(build.flavour(cfg(base="/home/me/my config")), "file-my_config")
+        self.assertEqual(build.flavour(cfg(base="defconfig", kasan=True, kcov=True)),
                          "defconfig-kasan-kcov")
 
     def test_the_second_build_of_a_source_waits_for_the_first(self):
@@ -501,7 +501,7 @@ class CacheSafety(unittest.TestCase):
             stdout=subprocess.PIPE, text=True)
         self.assertEqual(holder.stdout.readline().strip(), "held")
         t0 = time.monotonic()
-        with kernel._holding(lock):
+        with configure._holding(lock):
             waited = time.monotonic() - t0
         holder.wait()
         self.assertGreater(waited, 0.8)
@@ -515,9 +515,9 @@ class BuildErrors(unittest.TestCase):
                "mm/swapfile.c:130:9: error: 'foo' undeclared (first use in this function)\n"
                "mm/zswap.c:7:1: error: later\n"
                "make[3]: *** [scripts/Makefile.build:250: mm/swapfile.o] Error 1\n")
-        self.assertEqual(kernel.first_error(log),
+        self.assertEqual(build.first_error(log),
                          "mm/swapfile.c:130: 'foo' undeclared (first use in this function)")
-        self.assertEqual(kernel.first_error("ld: x\nmake: *** [Makefile:1250: vmlinux] Error 1\n"),
+        self.assertEqual(build.first_error("ld: x\nmake: *** [Makefile:1250: vmlinux] Error 1\n"),
                          "make: *** [Makefile:1250: vmlinux] Error 1")
 
     def cli(self, *args, cache):
@@ -602,7 +602,7 @@ class Pipeline(unittest.TestCase):
         self.tree = os.path.join(t, "linux")
         for d in ("arch/x86/include", "include/linux", "scripts/kconfig", "mm"):
             os.makedirs(os.path.join(self.tree, d))
-        options = kernel.fragment_options()
+        options = fragments.fragment_options()
         with open(os.path.join(self.tree, "Kconfig"), "w") as f:
             f.write("".join(f"config {o.name[len('CONFIG_'):]}\n" for o in options))
         for rel, text in (("Makefile", "all:\n"), ("arch/x86/Makefile", ""),

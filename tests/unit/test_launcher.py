@@ -16,15 +16,19 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import abort, backends, cli  # noqa: E402
-from faultline import compare, guest, inputs, judge, kernlog, machine  # noqa: E402
-from faultline import mutate, report, rules, runner  # noqa: E402
-from faultline import scenario as flscenario  # noqa: E402
-from faultline.build import Builds  # noqa: E402
-from faultline.errors import SetupError  # noqa: E402
-from faultline.ktap import parse_ktap  # noqa: E402
-from faultline.progress import Progress  # noqa: E402
-from faultline.report import Report  # noqa: E402
+from faultline import cli, rules, scenario as flscenario
+from faultline.build.builds import Builds
+from faultline.errors import SetupError
+from faultline.host import scratchdirs
+from faultline.judge import judge, kernlog, mutate, report
+from faultline.judge.ktap import parse_ktap
+from faultline.judge.report import Report
+from faultline.lab import compare, libvirtxml
+from faultline.run import guest, inputs, runner, spec_builder
+from faultline.run.options import RunOptions
+from faultline.run.progress import Progress
+from faultline.run.watch import watch
+from faultline.vm import backends, machine
 
 
 def scenario(text):
@@ -117,9 +121,32 @@ class ScenarioTest(unittest.TestCase):
         self.assertIs(plain.for_scenario(scenario(MINIMAL)), plain)
         sc = scenario("[vm]\ntools = ['nvme-cli', 'fio']\n" + MINIMAL)
         self.assertEqual(sc.vm.tools, ["nvme-cli", "fio"])
-        with mock.patch("faultline.build.guest_dir", return_value="/g-tools") as gd:
-            self.assertEqual(plain.for_scenario(sc, "/k", None).guest_dir, "/g-tools")
-        gd.assert_called_once_with("/k", None, ["nvme-cli", "fio"])
+        mine = Builds("/q", "/g", kernel_src="/k")
+        with mock.patch("faultline.build.builds.guest_dir", return_value="/g-tools") as gd:
+            tooled = mine.for_scenario(sc)
+            self.assertEqual(tooled.guest_dir, "/g-tools")
+            # Applied twice (a command, then the spec builder): one build.
+            self.assertIs(tooled.for_scenario(sc), tooled)
+        gd.assert_called_once_with("/k", None, ("nvme-cli", "fio"))
+        # A scenario without tools on the tooled image boots the plain one.
+        self.assertEqual(tooled.for_scenario(scenario(MINIMAL)).guest_dir, "/g")
+
+    def test_every_command_boots_the_scenarios_tools(self):
+        """The spec builder applies the scenario's tools: `libvirt-xml
+        nvme-fio-verify` (and run, cmdline, lava, bench) boots an image
+        with fio, not the plain one."""
+        sc = flscenario.load(os.path.join(TOP, "scenarios", "nvme-fio-verify.toml"))
+        self.assertIn("fio", sc.vm.tools)
+        with tempfile.TemporaryDirectory() as d, \
+                mock.patch("faultline.build.builds.guest_dir", return_value="/g-fio") as gd, \
+                mock.patch("faultline.run.guest.prepare", return_value="/i") as prep:
+            with mock.patch("faultline.lab.libvirtxml.validate_xml", return_value=None):
+                path = libvirtxml.write_inputs(sc, Builds("/q", "/g"), d, 1, False)
+            with open(path) as f:
+                xml = f.read()
+        gd.assert_called_once_with(None, None, tuple(sc.vm.tools))
+        self.assertEqual(prep.call_args[0][1], "/g-fio")
+        self.assertIn("<kernel>/g-fio/vmlinuz</kernel>", xml)
 
     def test_unknown_scenario_points_to_list(self):
         with self.assertRaises(flscenario.ScenarioError) as cm:
@@ -219,7 +246,7 @@ class ExpectTest(unittest.TestCase):
 class CmdlineTest(unittest.TestCase):
     def build(self, text, deterministic=False, seed=5):
         sc = scenario(text)
-        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k/vmlinuz", "/s/initrd",
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k/vmlinuz", "/s/initrd",
                                  guest.kernel_cmdline(sc), "/run", "/s", seed, deterministic)
         return sc, spec.qemu_argv("/s/qmp.sock")
 
@@ -341,7 +368,7 @@ class CmdlineTest(unittest.TestCase):
         sc, q = self.build(MINIMAL, deterministic=True)
         self.assertEqual((q[q.index("-smp") + 1], q[q.index("-accel") + 1]), ("2", "tcg"))
         sc = flscenario.apply_overrides(scenario(MINIMAL), cpus=3)
-        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", "/r", "/s", 1, True,
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", "/r", "/s", 1, True,
                                  "kvm")
         self.assertEqual(spec.extra_args, ["-icount", "shift=4,sleep=off,align=off", "-smp",
                                            "3", "-rtc", "base=2026-01-01T00:00:00,clock=vm"])
@@ -372,7 +399,7 @@ class CmdlineTest(unittest.TestCase):
         self.assertLess(sh.index("export FAULTLINE_KCOV=1"), sh.index('"# test: '))
         sc = scenario(MINIMAL)
         with mock.patch.object(runner.scenario, "load", lambda name: sc):
-            got = runner._load("x", runner.RunOptions(kcov=True))
+            got = runner._load("x", RunOptions(kcov=True))
         self.assertTrue(got.vm.kcov)
         assert_scenario_errors(self, [('[vm]\nkcov = "yes"\n' + MINIMAL, "vm.kcov")])
 
@@ -461,10 +488,10 @@ class CliTest(unittest.TestCase):
                          ["faultline: error: --tools: unknown tool 'vim' (known: fio,nvme-cli)"])
 
     def test_seeds(self):
-        self.assertEqual(runner.parse_seeds("3..5"), [3, 4, 5])
+        self.assertEqual(inputs.parse_seeds("3..5"), [3, 4, 5])
         for bad in ("5..3", "x", "1-3"):
             with self.assertRaises(SetupError):
-                runner.parse_seeds(bad)
+                inputs.parse_seeds(bad)
 
 
 class RulesCheckTest(unittest.TestCase):
@@ -640,22 +667,22 @@ class ShellMachine(machine.Machine):
 class MachineTest(unittest.TestCase):
     def watch(self, script, timeout=20.0):
         rundir = tempfile.mkdtemp()
-        scratch = abort.new_scratch(rundir)
-        self.addCleanup(abort.remove_scratch, scratch)
+        scratch = scratchdirs.new_scratch(rundir)
+        self.addCleanup(scratchdirs.remove_scratch, scratch)
         sc = scenario('[faults]\nrules = "w: write nth=1 error=eio"\n' + MINIMAL)
-        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
                                  False)
         with ShellMachine(spec, script=script) as m:
             with open(os.path.join(scratch, "disk.img"), "w") as f:
                 f.write("the machine's disk")
             m.start()
-            w = m.run(timeout, Progress(1, quiet=True))
+            w = watch(m, timeout, Progress(1, quiet=True))
             proc = m.proc
         self.assertIsNotNone(proc.returncode)            # nothing left running
         # The machine's files are gone; the scratch directory and its
         # owner.json stay until the caller has written the run's report (a
         # launcher killed while judging: the next one's sweep writes it).
-        self.assertEqual(os.listdir(scratch), [abort.OWNER])
+        self.assertEqual(os.listdir(scratch), [scratchdirs.OWNER])
         return w, judge.judge(sc, rundir, 1, False, w)
 
     def test_guest_exit_ends_the_run(self):
@@ -696,7 +723,7 @@ class MachineTest(unittest.TestCase):
         sc = scenario(MINIMAL + '[[qmp]]\nwhen = "ok 2 half"\nexecute = "device_del"\n'
                       'arguments = { id = "swapdev" }\n'
                       '[[qmp]]\nwhen = "never printed"\nexecute = "stop"\n')
-        spec = machine.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
                                  False)
         sent = []
 
@@ -714,7 +741,7 @@ class MachineTest(unittest.TestCase):
                   "printf 'ok 3 b\\nFAULTLINE-EXIT 0\\n' >> ktap.log; exec sleep 60")
         with QmpShell(spec, script=script) as m:
             m.start()
-            w = m.run(20.0, Progress(1, quiet=True))
+            w = watch(m, 20.0, Progress(1, quiet=True))
         # (query-status: the base class waiting for the power-off.)
         sent = [x for x in sent if x[0] != "query-status"]
         self.assertEqual([(c, a) for c, a, _ in sent], [("device_del", {"id": "swapdev"})])
@@ -881,7 +908,7 @@ class MutateTest(unittest.TestCase):
         rules.check_scenarios([sc])
 
     def test_options_reach_run_json_and_repro(self):
-        opts = runner.RunOptions(mutate="lie")
+        opts = RunOptions(mutate="lie")
         self.assertIn("--mutate lie", runner.run_command("/s.toml", 1, opts))
         back = runner.repro_options({"deterministic": False, "mutate": "lie"}, False, True)
         self.assertEqual(back.mutate, "lie")
@@ -982,9 +1009,9 @@ class InputsTest(unittest.TestCase):
         self.rundir = tempfile.mkdtemp()
         with open(os.path.join(self.rundir, "run.json"), "w") as f:
             f.write("{}")
-        patches = [mock.patch("faultline.runner.build_all", _no_build),
+        patches = [mock.patch("faultline.run.runner.build_all", _no_build),
                    mock.patch("faultline.cli.commands.build_all", _no_build),
-                   mock.patch("faultline.compare.build_all", _no_build)]
+                   mock.patch("faultline.lab.compare.build_all", _no_build)]
         for p in patches:
             p.start()
             self.addCleanup(p.stop)
@@ -1099,14 +1126,14 @@ class RulesOptionTest(unittest.TestCase):
                  "\"nvme\" has")):
             path = self.rules_file(text)
             with self.assertRaises(flscenario.ScenarioError) as cm:
-                runner.load_scenario(name, runner.RunOptions(rules=path))
+                runner.load_scenario(name, RunOptions(rules=path))
             self.assertIn(f"--rules {path} on {name}", str(cm.exception))
             self.assertIn(msg, str(cm.exception))
-            with mock.patch("faultline.runner.build_all", _no_build):
+            with mock.patch("faultline.run.runner.build_all", _no_build):
                 st, lines, _ = cli_main(["run", name, "--rules", path])
             self.assertEqual((st, len(lines)), (2, 1), lines)
         # The same rule on NVMe is fine.
-        sc = runner.load_scenario("smoke", runner.RunOptions(rules=self.rules_file(
+        sc = runner.load_scenario("smoke", RunOptions(rules=self.rules_file(
             "lost: write nth=5 drop\n")))
         self.assertEqual(sc.faults.rules, "lost: write nth=5 drop\n")
 

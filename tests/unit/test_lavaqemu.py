@@ -16,9 +16,10 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import abort, lavaqemu  # noqa: E402
-from faultline.build import qemu_dir  # noqa: E402
-from faultline.qmp import Qmp  # noqa: E402
+from faultline.build.builds import qemu_dir
+from faultline.host import procs
+from faultline.vm import lavaqemu
+from faultline.vm.qmp import Qmp
 
 QEMU = os.path.join(qemu_dir(), "bin", "qemu-system-x86_64")
 
@@ -41,7 +42,7 @@ class LavaQemuTest(unittest.TestCase):
     def start(self, mine):
         """The wrapper on a machine with injector fi0 and a QMP socket @mine
         of the test's own; returns the process and its pid file's path."""
-        proc = subprocess.Popen([self.wrapper(abort.identity()), "-machine", "none",
+        proc = subprocess.Popen([self.wrapper(procs.identity()), "-machine", "none",
                                  "-nodefaults", "-display", "none", "-no-reboot",
                                  "-object", "fault-injector,id=fi0,seed=7",
                                  "-qmp", f"unix:{mine},server=on,wait=off"])
@@ -101,13 +102,13 @@ class LavaQemuTest(unittest.TestCase):
             proc.wait()
 
     def test_version_is_qemus(self):
-        out = subprocess.run([self.wrapper(abort.identity()), "--version"],
+        out = subprocess.run([self.wrapper(procs.identity()), "--version"],
                              capture_output=True, text=True, timeout=60)
         self.assertEqual(out.returncode, 0)
         self.assertIn("QEMU emulator version 10.0", out.stdout)
 
     def test_gone_launcher_starts_nothing(self):
-        gone = dict(abort.identity(), start=-1)
+        gone = dict(procs.identity(), start=-1)
         out = subprocess.run([self.wrapper(gone), "--version"],
                              capture_output=True, text=True, timeout=60)
         self.assertEqual((out.returncode, out.stdout), (1, ""))

@@ -19,13 +19,14 @@ import xml.etree.ElementTree as ET
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import libvirt, scenario  # noqa: E402
-from faultline.build import Builds  # noqa: E402
-from faultline import cli  # noqa: E402
-from faultline.errors import EXIT_SETUP, SetupError  # noqa: E402
-from faultline.machine import FIXED_RTC, ICOUNT, make_spec  # noqa: E402
+from faultline import cli, scenario
+from faultline.build.builds import Builds
+from faultline.errors import EXIT_SETUP, SetupError
+from faultline.run.spec_builder import make_spec
+from faultline.vm import libvirt, libvirt_xml
+from faultline.vm.machine import FIXED_RTC, ICOUNT
 
-Q = "{" + libvirt.QEMU_NS + "}"
+Q = "{" + libvirt_xml.QEMU_NS + "}"
 BUILDS = Builds(qemu_dir="/cache/qemu/abc", guest_dir="/cache/guest/def")
 
 
@@ -36,7 +37,7 @@ def spec_of(name, deterministic=False, cpus=None):
 
 
 def parse(spec, **kw):
-    text = libvirt.domain_xml(spec, "faultline-test-1", **kw)
+    text = libvirt_xml.domain_xml(spec, "faultline-test-1", **kw)
     return text, ET.fromstring(text)
 
 
@@ -148,12 +149,12 @@ class DomainXml(unittest.TestCase):
                               (["-smp", "lots"], "vCPU count")):
             spec.extra_args = extra
             with self.assertRaises(SetupError) as cm:
-                libvirt.domain_xml(spec, "x")
+                libvirt_xml.domain_xml(spec, "x")
             self.assertIn(needle, str(cm.exception))
             self.assertNotIn("\n", str(cm.exception))
         spec.extra_args, spec.memory = [], "lots"
         with self.assertRaises(SetupError):
-            libvirt.domain_xml(spec, "x")
+            libvirt_xml.domain_xml(spec, "x")
 
     def test_connect_needs_the_libvirt_backend(self):
         err = io.StringIO()
@@ -164,11 +165,10 @@ class DomainXml(unittest.TestCase):
                          "faultline: error: --connect is an option of --backend libvirt")
 
     def test_domain_names_are_unique(self):
-        a, b = libvirt.new_domain_name("smoke"), libvirt.new_domain_name("smoke")
+        a, b = libvirt_xml.new_domain_name("smoke"), libvirt_xml.new_domain_name("smoke")
         self.assertNotEqual(a, b)
         self.assertTrue(a.startswith(f"faultline-smoke-{os.getpid()}-"))
-        self.assertRegex(libvirt.new_domain_name("we ird/name"), r"^faultline-we_ird_name-")
-
+        self.assertRegex(libvirt_xml.new_domain_name("we ird/name"), r"^faultline-we_ird_name-")
 
 
 class PowerOffTest(unittest.TestCase):

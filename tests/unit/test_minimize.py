@@ -14,10 +14,11 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import cli  # noqa: E402
-from faultline import minimize as mz  # noqa: E402
-from faultline import rules, scenario  # noqa: E402
-from faultline.report import Report  # noqa: E402
+from faultline import cli, rules, scenario
+from faultline.errors import SetupError
+from faultline.judge import failure
+from faultline.judge.report import Report
+from faultline.search import fault_schedule, minimize
 
 
 class Predicate:
@@ -32,7 +33,7 @@ class Predicate:
         for c in cands:
             if tuple(c) not in self.seen:
                 if self.budget is not None and self.runs >= self.budget:
-                    raise mz.BudgetSpent()
+                    raise minimize.BudgetSpent()
                 self.runs += 1
                 self.seen[tuple(c)] = self.needed <= set(c)
             out.append(self.seen[tuple(c)])
@@ -44,7 +45,7 @@ class DdminTest(unittest.TestCase):
         for n, needed in ((20, (2, 13)), (35, (0, 34)), (300, (2, 199)), (300, (5, 77, 250)),
                           (1, (0,)), (8, (3,))):
             p = Predicate(needed)
-            got = mz.ddmin(list(range(n)), p)
+            got = minimize.ddmin(list(range(n)), p)
             self.assertEqual(sorted(got), sorted(needed), (n, needed))
             # 1-minimal: without any one element it no longer fails.
             for x in got:
@@ -57,21 +58,21 @@ class DdminTest(unittest.TestCase):
         for n, k, bound in ((20, 2, 24), (300, 2, 50)):
             for _ in range(20):
                 p = Predicate(rng.sample(range(n), k))
-                mz.ddmin(list(range(n)), p)
+                minimize.ddmin(list(range(n)), p)
                 self.assertLessEqual(p.runs, bound, (n, p.needed))
 
     def test_jobs_do_not_change_the_result(self):
         rng = random.Random(2)
         for _ in range(20):
             needed = rng.sample(range(60), 3)
-            a = mz.ddmin(list(range(60)), Predicate(needed), jobs=1)
-            b = mz.ddmin(list(range(60)), Predicate(needed), jobs=3)
+            a = minimize.ddmin(list(range(60)), Predicate(needed), jobs=1)
+            b = minimize.ddmin(list(range(60)), Predicate(needed), jobs=3)
             self.assertEqual(a, b)
 
     def test_budget_returns_the_smallest_failing_set_so_far(self):
         p = Predicate((4, 90), budget=6)
-        with self.assertRaises(mz.BudgetSpent) as cm:
-            mz.ddmin(list(range(100)), p)
+        with self.assertRaises(minimize.BudgetSpent) as cm:
+            minimize.ddmin(list(range(100)), p)
         current = cm.exception.args[0]
         self.assertLess(len(current), 100)
         self.assertTrue(p.needed <= set(current))
@@ -81,13 +82,13 @@ class DdminTest(unittest.TestCase):
         # but whatever ddmin returns must fail.
         def fails(cands):
             return [len({1, 2, 3} & set(c)) % 2 == 1 for c in cands]
-        got = mz.ddmin(list(range(16)), fails)
+        got = minimize.ddmin(list(range(16)), fails)
         self.assertEqual(fails([got]), [True])
         self.assertEqual(len(got), 1)
 
     def test_split(self):
-        self.assertEqual(mz.split(list(range(7)), 3), [[0, 1], [2, 3], [4, 5, 6]])
-        self.assertEqual(mz.split([1, 2], 4), [[1], [2]])
+        self.assertEqual(minimize.split(list(range(7)), 3), [[0, 1], [2, 3], [4, 5, 6]])
+        self.assertEqual(minimize.split([1, 2], 4), [[1], [2]])
 
 
 RULES_TEXT = """\
@@ -130,7 +131,7 @@ def write_log(d, entries):
 
 class ScheduleTest(unittest.TestCase):
     def test_one_pinned_rule_per_fault(self):
-        faults, kept = mz.build_schedule(LOG, RULE_TEXTS, RULES_TEXT)
+        faults, kept = fault_schedule.build_schedule(LOG, RULE_TEXTS, RULES_TEXT)
         self.assertEqual([f.pinned for f in faults], [
             "f0: write lba=100-199 nth=2 error=eio dnr",
             "f1: write len=8 nth=2 delay=123456ns",
@@ -144,46 +145,46 @@ class ScheduleTest(unittest.TestCase):
 
     def test_pinned_rule_keeps_sq_and_cpu(self):
         # A pinned rule counts the same I/Os: sq= and cpu= are match keys.
-        self.assertEqual(mz.pinned_rule("f0", "write lba=0-9 sq=2 cpu=1 every=3 error=eio",
+        self.assertEqual(fault_schedule.pinned_rule("f0", "write lba=0-9 sq=2 cpu=1 every=3 error=eio",
                                         6, "error=eio"),
                          "f0: write lba=0-9 sq=2 cpu=1 nth=6 error=eio")
 
     def test_pinned_rules_pass_the_engines_parser(self):
-        faults, kept = mz.build_schedule(LOG, RULE_TEXTS, RULES_TEXT)
+        faults, kept = fault_schedule.build_schedule(LOG, RULE_TEXTS, RULES_TEXT)
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.rules")
             with open(path, "w") as f:
-                f.write(mz.rules_text_of(kept, faults))
+                f.write(fault_schedule.rules_text_of(kept, faults))
             res = subprocess.run([rules.checker(), path], capture_output=True, text=True)
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
 
     def test_names_do_not_clash_with_the_runs_rules(self):
         texts = dict(RULE_TEXTS, f0="write lba=1 error=eio")
-        faults, _ = mz.build_schedule([entry(0, "f0", 1, "error=eio")], texts, "")
+        faults, _ = fault_schedule.build_schedule([entry(0, "f0", 1, "error=eio")], texts, "")
         self.assertEqual(faults[0].pinned, "_f0: write lba=1 nth=1 error=eio")
 
     def test_log_checks(self):
         with tempfile.TemporaryDirectory() as d:
-            self.assertEqual(mz.read_fault_log(write_log(d, LOG)), LOG)
+            self.assertEqual(fault_schedule.read_fault_log(write_log(d, LOG)), LOG)
             for bad, msg in ((LOG[:1] + LOG[2:], "seq 2, expected 1"),
                              ([{k: v for k, v in LOG[0].items() if k != "nth"}],
                               "no per-rule ordinal")):
-                with self.assertRaisesRegex(mz.ScheduleError, msg):
-                    mz.read_fault_log(write_log(d, bad))
-        with self.assertRaisesRegex(mz.ScheduleError, "not among the run's rules"):
-            mz.build_schedule([entry(0, "gone", 1, "drop")], RULE_TEXTS, RULES_TEXT)
+                with self.assertRaisesRegex(fault_schedule.ScheduleError, msg):
+                    fault_schedule.read_fault_log(write_log(d, bad))
+        with self.assertRaisesRegex(fault_schedule.ScheduleError, "not among the run's rules"):
+            fault_schedule.build_schedule([entry(0, "gone", 1, "drop")], RULE_TEXTS, RULES_TEXT)
 
     def test_tokens_keep_parentheses(self):
-        self.assertEqual(mz.rule_tokens("a: write delay=uniform(1us, 2us) # x y"),
+        self.assertEqual(fault_schedule.rule_tokens("a: write delay=uniform(1us, 2us) # x y"),
                          ["a:", "write", "delay=uniform(1us, 2us)"])
-        self.assertEqual(mz.explicit_names(RULES_TEXT), {"arm", "noise", "late"})
+        self.assertEqual(fault_schedule.explicit_names(RULES_TEXT), {"arm", "noise", "late"})
 
     def test_what_differed(self):
         new = [dict(e) for e in LOG]
-        self.assertEqual(mz._differs(LOG, new), "")
+        self.assertEqual(minimize._differs(LOG, new), "")
         new[4]["ordinal"] = 99
-        self.assertIn("entry 4 differs: ordinal 14", mz._differs(LOG, new))
-        self.assertIn("6 faults in the original log, 5", mz._differs(LOG, LOG[:5]))
+        self.assertIn("entry 4 differs: ordinal 14", minimize._differs(LOG, new))
+        self.assertIn("6 faults in the original log, 5", minimize._differs(LOG, LOG[:5]))
 
 
 def report(status, outcome, reason="", results=()):
@@ -196,9 +197,9 @@ class PrefixTest(unittest.TestCase):
     shortest failing prefix of the original rules, capped with count=."""
 
     def test_prefix_rules_cap_each_rule_at_its_faults(self):
-        named = mz.explicit_names(RULES_TEXT)
-        _, kept = mz.build_schedule(LOG, RULE_TEXTS, RULES_TEXT)
-        text = mz.prefix_rules(LOG, 5, RULE_TEXTS, named, kept)
+        named = fault_schedule.explicit_names(RULES_TEXT)
+        _, kept = fault_schedule.build_schedule(LOG, RULE_TEXTS, RULES_TEXT)
+        text = fault_schedule.prefix_rules(LOG, 5, RULE_TEXTS, named, kept)
         lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
         self.assertEqual(lines, kept + [
             "noise: write count=1 lba=100-199 prob=0.3 error=eio dnr",
@@ -211,23 +212,23 @@ class PrefixTest(unittest.TestCase):
             res = subprocess.run([rules.checker(), path], capture_output=True, text=True)
         self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
         # A smaller count= of its own stays.
-        self.assertEqual(mz.capped_rule("w", "write every=2 count=3 error=eio", True, 9),
+        self.assertEqual(fault_schedule.capped_rule("w", "write every=2 count=3 error=eio", True, 9),
                          "w: write every=2 count=3 error=eio")
-        self.assertEqual(mz.capped_rule("w", "write every=2 count=30 error=eio", True, 9),
+        self.assertEqual(fault_schedule.capped_rule("w", "write every=2 count=30 error=eio", True, 9),
                          "w: write count=9 every=2 error=eio")
-        self.assertTrue(mz.draws(RULE_TEXTS["r3"]))
-        self.assertFalse(mz.draws(RULE_TEXTS["late"]))
+        self.assertTrue(fault_schedule.draws(RULE_TEXTS["r3"]))
+        self.assertFalse(fault_schedule.draws(RULE_TEXTS["late"]))
 
     def minimizer(self, n, rules_text="x0: write every=2 error=eio\n",
                   texts=None, fails_from=3000):
-        m = mz.Minimizer(tempfile.mkdtemp(), budget=40, jobs=1, quiet=True)
+        m = minimize.Minimizer(tempfile.mkdtemp(), budget=40, jobs=1, quiet=True)
         texts = texts or {"x0": "write every=2 error=eio"}
         rule = next(iter(texts))
         m.rules_text = rules_text
         m.orig = Report(scenario="s", seed=1, status=1, outcome="fail", reason="x",
                         faults={"rules": [{"name": k, "text": t} for k, t in texts.items()]})
         m.entries = [entry(i, rule, 2 * (i + 1), "error=eio") for i in range(n)]
-        m.faults, m.kept = mz.build_schedule(m.entries, texts, rules_text)
+        m.faults, m.kept = fault_schedule.build_schedule(m.entries, texts, rules_text)
         m.texts_run = []
 
         def run_subset(subset, tag, text=None, n_faults=None):
@@ -243,7 +244,7 @@ class PrefixTest(unittest.TestCase):
         m = self.minimizer(10000)
         m.shorten()
         self.assertEqual(m.prefix_of, 10000)
-        self.assertLessEqual(len(m.faults), mz.RULES_MAX)
+        self.assertLessEqual(len(m.faults), fault_schedule.RULES_MAX)
         self.assertGreaterEqual(len(m.faults), 3000)
         self.assertEqual(len(m.entries), len(m.faults))
         self.assertLessEqual(m.runs, 3)
@@ -257,12 +258,12 @@ class PrefixTest(unittest.TestCase):
     def test_refusals_are_one_line(self):
         # Every prefix that fits passes: the failure needs more faults.
         m = self.minimizer(10000, fails_from=9000)
-        with self.assertRaisesRegex(mz.SetupError, "shortest failing prefix found holds"):
+        with self.assertRaisesRegex(SetupError, "shortest failing prefix found holds"):
             m.shorten()
         # An unnamed rule that draws: capping it would change its draws.
         m = self.minimizer(5000, rules_text="write prob=0.5 error=eio\n",
                            texts={"r0": "write prob=0.5 error=eio"})
-        with self.assertRaisesRegex(mz.SetupError, "rule 'r0' draws from a stream"):
+        with self.assertRaisesRegex(SetupError, "rule 'r0' draws from a stream"):
             m.shorten()
 
 
@@ -272,21 +273,21 @@ class SignatureTest(unittest.TestCase):
             {"suite": "iocheck", "name": "a", "kind": "ok", "line": "ok 1 a"},
             {"suite": "iocheck", "name": "b", "kind": "fail", "line": "not ok 2 b # x"},
             {"suite": "iocheck", "name": "c", "kind": "fail", "line": "not ok 3 c"}])
-        self.assertEqual(mz.signature("/nonexistent", r), "not ok: iocheck :: not ok 2 b")
-        self.assertIsNone(mz.signature("/nonexistent", report(0, "pass")))
+        self.assertEqual(failure.signature("/nonexistent", r), "not ok: iocheck :: not ok 2 b")
+        self.assertIsNone(failure.signature("/nonexistent", report(0, "pass")))
         # A loaded report.json has no results: they come from ktap.log.
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "ktap.log"), "w") as f:
                 f.write("# test: iocheck x\nKTAP version 1\n1..2\nok 1 a\nnot ok 2 b\n")
-            self.assertEqual(mz.signature(d, report(1, "fail", "guest tests failed")),
+            self.assertEqual(failure.signature(d, report(1, "fail", "guest tests failed")),
                              "not ok: iocheck x :: not ok 2 b")
-        self.assertEqual(mz.signature("/nonexistent", report(3, "hang")), "hang")
+        self.assertEqual(failure.signature("/nonexistent", report(3, "hang")), "hang")
 
     def test_crash_line_ignores_addresses_and_time(self):
         a = "[   12.5] BUG: unable to handle page fault for address: ffff8880123\n"
         b = "[   99.1] BUG: unable to handle page fault for address: ffff8880999\n"
-        self.assertEqual(mz.crash_line(a), mz.crash_line(b))
-        self.assertNotEqual(mz.crash_line(a), mz.crash_line("Kernel panic - not syncing"))
+        self.assertEqual(failure.crash_line(a), failure.crash_line(b))
+        self.assertNotEqual(failure.crash_line(a), failure.crash_line("Kernel panic - not syncing"))
 
 
 def run_dir(d, deterministic=True, status=1, outcome="fail"):

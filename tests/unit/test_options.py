@@ -13,11 +13,11 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import runner  # noqa: E402
-from faultline.cli import parser  # noqa: E402
-from faultline.cli.commands import compare_options  # noqa: E402
-from faultline.options import (BenchOptions, BugsOptions, CompareOptions,  # noqa: E402
-                               MatrixOptions, RunOptions, from_args)
+from faultline.cli import parser
+from faultline.cli.commands import compare_options
+from faultline.run import runner
+from faultline.run.options import (BenchOptions, BugsOptions, CompareOptions, MatrixOptions,
+                                   RunOptions, from_args)
 
 CASES = [
     RunOptions(),

@@ -1,4 +1,4 @@
-"""Unit tests of restored runs (python/faultline/restore.py) without a VM:
+"""Unit tests of restored runs (python/faultline/run/restore.py) without a VM:
 what is hot-added after the restore and in which order, what the saved
 guest's cache key depends on, the phase times, --jobs scheduling, and the
 one-line refusals of `run --restore` (exit 2 before anything is built)."""
@@ -16,10 +16,14 @@ from dataclasses import dataclass, replace
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import restore, runner, scenario  # noqa: E402
-from faultline.build import Builds  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError  # noqa: E402
-from faultline.progress import Progress  # noqa: E402
+from faultline import scenario
+from faultline.bench import restored
+from faultline.build.builds import Builds
+from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
+from faultline.judge.report import Report
+from faultline.run import restore
+from faultline.run.options import RunOptions
+from faultline.run.progress import Progress
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
 
@@ -39,7 +43,7 @@ class Tree:
 
 
 def opts(**kw):
-    return runner.RunOptions(restore=True, **kw)
+    return RunOptions(restore=True, **kw)
 
 
 class HotplugTest(unittest.TestCase):
@@ -271,7 +275,6 @@ class BenchPairTest(unittest.TestCase):
     """The bench row of two restored --deterministic runs of one seed."""
 
     def row(self, ktaps, digests=("d1", "d1")):
-        from faultline.report import Report
         calls = iter(range(2))
 
         def fake_run(sc, seed, o, builds, rundir, verbose):
@@ -284,7 +287,7 @@ class BenchPairTest(unittest.TestCase):
             return Report(scenario=sc.name, seed=1, status=EXIT_PASS, outcome="pass",
                           reason="", digest=digests[i]), {}
         with tempfile.TemporaryDirectory() as d:
-            return restore.deterministic_pair_row(None, d, lambda m: None, one_run=fake_run)
+            return restored.deterministic_pair_row(None, d, lambda m: None, one_run=fake_run)
 
     def test_identical(self):
         r = self.row(["ok 1\n", "ok 1\n"])
@@ -308,13 +311,13 @@ class BootFreeCeilingTest(unittest.TestCase):
         # December 2026's bench: boot about 4.6 s of a 17 s cold smoke run.
         walls = [17.2, 17.6, 16.4, 17.0]
         phases = [{"boot": 4.8, "test": 9.8}, {"boot": 4.6}, {"boot": 4.4}, {"boot": 4.4}]
-        self.assertAlmostEqual(restore.boot_free_ceiling(walls, phases), 68.2 / 50.0)
+        self.assertAlmostEqual(restored.boot_free_ceiling(walls, phases), 68.2 / 50.0)
 
     def test_unknown_phases(self):
-        self.assertIsNone(restore.boot_free_ceiling([10.0], [None]))
-        self.assertIsNone(restore.boot_free_ceiling([10.0], [{"test": 3}]))
-        self.assertIsNone(restore.boot_free_ceiling([], []))
-        self.assertIsNone(restore.boot_free_ceiling([4.0], [{"boot": 4.0}]))
+        self.assertIsNone(restored.boot_free_ceiling([10.0], [None]))
+        self.assertIsNone(restored.boot_free_ceiling([10.0], [{"test": 3}]))
+        self.assertIsNone(restored.boot_free_ceiling([], []))
+        self.assertIsNone(restored.boot_free_ceiling([4.0], [{"boot": 4.0}]))
 
 
 class RefusalTest(unittest.TestCase):

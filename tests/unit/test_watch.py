@@ -11,8 +11,9 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline import lava, watch  # noqa: E402
-from faultline.logtail import LogTail  # noqa: E402
+from faultline.run import watch
+from faultline.vm import lava
+from faultline.vm.logtail import LogTail
 
 
 class LogTailTest(unittest.TestCase):

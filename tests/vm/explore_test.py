@@ -33,8 +33,10 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, OUT, exit_with, kernel_args, verdict  # noqa: E402
 
-from faultline import minimize, runner, scenario  # noqa: E402
-from faultline.errors import EXIT_FAIL  # noqa: E402
+from faultline import scenario
+from faultline.errors import EXIT_FAIL
+from faultline.judge import failure
+from faultline.run import runner
 
 
 def state(d):
@@ -102,7 +104,7 @@ def main():
     rep = subprocess.run(shlex.split(f["repro"]) + ["--quiet", "--out", OUT],
                          capture_output=True, text=True)
     new_dir = [x.split()[-1] for x in rep.stdout.splitlines() if x.startswith("run dir")]
-    sig = (minimize.signature(new_dir[0], runner.load_report(new_dir[0])) if new_dir
+    sig = (failure.signature(new_dir[0], runner.load_report(new_dir[0])) if new_dir
            else None)
     if rep.returncode != EXIT_FAIL or sig != f["signature"]:
         problems.append(f"repro exit {rep.returncode}, failure {sig!r}")

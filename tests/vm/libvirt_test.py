@@ -38,11 +38,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from vmtest import (FAULTLINE, OUT, exit_with, run_one, run_options,  # noqa: E402
                     verdict)
 
-from faultline import abort, libvirt  # noqa: E402
-from faultline.build import build_all  # noqa: E402
-from faultline.errors import EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
-from faultline.libvirt import LibvirtMachine, import_libvirt  # noqa: E402
-from faultline.machine import MachineSpec  # noqa: E402
+from faultline.build.builds import build_all
+from faultline.errors import EXIT_PASS, EXIT_SETUP, SetupError
+from faultline.host import procs
+from faultline.vm import libvirt, libvirt_xml
+from faultline.vm.libvirt import LibvirtMachine, import_libvirt
+from faultline.vm.machine import MachineSpec
 
 
 def hits(report):
@@ -289,15 +290,15 @@ def test_orphans():
     # The "dead" domain's owner lives while libvirt starts it (a libvirt
     # run starting meanwhile would destroy an orphan under createXML), then dies.
     owner_proc = subprocess.Popen(["sleep", "600"])
-    doomed = abort.identity(owner_proc.pid)
+    doomed = procs.identity(owner_proc.pid)
     conn = lv.open(libvirt.DEFAULT_URI)
     names = {}
     problems = []
     try:
         # Transient, not AUTODESTROY: as if libvirtd had not destroyed them.
-        for who, owner in (("dead", doomed), ("live", abort.identity())):
-            names[who] = libvirt.new_domain_name("orphans-" + who)
-            conn.createXML(libvirt.domain_xml(spec, names[who], owner=owner), 0)
+        for who, owner in (("dead", doomed), ("live", procs.identity())):
+            names[who] = libvirt_xml.new_domain_name("orphans-" + who)
+            conn.createXML(libvirt_xml.domain_xml(spec, names[who], owner=owner), 0)
         owner_proc.kill()
         owner_proc.wait()
         destroyed = libvirt.destroy_orphans(conn, lv)

@@ -26,8 +26,11 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import OUT, exit_with, run_one, run_options, verdict  # noqa: E402
 
-from faultline import minimize, runner  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS  # noqa: E402
+from faultline.errors import EXIT_FAIL, EXIT_PASS
+from faultline.judge import failure
+from faultline.run import runner
+from faultline.run.options import MinimizeOptions
+from faultline.search import minimize
 
 
 def main():
@@ -46,7 +49,7 @@ def main():
         return EXIT_FAIL
     with open(os.path.join(rundir, "faults.jsonl")) as f:
         injected = sum(1 for _ in f)
-    rc = minimize.minimize(rundir, budget=args.max_runs, jobs=args.jobs)
+    rc = minimize.minimize(MinimizeOptions(rundir, budget=args.max_runs, jobs=args.jobs))
     if rc != EXIT_PASS:
         print(f"minimize self-test: minimize exit {rc}")
         return EXIT_FAIL
@@ -78,7 +81,7 @@ def main():
         if lbas != want:
             problems.append(f"repro injected faults at {lbas}, expected {want}")
         new = runner.load_report(new_dir[0])
-        sig = minimize.signature(new_dir[0], new)
+        sig = failure.signature(new_dir[0], new)
         if sig != summary["signature"]:
             problems.append(f"repro failed with {sig!r}, not {summary['signature']!r}")
     else:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""vm test of restored runs (`run --restore`, python/faultline/restore.py).
+"""vm test of restored runs (`run --restore`, python/faultline/run/restore.py).
 
   restore_test.py [SCENARIO] [--rules FILE]
 
@@ -27,9 +27,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from vmtest import (OUT, exit_with, read_bytes, run_options,  # noqa: E402
                     timeline_differences, verdict)
 
-from faultline import abort, runner  # noqa: E402
-from faultline.build import build_all  # noqa: E402
-from faultline.errors import EXIT_PASS  # noqa: E402
+from faultline.build.builds import build_all
+from faultline.errors import EXIT_PASS
+from faultline.host import stop
+from faultline.run import runner
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -41,7 +42,7 @@ def masked(rundir):
 
 def side_by_side(runs):
     """[(sc, seed, opts, builds, rundir)] at once: [(Report, run.json)]."""
-    with abort.Executor(max_workers=len(runs)) as pool:
+    with stop.Executor(max_workers=len(runs)) as pool:
         futures = [pool.submit(runner.one_run, *r, verbose=False) for r in runs]
         return [f.result() for f in futures]
 
@@ -62,8 +63,7 @@ def main():
     det = dataclasses.replace(warm, deterministic=True, rules=args.rules)
     sc = runner.load_scenario(args.scenario, warm)
     sc_det = runner.load_scenario(args.scenario, det)
-    builds = build_all(cold.kernel, cold.modules, quiet=True).for_scenario(sc, cold.kernel,
-                                                                          cold.modules)
+    builds = build_all(cold.kernel, cold.modules, quiet=True).for_scenario(sc)
     group = runner.new_dir(OUT, sc.name + "-restore")
     dirs = {k: os.path.join(group, k) for k in ("cold", "restored", "det-a", "det-b")}
     for d in dirs.values():

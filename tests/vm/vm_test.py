@@ -38,8 +38,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from vmtest import (FAULTLINE, OUT, exit_with, kernel_args, read_bytes,  # noqa: E402
                     run_one, run_options, timeline_differences, verdict)
 
-from faultline import mutate, runner  # noqa: E402
-from faultline.errors import EXIT_FAIL, EXIT_PASS  # noqa: E402
+from faultline.errors import EXIT_FAIL, EXIT_PASS
+from faultline.judge import mutate
+from faultline.run import inputs, runner
 
 
 def check_sweep(seeds, status, results):
@@ -146,7 +147,7 @@ def check_matrix(scenarios, seeds):
                   if ln.startswith("results ")), None)
     if not group:
         return problems + ["no results line"]
-    names, nseeds = scenarios.split(","), len(runner.parse_seeds(seeds))
+    names, nseeds = scenarios.split(","), len(inputs.parse_seeds(seeds))
     progress = [ln for ln in res.stdout.splitlines() if re.match(r"\[\d+/\d+\] ", ln)]
     if len(progress) != len(names) * nseeds:
         problems.append(f"{len(progress)} progress lines")
@@ -206,7 +207,7 @@ def main():
     rundir = results[0][1]
     if args.sweep:
         return verdict("sweep self-test",
-                       check_sweep(runner.parse_seeds(args.sweep), status, results))
+                       check_sweep(inputs.parse_seeds(args.sweep), status, results))
     if args.mutate:
         return verdict("mutation self-test", check_mutation(args.mutate, status, results[0][0]))
     if args.expect_status is not None:

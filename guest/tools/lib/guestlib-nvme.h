@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The faultline NVMe vendor interface (engine state feature 0xC0, rule hits
- * log 0xC0, wire format in hw/nvme/fault-vendor.h) and the Error Information
+ * log 0xC0, wire format in include/faultline/nvme-fault-vendor.h) and the Error Information
  * log, through libnvme.  faultctl's commands and swaptest's in-band arming
  * both call these.
  */
@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "fault-vendor.h"   /* copied beside the tools by scripts/build-guest */
+#include "faultline/nvme-fault-vendor.h"   /* the repo's include/ */
 
 struct nvme_error_log_page;
 

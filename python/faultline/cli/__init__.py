@@ -5,11 +5,13 @@ import os
 import subprocess
 import sys
 
-from .. import abort, scenario
-from ..build import say
-from ..errors import EXIT_SETUP, SetupError
-from .commands import COMMANDS, resolve_kernels
-from .parser import parser
+from faultline import scenario
+from faultline.cli.commands import COMMANDS, resolve_kernels
+from faultline.cli.parser import parser
+from faultline.errors import EXIT_SETUP, SetupError
+from faultline.host import stop
+from faultline.host.messages import say
+from faultline.run import aborted
 
 
 def main(argv=None):
@@ -27,14 +29,14 @@ def main(argv=None):
     try:
         # Here, not per command: a signal stops any command in order
         # (docs/launcher.md); and what a killed launcher left is removed.
-        abort.install()
-        abort.sweep()
+        stop.install()
+        aborted.sweep()
         resolve_kernels(args)     # --kernel NAME: a kernel built by `faultline kernel`
         status = COMMANDS[args.cmd](args)
-        abort.check()
-        return abort.settle(status)
-    except abort.Aborted as e:
-        return abort.finish(e)
+        stop.check()
+        return stop.settle(status)
+    except stop.Aborted as e:
+        return aborted.finish(e)
     except (SetupError, scenario.ScenarioError) as e:
         say(f"error: {e}")
         return EXIT_SETUP

@@ -6,13 +6,21 @@ import shlex
 import shutil
 import sys
 
-from .. import kernel, report, runner, scenario
-from ..build import build_all, run_script, say
-from ..errors import SetupError
-from ..options import (BenchOptions, BugsOptions, CompareOptions, MatrixOptions, RunOptions,
-                       from_args)
-from ..runner import DEFAULT_OUT
-from ..vmspec import prepare_spec
+from faultline import scenario
+from faultline.bench import bench
+from faultline.bugs import recall
+from faultline.build.builds import build_all, run_script
+from faultline.errors import SetupError
+from faultline.host.messages import say
+from faultline.judge import report
+from faultline.kernel import build, configure, fragments, store
+from faultline.lab import check, compare, lavajobs, libvirtxml, matrix
+from faultline.run import inputs, runner
+from faultline.run.options import (BenchOptions, BugsOptions, CompareOptions, ExploreOptions,
+                                   MatrixOptions, MinimizeOptions, RunOptions, from_args)
+from faultline.run.runner import DEFAULT_OUT
+from faultline.run.spec_builder import prepare_spec
+from faultline.search import explore, minimize
 
 
 def cmd_run(args):
@@ -24,20 +32,18 @@ def cmd_run(args):
 
 
 def cmd_matrix(args):
-    from .. import matrix
     return matrix.run_matrix(from_args(MatrixOptions, args))
 
 
 def cmd_lava(args):
-    from .. import bugsrun, lavajobs
     if args.seed is not None and args.seeds:
         raise SetupError("--seed and --seeds exclude each other")
-    seeds = runner.parse_seeds(args.seeds) if args.seeds else (
+    seeds = inputs.parse_seeds(args.seeds) if args.seeds else (
         [args.seed] if args.seed is not None else None)
     if args.bug:
         if args.scenarios or args.kernel:
             raise SetupError("--bug brings its scenarios and kernels: no SCENARIO or --kernel")
-        corpus = bugsrun.select(args.bug)
+        corpus = recall.select(args.bug)
     else:
         if not args.scenarios:
             raise SetupError("lava needs a SCENARIO (or --bug NAME)")
@@ -67,16 +73,12 @@ def cmd_repro(args):
 
 
 def cmd_minimize(args):
-    from .. import minimize
-    return minimize.minimize(args.rundir, args.budget, args.jobs, args.quiet)
+    return minimize.minimize(from_args(MinimizeOptions, args))
 
 
 def cmd_explore(args):
-    from .. import explore
-    return explore.explore(args.scenarios, RunOptions.from_args(args), args.budget, args.jobs,
-                           args.out, args.resume, args.seed, args.allow_lies,
-                           args.max_runs, args.quiet, args.minimize_budget,
-                           args.max_failures)
+    return explore.explore(from_args(ExploreOptions, args,
+                                     run_options=RunOptions.from_args(args)))
 
 
 def cmd_list(args):
@@ -97,8 +99,7 @@ def cmd_cmdline(args):
     opts = RunOptions.from_args(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
-    builds = build_all(args.kernel, args.modules, quiet=True).for_scenario(sc, args.kernel,
-                                                                           args.modules)
+    builds = build_all(args.kernel, args.modules, quiet=True)
     outdir = os.path.abspath(args.out or os.path.join(DEFAULT_OUT, "cmdline-" + sc.name))
     os.makedirs(outdir, exist_ok=True)
     spec = prepare_spec(sc, builds, outdir, seed=seed, deterministic=opts.deterministic,
@@ -110,7 +111,6 @@ def cmd_cmdline(args):
 
 
 def cmd_libvirt_xml(args):
-    from .. import libvirtxml
     opts = RunOptions.from_args(args)
     sc = runner.load_scenario(args.scenario, opts)
     seed = args.seed if args.seed is not None else sc.faults.seed
@@ -124,7 +124,6 @@ def cmd_libvirt_xml(args):
 
 
 def cmd_compare(args):
-    from .. import compare
     if args.mutate is not None:
         raise SetupError("compare does not take --mutate: a mutated run fails its data check "
                          "on every kernel, so there is nothing to compare (use "
@@ -143,23 +142,21 @@ def cmd_show(args):
 
 
 def cmd_bench(args):
-    from .. import bench
     return bench.bench(from_args(BenchOptions, args))
 
 
 def cmd_bugs(args):
-    from .. import bugsrun
-    return bugsrun.campaign(from_args(BugsOptions, args))
+    return recall.campaign(from_args(BugsOptions, args))
 
 
 def cmd_kernel(args):
     if args.kernel_cmd == "list":
-        return kernel.list_built()
-    cfg = kernel.KernelConfig(base=args.base, kasan=args.kasan, kcov=args.kcov)
+        return store.list_built()
+    cfg = fragments.KernelConfig(base=args.base, kasan=args.kasan, kcov=args.kcov)
     if args.kernel_cmd == "build":
-        return kernel.build(args.src, cfg, patch_files=args.patch, name=args.name,
-                            jobs=args.jobs)
-    text, ident = kernel.merged_config(args.src, cfg)
+        return build.build(args.src, cfg, patch_files=args.patch, name=args.name,
+                            jobs=args.make_jobs)
+    text, ident = configure.merged_config(args.src, cfg)
     if not args.out:
         sys.stdout.write(text)
         return 0
@@ -175,24 +172,23 @@ def resolve_kernels(args):
     k = getattr(args, "kernel", None)
     if isinstance(k, list):
         mods = getattr(args, "modules", None)
-        pairs = [kernel.resolve(x, mods[i] if mods and i < len(mods) else None)
+        pairs = [store.resolve(x, mods[i] if mods and i < len(mods) else None)
                  for i, x in enumerate(k)]
         args.kernel = [a for a, _ in pairs]
-        if any(kernel.looks_like_name(x) for x in k) or mods:
+        if any(store.looks_like_name(x) for x in k) or mods:
             args.modules = [m for _, m in pairs]
     elif k:
-        args.kernel, args.modules = kernel.resolve(k, getattr(args, "modules", None))
+        args.kernel, args.modules = store.resolve(k, getattr(args, "modules", None))
     for side in ("baseline", "series"):
         v = getattr(args, side, None)
         if v:
-            img, mods = kernel.resolve(v, getattr(args, side + "_modules", None))
+            img, mods = store.resolve(v, getattr(args, side + "_modules", None))
             setattr(args, side, img)
             setattr(args, side + "_modules", mods)
     return args
 
 
 def cmd_check(args):
-    from .. import check
     return check.check(args.suite, args.junit, args.kernel, args.modules)
 
 

@@ -41,9 +41,13 @@ docs/ci.md maps these (a setup error is "skip", not "bad").
 import argparse
 import os
 
-from .. import bugsrun, inputs, kernel, mutate
-from ..backends import BACKENDS
-from ..runner import DEFAULT_OUT
+from faultline.bugs import recall
+from faultline.build.builds import version_lines
+from faultline.judge import mutate
+from faultline.kernel import fragments
+from faultline.run import inputs
+from faultline.run.runner import DEFAULT_OUT
+from faultline.vm.backends import BACKENDS
 
 EXIT_CODES = """exit status:
   run, repro, compare            0 pass, 1 test or expectation failed,
@@ -62,7 +66,6 @@ class VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from ..build import version_lines
         print("\n".join(version_lines()), flush=True)
         parser.exit(0)
 
@@ -75,6 +78,36 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def kernel_options():
+    """--kernel and --modules: a parent parser for every command that boots
+    (or builds for) a guest kernel of the user's."""
+    k = argparse.ArgumentParser(add_help=False)
+    k.add_argument("--kernel", type=inputs.kernel_image,
+                   help="your own bzImage instead of Debian's 6.12")
+    k.add_argument("--modules", type=inputs.modules_dir,
+                   help="its build tree or lib/modules/VERSION directory")
+    return k
+
+
+def vm_options():
+    """One run's machine: seed, memory, vCPUs, watchdog, mode, accelerator;
+    a parent parser of run, cmdline and libvirt-xml."""
+    v = argparse.ArgumentParser(add_help=False)
+    v.add_argument("--seed", type=inputs.seed_value,
+                   help="fault seed, 0 to 2^64-1 (default: the scenario's)")
+    v.add_argument("--memory", type=inputs.memory_size,
+                   help="guest RAM, e.g. 1G (overrides vm.memory)")
+    v.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
+    v.add_argument("--timeout", type=inputs.duration,
+                   help="watchdog, e.g. 300s (overrides timeout)")
+    v.add_argument("--deterministic", action="store_true",
+                   help="icount (vCPUs round-robin in one thread), fixed RTC: "
+                        "same seed gives the same run")
+    v.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
+                   help="tcg (default, works everywhere) or kvm (needs /dev/kvm)")
+    return v
+
+
 def parser():
     p = OneLineParser(prog="faultline", description=__doc__.split("\n")[0],
                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,31 +115,11 @@ def parser():
                    help="faultline's version, the QEMU source version and build cache key")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
-    def kernel_opts(sp):
-        sp.add_argument("--kernel", type=inputs.kernel_image,
-                        help="your own bzImage instead of Debian's 6.12")
-        sp.add_argument("--modules", type=inputs.modules_dir,
-                        help="its build tree or lib/modules/VERSION directory")
+    kernel = kernel_options()
+    vm = vm_options()
 
-    def vm_opts(sp, accel=True):
-        sp.add_argument("--seed", type=inputs.seed_value,
-                        help="fault seed, 0 to 2^64-1 (default: the scenario's)")
-        sp.add_argument("--memory", type=inputs.memory_size,
-                        help="guest RAM, e.g. 1G (overrides vm.memory)")
-        sp.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs (overrides vm.cpus)")
-        sp.add_argument("--timeout", type=inputs.duration,
-                        help="watchdog, e.g. 300s (overrides timeout)")
-        sp.add_argument("--deterministic", action="store_true",
-                        help="icount (vCPUs round-robin in one thread), fixed RTC: "
-                             "same seed gives the same run")
-        if accel:
-            sp.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
-                            help="tcg (default, works everywhere) or kvm (needs /dev/kvm)")
-
-    r = sub.add_parser("run", help="boot and run scenarios (default: smoke)")
+    r = sub.add_parser("run", parents=[kernel, vm], help="boot and run scenarios (default: smoke)")
     r.add_argument("scenarios", nargs="*", help="scenario name or .toml path")
-    kernel_opts(r)
-    vm_opts(r)
     r.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
                    help="sweep seeds A to B (inclusive)")
     r.add_argument("--repeat", type=inputs.positive_int, default=1,
@@ -196,10 +209,10 @@ def parser():
     mn.add_argument("--jobs", type=inputs.positive_int, default=1,
                     help="runs at a time (default 1; each run is one VM)")
     mn.add_argument("--quiet", action="store_true", help="only the summary")
-    ex = sub.add_parser("explore", help="search fault schedules for kernel failures "
+    ex = sub.add_parser("explore", parents=[kernel],
+                        help="search fault schedules for kernel failures "
                         "(feedback-driven; docs/explore.md)")
     ex.add_argument("scenarios", nargs="*", help="scenario names or .toml paths")
-    kernel_opts(ex)
     ex.add_argument("--budget", default="30m", help="wall time, e.g. 90s, 30m, 2h (default 30m)")
     ex.add_argument("--max-runs", type=inputs.positive_int, help="stop after N runs")
     ex.add_argument("--max-failures", type=inputs.positive_int, metavar="N",
@@ -227,17 +240,14 @@ def parser():
     ex.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
                     help="tcg (default) or kvm (needs /dev/kvm)")
     ex.add_argument("--quiet", action="store_true", help="only failures and the summary")
-    cl = sub.add_parser("cmdline", help="print the QEMU command line of a scenario")
+    cl = sub.add_parser("cmdline", parents=[kernel, vm],
+                        help="print the QEMU command line of a scenario")
     cl.add_argument("scenario")
-    kernel_opts(cl)
-    vm_opts(cl)
     cl.add_argument("--out", type=inputs.out_dir,
                     help="directory for its disk image and initramfs")
-    lx = sub.add_parser("libvirt-xml",
+    lx = sub.add_parser("libvirt-xml", parents=[kernel, vm],
                         help="write a scenario's inputs and domain XML for `virsh create`")
     lx.add_argument("scenario")
-    kernel_opts(lx)
-    vm_opts(lx)
     lx.add_argument("--out", type=inputs.out_dir,
                     help="directory for the inputs and domain.xml")
     cp = sub.add_parser("compare", help="A/B: one scenario on two kernels, statistics")
@@ -275,11 +285,11 @@ def parser():
     cp.add_argument("--junit", metavar="FILE", help="also write JUnit XML of all runs")
     cp.add_argument("--kcidb", metavar="FILE",
                     help="also write KCIDB v5 JSON (runs and metrics)")
-    c = sub.add_parser("check", help="build everything and run the test suites")
+    c = sub.add_parser("check", parents=[kernel],
+                       help="build everything and run the test suites")
     c.add_argument("--suite", default="unit,qtest,asan,vm",
                    help="comma-separated meson suites (default: unit,qtest,asan,vm)")
     c.add_argument("--junit", metavar="FILE", help="copy meson's JUnit XML here")
-    kernel_opts(c)
     bn = sub.add_parser("bench", help="performance figures as ratios against baselines "
                         "measured in the same run (docs/bench.md)")
     bn.add_argument("--quick", action="store_true", help="fewer I/Os and rounds (about 4x less)")
@@ -296,20 +306,19 @@ def parser():
                     help="its run directories go here")
     bugs_parser(sub)
     kernel_parser(sub)
-    b = sub.add_parser("build", help="build QEMU and the guest image")
-    kernel_opts(b)
+    sub.add_parser("build", parents=[kernel], help="build QEMU and the guest image")
     sub.add_parser("setup", help="install dependencies (root)")
     return p
 
 
 def bugs_parser(sub):
-    """`faultline bugs` (bugsrun.py)."""
+    """`faultline bugs` (recall.py)."""
     bp = sub.add_parser("bugs", help="recall on the real-bug corpus: buggy and fixed "
                         "kernels, seeds, repro and minimize (docs/bugs.md)")
     bp.add_argument("names", nargs="*", metavar="NAME", help="corpus bugs (default: all)")
     bp.add_argument("--list", action="store_true", help="list the corpus and stop")
-    bp.add_argument("--seeds", default=str(bugsrun.DEFAULT_SEEDS), metavar="N|A..B",
-                    help=f"seeds 1..N or A..B (default {bugsrun.DEFAULT_SEEDS})")
+    bp.add_argument("--seeds", default=str(recall.DEFAULT_SEEDS), metavar="N|A..B",
+                    help=f"seeds 1..N or A..B (default {recall.DEFAULT_SEEDS})")
     bp.add_argument("--deterministic", action="store_true",
                     help="runs --deterministic where the scenario allows (needed by minimize)")
     bp.add_argument("--no-faults", action="store_true",
@@ -319,7 +328,8 @@ def bugs_parser(sub):
                     help="skip repro and minimize of the first failure")
     bp.add_argument("--budget", type=int, default=40,
                     help="minimize's run budget (default 40)")
-    bp.add_argument("--jobs", type=int, help="make -jN for kernel builds")
+    bp.add_argument("--make-jobs", type=inputs.positive_int, metavar="N",
+                    help="make -jN for kernel builds (default: every core)")
     bp.add_argument("--out", default=os.path.join(DEFAULT_OUT, "bugs"), type=inputs.out_dir,
                     help="results (default runs/bugs; reused on the next run: resume)")
     bp.add_argument("--docs", action="store_true",
@@ -340,7 +350,7 @@ def kernel_parser(sub):
     def common(sp):
         sp.add_argument("--kasan", action="store_true", help="add configs/kernel/kasan.config")
         sp.add_argument("--kcov", action="store_true", help="add configs/kernel/kcov.config")
-        sp.add_argument("--base", default=kernel.DEFAULT_BASE,
+        sp.add_argument("--base", default=fragments.DEFAULT_BASE,
                         help="defconfig, tinyconfig (default) or a config FILE")
 
     c = ks.add_parser("config", help="print (or --out FILE) the merged .config")
@@ -354,7 +364,8 @@ def kernel_parser(sub):
                    help="a diff or an mbox of patches, applied in order (repeatable)")
     b.add_argument("--name", help="name for --kernel (default: debian-VERSION[-kasan] "
                    "or the tree's directory name)")
-    b.add_argument("--jobs", type=int, help="make -jN (default: all cores)")
+    b.add_argument("--make-jobs", type=inputs.positive_int, metavar="N",
+                   help="make -jN (default: every core)")
     common(b)
     ks.add_parser("list", help="built kernels and their names")
     return k

@@ -20,7 +20,7 @@ OP_WRITE, OP_PCI_WRITE, OP_ADD_DMA_PATTERN, OP_CLEAR_DMA_PATTERNS, \
     OP_CLOCK_STEP = 3, 5, 7, 8, 9
 BAR0, MSIX_TABLE = 0, 1         # fuzzable regions, in address order
 
-# hw/block/syncblk-regs.h
+# include/faultline/syncblk-regs.h
 SLOT_BASE, SLOT_STRIDE = 0x100, 0x40
 OPCODE, NUM_ENTRIES, LBA_LO, NUM_SECTORS, DOORBELL, LIST_LO, STATUS = \
     0x00, 0x04, 0x08, 0x10, 0x14, 0x18, 0x20

@@ -1,0 +1,2 @@
+"""`faultline bench`: performance figures as ratios against baselines measured
+in the same run."""

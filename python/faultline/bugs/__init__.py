@@ -1,0 +1,1 @@
+"""The real-bug corpus (tests/bugs/) and `faultline bugs`: recall on it."""

@@ -1,0 +1,2 @@
+"""Judging runs: outcome, KTAP, the kernel log, reports, KCIDB documents,
+failure signatures, statistics, tables and plots."""

@@ -1,0 +1,1 @@
+"""Searching for failures: explore (fault schedules and feedback) and minimize."""
