@@ -106,8 +106,7 @@ def boot(i, a, builds, sc, run_sh, workdir):
     initrd = guest.build_initrd(builds.guest_dir, run_sh, d)
     with open(os.path.join(d, "disk.img"), "wb") as f:
         f.truncate(sc.device.size_bytes)
-    spec = spec_builder.make_spec(sc, builds, builds.kernel, initrd, guest.kernel_cmdline(sc),
-                             d, d, seed=1, deterministic=False)
+    spec = spec_builder.make_spec(sc, builds, rundir=d, scratch=d, seed=1, initrd=initrd)
     # Without -no-shutdown: the guest's poweroff ends QEMU (the launcher's
     # watch loop is not here to stop it).
     argv = [x for x in spec.qemu_argv(os.path.join(d, "qmp.sock")) if x != "-no-shutdown"]

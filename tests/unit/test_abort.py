@@ -98,7 +98,7 @@ class ParentDeath(unittest.TestCase):
         self.assertTrue(wait_gone(child), "the child outlived its SIGKILLed parent")
 
     def test_kernel_build_tools_die_with_a_killed_build(self):
-        """sources._run (make, git, apt of `faultline kernel build`): a
+        """sources.run_tool (make, git, apt of `faultline kernel build`): a
         SIGKILLed build leaves no make behind to write into the build tree
         the next build takes."""
         with tempfile.TemporaryDirectory() as d:
@@ -108,7 +108,7 @@ class ParentDeath(unittest.TestCase):
                 sys.path.insert(0, {os.path.join(TOP, 'python')!r})
                 from faultline.kernel import sources
                 with open({log!r}, "w") as f:
-                    sources._run(["sh", "-c", "echo $$; exec sleep 60"], log=f)
+                    sources.run_tool(["sh", "-c", "echo $$; exec sleep 60"], log=f)
             """)
             parent = subprocess.Popen([sys.executable, "-c", code])
             deadline = time.monotonic() + 10

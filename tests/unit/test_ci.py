@@ -28,8 +28,11 @@ from faultline.judge.ktap import parse_ktap
 from faultline.judge.report import Report, junit_xml
 from faultline.lab import matrix
 from faultline.paths import CACHE
+from faultline.run import lava_watch
+from faultline.run.lava_watch import LavaView
+from faultline.run.watch import WatchResult
 from faultline.vm import lava, lava_job
-from faultline.vm.machine import MachineSpec, WatchResult
+from faultline.vm.machine import MachineSpec
 
 SMOKE = os.path.join(TOP, "scenarios", "smoke.toml")
 
@@ -62,7 +65,7 @@ class JobTest(unittest.TestCase):
 
     def test_valid_lava_job(self):
         # lava-dispatcher's own schema (strict: no unknown keys or context variables)
-        lava_validate(yaml.safe_load(lava_job._yaml_dump(self.job)), strict=True)
+        lava_validate(yaml.safe_load(lava_job.yaml_dump(self.job)), strict=True)
 
     def test_job_content(self):
         j = self.job
@@ -214,7 +217,7 @@ class ConvertTest(unittest.TestCase):
             f.write(log)
         with open(os.path.join(tmp, "console.log"), "w") as f:
             f.write(console)
-        w = m.convert(WatchResult(backend="lava"))
+        w = LavaView(m).convert(WatchResult(backend="lava"))
         sc = scenario.load(SMOKE)
         sc.expect = {}
         return judge(sc, tmp, 1, False, w), w, tmp
@@ -264,7 +267,7 @@ class ConvertTest(unittest.TestCase):
         self.assertEqual((r.status, r.outcome), (EXIT_CRASH, "hang"))
 
     def test_mismatch_reported(self):
-        problems = lava.compare_cases([{"case": "a", "name": "a", "result": "pass"}],
+        problems = lava_watch.compare_cases([{"case": "a", "name": "a", "result": "pass"}],
                                       [{"name": "a", "kind": "fail"},
                                        {"name": "b", "kind": "ok"}])
         self.assertEqual(len(problems), 2)

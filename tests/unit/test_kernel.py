@@ -327,7 +327,7 @@ class Names(unittest.TestCase):
         e = os.path.join(self.tmp.name, "entries", key)
         os.makedirs(os.path.join(e, "modules"))
         open(os.path.join(e, "bzImage"), "w").close()
-        store._name(name, key)
+        store.name_entry(name, key)
         return e
 
     def test_unknown_name_lists_the_built_ones(self):
@@ -426,13 +426,13 @@ class InputsIndex(unittest.TestCase):
 
     def test_index_points_at_an_entry_that_exists(self):
         ident = self.ident()
-        self.assertIsNone(store._indexed(ident))
-        store._index(ident, "0123456789abcdef")
-        self.assertIsNone(store._indexed(ident))         # no such entry (any more)
+        self.assertIsNone(store.indexed_key(ident))
+        store.index_key(ident, "0123456789abcdef")
+        self.assertIsNone(store.indexed_key(ident))         # no such entry (any more)
         entry = os.path.join(store.KCACHE, "entries", "0123456789abcdef")
         os.makedirs(entry)
         open(os.path.join(entry, "bzImage"), "w").close()
-        self.assertEqual(store._indexed(ident), "0123456789abcdef")
+        self.assertEqual(store.indexed_key(ident), "0123456789abcdef")
 
 
 class CacheSafety(unittest.TestCase):
@@ -501,7 +501,7 @@ class CacheSafety(unittest.TestCase):
             stdout=subprocess.PIPE, text=True)
         self.assertEqual(holder.stdout.readline().strip(), "held")
         t0 = time.monotonic()
-        with configure._holding(lock):
+        with configure.holding_lock(lock):
             waited = time.monotonic() - t0
         holder.wait()
         self.assertGreater(waited, 0.8)

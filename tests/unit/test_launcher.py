@@ -27,7 +27,7 @@ from faultline.lab import compare, libvirtxml
 from faultline.run import guest, inputs, runner, spec_builder
 from faultline.run.options import RunOptions
 from faultline.run.progress import Progress
-from faultline.run.watch import watch
+from faultline.run.watch import WatchResult, watch
 from faultline.vm import backends, machine
 
 
@@ -246,8 +246,9 @@ class ExpectTest(unittest.TestCase):
 class CmdlineTest(unittest.TestCase):
     def build(self, text, deterministic=False, seed=5):
         sc = scenario(text)
-        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k/vmlinuz", "/s/initrd",
-                                 guest.kernel_cmdline(sc), "/run", "/s", seed, deterministic)
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), rundir="/run", scratch="/s",
+                                      seed=seed, deterministic=deterministic,
+                                      kernel="/k/vmlinuz", initrd="/s/initrd")
         return sc, spec.qemu_argv("/s/qmp.sock")
 
     def test_nvme_with_rules(self):
@@ -368,8 +369,9 @@ class CmdlineTest(unittest.TestCase):
         sc, q = self.build(MINIMAL, deterministic=True)
         self.assertEqual((q[q.index("-smp") + 1], q[q.index("-accel") + 1]), ("2", "tcg"))
         sc = flscenario.apply_overrides(scenario(MINIMAL), cpus=3)
-        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", "/r", "/s", 1, True,
-                                 "kvm")
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), rundir="/r", scratch="/s", seed=1,
+                                      deterministic=True, accel="kvm", kernel="/k",
+                                      initrd="/i", append="")
         self.assertEqual(spec.extra_args, ["-icount", "shift=4,sleep=off,align=off", "-smp",
                                            "3", "-rtc", "base=2026-01-01T00:00:00,clock=vm"])
         self.assertEqual(spec.accel, "tcg")
@@ -670,8 +672,8 @@ class MachineTest(unittest.TestCase):
         scratch = scratchdirs.new_scratch(rundir)
         self.addCleanup(scratchdirs.remove_scratch, scratch)
         sc = scenario('[faults]\nrules = "w: write nth=1 error=eio"\n' + MINIMAL)
-        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
-                                 False)
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), rundir=rundir, scratch=scratch,
+                                      seed=1, kernel="/k", initrd="/i", append="")
         with ShellMachine(spec, script=script) as m:
             with open(os.path.join(scratch, "disk.img"), "w") as f:
                 f.write("the machine's disk")
@@ -723,8 +725,8 @@ class MachineTest(unittest.TestCase):
         sc = scenario(MINIMAL + '[[qmp]]\nwhen = "ok 2 half"\nexecute = "device_del"\n'
                       'arguments = { id = "swapdev" }\n'
                       '[[qmp]]\nwhen = "never printed"\nexecute = "stop"\n')
-        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), "/k", "/i", "", rundir, scratch, 1,
-                                 False)
+        spec = spec_builder.make_spec(sc, Builds("/q", "/g"), rundir=rundir, scratch=scratch,
+                                      seed=1, kernel="/k", initrd="/i", append="")
         sent = []
 
         class QmpShell(ShellMachine):
@@ -802,7 +804,7 @@ class PlantedJudgeTest(unittest.TestCase):
             "ok 3 c\n# totals: pass:3 fail:0\n")
 
     def verdict(self, ktap, sc=None, guest_exit=0):
-        w = machine.WatchResult(guest_exit=guest_exit, backend="qemu")
+        w = WatchResult(guest_exit=guest_exit, backend="qemu")
         return judge._verdict(sc or scenario(MINIMAL), w, "faultline-init: up\n",
                               parse_ktap(ktap))
 
@@ -948,7 +950,7 @@ class MutateTest(unittest.TestCase):
         with open(os.path.join(d, "console.log"), "w") as f:
             f.write("faultline-init\n")
         sc = mutate.apply(scenario(MINIMAL), "lie")
-        w = machine.WatchResult(hang=False, guest_exit=1, backend="qemu",
+        w = WatchResult(hang=False, guest_exit=1, backend="qemu",
                                 faults={"rules": [{"name": "mutate", "hits": 256}]})
         r = judge.judge(sc, d, 1, False, w)
         self.assertEqual(r.status, 1)
@@ -1147,7 +1149,7 @@ class RulesOptionTest(unittest.TestCase):
         if rules_option:
             flscenario.replace_rules(sc, self.rules_file(
                 "w3: write every=3 error=eio\nr9: read nth=9 error=eio\n"))
-        w = machine.WatchResult(guest_exit=0, backend="qemu",
+        w = WatchResult(guest_exit=0, backend="qemu",
                                 faults={"rules": [{"name": n, "hits": h}
                                                   for n, h in hits.items()], "digest": 255})
         return judge.judge(sc, d, 1, False, w), sc, d

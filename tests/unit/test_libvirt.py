@@ -32,8 +32,9 @@ BUILDS = Builds(qemu_dir="/cache/qemu/abc", guest_dir="/cache/guest/def")
 
 def spec_of(name, deterministic=False, cpus=None):
     sc = scenario.apply_overrides(scenario.load(name), None, cpus, None)
-    return make_spec(sc, BUILDS, BUILDS.kernel, "/shm/s/initramfs.cpio", "console=ttyS0 x=1",
-                     "/runs/r1", "/shm/s", sc.faults.seed, deterministic)
+    return make_spec(sc, BUILDS, rundir="/runs/r1", scratch="/shm/s", seed=sc.faults.seed,
+                     deterministic=deterministic, initrd="/shm/s/initramfs.cpio",
+                     append="console=ttyS0 x=1")
 
 
 def parse(spec, **kw):
@@ -179,14 +180,14 @@ class PowerOffTest(unittest.TestCase):
         m.running = lambda: True
         m.qmp = lambda cmd, **a: {"status": "paused"}
         threading.Timer(0.5, m.reset_paused.set).start()
-        m._wait_powered_off(timeout_s=10.0)
+        m.wait_powered_off(timeout_s=10.0)
         self.assertTrue(m.reset_paused.is_set())
         # No event at all: the qemu backend's wait on the status, bounded.
         m2 = libvirt.LibvirtMachine(spec_of("nvme-write-error"))
         m2.running = lambda: True
         m2.qmp = lambda cmd, **a: {"status": "paused"}
         t0 = time.monotonic()
-        m2._wait_powered_off(timeout_s=0.2)
+        m2.wait_powered_off(timeout_s=0.2)
         self.assertLess(time.monotonic() - t0, 2.0)
         self.assertFalse(m2.reset_paused.is_set())
 

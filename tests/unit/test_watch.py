@@ -11,8 +11,7 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline.run import watch
-from faultline.vm import lava
+from faultline.run import lava_watch, watch
 from faultline.vm.logtail import LogTail
 
 
@@ -57,7 +56,7 @@ class LavaKtapTest(unittest.TestCase):
         self.addCleanup(os.unlink, path)
         msgs = ["boot noise", "# kernel 6.12", "ok 1 a\r", "FAULTLINE-EXIT 0"]
         lines = [json.dumps({"dt": "x", "lvl": "target", "msg": m}) + "\n" for m in msgs]
-        reader = lava.LavaKtap(path)
+        reader = lava_watch.LavaKtap(path)
         got = ""
         for ln in lines:
             with open(path, "a") as f:
@@ -66,7 +65,7 @@ class LavaKtapTest(unittest.TestCase):
             with open(path, "a") as f:
                 f.write(ln[10:])
             got += reader.poll()
-        whole = lava.ktap_from_target(lava.parse_lava_log("".join(lines))[0])
+        whole = lava_watch.ktap_from_target(lava_watch.parse_lava_log("".join(lines))[0])
         self.assertEqual(got, whole)
         self.assertEqual(whole, "# kernel 6.12\nok 1 a\nFAULTLINE-EXIT 0\n")
 

@@ -14,6 +14,10 @@
   libvirt_test.py orphans               a faultline domain whose owner (a launcher) is
                                         gone is destroyed by the next libvirt start;
                                         one whose owner lives is left alone
+  libvirt_test.py xml SCENARIO          `faultline libvirt-xml SCENARIO` booted by
+                                        `virsh create`: the domain boots the image
+                                        with the scenario's [vm] tools and its
+                                        guest exits 0 with every test ok
   libvirt_test.py errors                one line and exit 2 for an unreachable URI,
                                         a QEMU libvirt rejects, a domain name clash,
                                         python3-libvirt missing, a domain QEMU
@@ -41,6 +45,7 @@ from vmtest import (FAULTLINE, OUT, exit_with, run_one, run_options,  # noqa: E4
 from faultline.build.builds import build_all
 from faultline.errors import EXIT_PASS, EXIT_SETUP, SetupError
 from faultline.host import procs
+from faultline.run import runner
 from faultline.vm import libvirt, libvirt_xml
 from faultline.vm.libvirt import LibvirtMachine, import_libvirt
 from faultline.vm.machine import MachineSpec
@@ -93,6 +98,57 @@ def test_same(scenario, deterministic, cpus=None):
             if a.read() != b.read():
                 problems.append("KTAP differs between the backends")
     return problems
+
+
+def test_xml(scenario):
+    """What a user does by hand: libvirt-xml, then virsh create."""
+    problems = []
+    out = tempfile.mkdtemp(prefix="libvirt-xml-", dir=OUT)
+    r = subprocess.run([FAULTLINE, "libvirt-xml", scenario, "--out", out],
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        return [f"libvirt-xml {scenario}: exit {r.returncode}: {r.stderr.strip()[-300:]}"]
+    xml_path = os.path.join(out, "domain.xml")
+    with open(xml_path) as f:
+        xml = f.read()
+    name = re.search(r"<name>([^<]+)</name>", xml).group(1)
+    # An image with tools is the base image's directory + "-tools-KEY"
+    # (scripts/build-guest); whether they run, the guest's tests say.
+    image = re.search(r"<kernel>([^<]+)/vmlinuz</kernel>", xml)
+    if read_scenario(scenario).vm.tools and not (image and "-tools-" in image.group(1)):
+        problems.append(f"the domain boots {image and image.group(1)}, not an image with "
+                        f"the scenario's tools")
+    r = subprocess.run(["virsh", "-c", libvirt.DEFAULT_URI, "create", xml_path],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        return problems + [f"virsh create: {r.stderr.strip()}"]
+    ktap_path = os.path.join(out, "ktap.log")
+    deadline = time.monotonic() + read_scenario(scenario).timeout_s + 120
+    ktap = ""
+    try:
+        while time.monotonic() < deadline:
+            with open(ktap_path, errors="replace") as f:
+                ktap = f.read()
+            if "FAULTLINE-EXIT " in ktap:
+                break
+            time.sleep(1)
+    finally:
+        subprocess.run(["virsh", "-c", libvirt.DEFAULT_URI, "destroy", name],
+                       capture_output=True, timeout=60)
+    if "FAULTLINE-EXIT 0" not in ktap:
+        problems.append(f"the guest did not exit 0 (tail of {ktap_path}: {ktap[-300:]!r})")
+    bad = [ln for ln in ktap.splitlines() if ln.startswith("not ok")]
+    if bad:
+        problems.append(f"{len(bad)} test(s) not ok: {bad[0]}")
+    if not any(ln.startswith("ok ") for ln in ktap.splitlines()):
+        problems.append("no test passed")
+    if not problems:
+        shutil.rmtree(out, ignore_errors=True)
+    return problems
+
+
+def read_scenario(name):
+    return runner.load_scenario(name, run_options())
 
 
 def scratch_of(rundir):
@@ -324,7 +380,7 @@ def test_orphans():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("test", choices=["run", "same", "kill", "errors", "orphans"])
+    p.add_argument("test", choices=["run", "same", "kill", "errors", "orphans", "xml"])
     p.add_argument("scenario", nargs="?", default="smoke")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--cpus", type=int, help="vCPUs (overrides the scenario's)")
@@ -338,6 +394,8 @@ def main():
         problems = test_kill(args.scenario)
     elif args.test == "orphans":
         problems = test_orphans()
+    elif args.test == "xml":
+        problems = test_xml(args.scenario)
     else:
         problems = test_errors()
     return verdict(f"libvirt {args.test}", problems)

@@ -41,7 +41,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 
@@ -70,9 +69,9 @@ from faultline.vm.qemu import QemuMachine
 # ---------------------------------------------------------------- machines
 
 class Boot:
-    """One QEMU boot of a generated scenario, watched by a thread that
-    notes (every 5 ms) the first KTAP line and, at each `# bench-mark NAME`
-    line, QEMU's utime+stime."""
+    """One QEMU boot of a generated scenario; as an observer of its watch
+    loop (every 5 ms) it notes the first KTAP line and, at each
+    `# bench-mark NAME` line, QEMU's utime+stime."""
 
     def __init__(self, text, name, out, builds, deterministic=False, trace=(), backend=None):
         self.dir = new_dir(out, name)
@@ -90,35 +89,23 @@ class Boot:
         self.first_ktap_s = None
         self.block_writes = None
         self.watch = None
+        self.poll_s = 0.005         # the watch loop looks this often (marks, first line)
+        self._pid = self._clk = None
 
-    def _watch(self, m, stop, t0):
-        path = os.path.join(self.dir, "ktap.log")
-        clk = os.sysconf("SC_CLK_TCK")
-        stat = f"/proc/{m.proc.pid}/stat"
-        seen = 0
-        while not stop.is_set():
-            try:
-                with open(path, errors="replace") as f:
-                    f.seek(seen)
-                    new = f.read()
-            except OSError:
-                new = ""
-            if new:
-                if self.first_ktap_s is None:
-                    self.first_ktap_s = time.monotonic() - t0
-                # Only whole lines: a mark is acted on once it is complete.
-                whole = new[:new.rfind("\n") + 1]
-                seen += len(whole.encode())
-                for ln in whole.splitlines():
-                    if ln.startswith("# bench-mark "):
-                        try:
-                            mark = ln.split()[2]
-                            with open(stat) as f:
-                                self.marks[mark] = proc_cpu_seconds(f.read(), clk)
-                            self.thread_marks[mark] = proc_thread_cpu_seconds(m.proc.pid, clk)
-                        except (OSError, IndexError, ValueError):
-                            pass
-            time.sleep(0.005)
+    def on_poll(self, streams, new_ktap, elapsed):
+        """A watch observer: the first KTAP line's time and, at each
+        `# bench-mark NAME` line, QEMU's CPU time (whole and per thread)."""
+        if self.first_ktap_s is None and (new_ktap or streams["ktap"].partial):
+            self.first_ktap_s = elapsed
+        for ln in new_ktap.splitlines():
+            if ln.startswith("# bench-mark "):
+                try:
+                    mark = ln.split()[2]
+                    with open(f"/proc/{self._pid}/stat") as f:
+                        self.marks[mark] = proc_cpu_seconds(f.read(), self._clk)
+                    self.thread_marks[mark] = proc_thread_cpu_seconds(self._pid, self._clk)
+                except (OSError, IndexError, ValueError):
+                    pass
 
     def run(self):
         scratch = scratch_dir()
@@ -135,15 +122,8 @@ class Boot:
                     spec.extra_args += ["-trace", f"enable={ev}"]
             with QemuMachine(spec) as m:
                 m.start()
-                stop = threading.Event()
-                th = threading.Thread(target=self._watch, args=(m, stop, time.monotonic()),
-                                      daemon=True)
-                th.start()
-                try:
-                    self.watch = watch(m, self.sc.timeout_s)
-                finally:
-                    stop.set()
-                    th.join()
+                self._pid, self._clk = m.pid(), os.sysconf("SC_CLK_TCK")
+                self.watch = watch(m, self.sc.timeout_s, observers=[self])
                 if m.running():
                     try:
                         self.block_writes = sum(b["stats"]["wr_operations"]

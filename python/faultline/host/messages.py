@@ -3,6 +3,5 @@
 import sys
 
 
-
 def say(msg):
     print(f"faultline: {msg}", file=sys.stderr, flush=True)

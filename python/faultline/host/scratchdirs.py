@@ -75,13 +75,13 @@ def note_process(scratch, pid):
     not name the scratch on its command line (lava-run sets its own process
     title): sweep() kills it should this launcher die first."""
     path = os.path.join(scratch, PROCESSES)
-    procs = _read_json(path) or []
+    procs = read_json(path) or []
     with open(path + ".tmp", "w") as f:
         json.dump(procs + [identity(pid)], f)
     os.replace(path + ".tmp", path)
 
 
-def _read_json(path):
+def read_json(path):
     try:
         with open(path) as f:
             return json.load(f)
@@ -90,7 +90,7 @@ def _read_json(path):
 
 
 def read_owner(d):
-    owner = _read_json(os.path.join(d, OWNER))
+    owner = read_json(os.path.join(d, OWNER))
     return owner if isinstance(owner, dict) else None
 
 

@@ -32,11 +32,12 @@ import time
 from faultline.errors import SetupError
 from faultline.host.messages import say
 from faultline.kernel import store
-from faultline.kernel.configure import _holding, _make, _reset, check_base, make_config
+from faultline.kernel.configure import check_base, holding_lock, make_config, reset_tree, run_make
 from faultline.kernel.fragments import KernelConfig
 from faultline.kernel.patch_series import apply_patches, read_patches
 from faultline.kernel.sources import debian_versions, get_source
-from faultline.kernel.store import _index, _indexed, _name, cache_key, compiler_id, inputs_id
+from faultline.kernel.store import (cache_key, compiler_id, index_key, indexed_key, inputs_id,
+                                    name_entry)
 
 
 # ---------------------------------------------------------------- build
@@ -169,17 +170,17 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
     compiler = compiler_id()
     inputs = (inputs_id(src.ident, patches, cfg.base, cfg.kasan, cfg.kcov, compiler)
               if src.pristine else None)    # a user's tree can change under one identity
-    hit = inputs and _indexed(inputs)
+    hit = inputs and indexed_key(inputs)
     if hit:
-        _name(name, hit)
+        name_entry(name, hit)
         say(f"kernel cache hit: {os.path.join(store.KCACHE, 'entries', hit)} (name {name})")
         print(os.path.join(store.KCACHE, "entries", hit, "bzImage"))
         return 0
-    with _holding(os.path.join(store.KCACHE, "locks", src.family + ".lock")):
+    with holding_lock(os.path.join(store.KCACHE, "locks", src.family + ".lock")):
         t = time.monotonic()
         os.makedirs(os.path.join(store.KCACHE, "logs"), exist_ok=True)
         if src.pristine:
-            _reset(src.tree)
+            reset_tree(src.tree)
             with open(os.path.join(store.KCACHE, "logs", f"{src.family}-patch.log"), "w") as plog:
                 apply_patches(src.tree, patches, plog)
         phases["patch"] = time.monotonic() - t
@@ -191,8 +192,8 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
         entry = os.path.join(store.KCACHE, "entries", key)
         if os.path.isfile(os.path.join(entry, "bzImage")):
             if inputs:
-                _index(inputs, key)
-            _name(name, key)
+                index_key(inputs, key)
+            name_entry(name, key)
             say(f"kernel cache hit: {entry} (name {name})")
             print(os.path.join(entry, "bzImage"))
             return 0
@@ -213,7 +214,7 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
         if shutil.which("ccache") and os.environ.get("FAULTLINE_CCACHE", "1") != "0":
             make_extra = ["CC=ccache gcc"]
         with open(logpath, "w") as log:
-            r = _make(src.tree, objdir, "olddefconfig", "bzImage", "modules", log=log,
+            r = run_make(src.tree, objdir, "olddefconfig", "bzImage", "modules", log=log,
                       jobs=jobs, extra=make_extra)
         phases["compile"] = time.monotonic() - t
         loads = (load0, os.getloadavg()[0])
@@ -226,8 +227,8 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
                  make_extra, cfg)
         phases["install"] = time.monotonic() - t
         if inputs:
-            _index(inputs, key)
-        _name(name, key)
+            index_key(inputs, key)
+        name_entry(name, key)
     total = time.monotonic() - t_start
     target = "cold build, target 12 min" if cold else "rebuild, target 90 s"
     say("kernel " + name + ": " + ", ".join(f"{k} {v:.1f}s" for k, v in phases.items())
@@ -262,7 +263,7 @@ def _publish(src, objdir, entry, key, patches, config, compiler, logpath, jobs, 
                 series.write(f"{fn}\t{p.label()}\n")
         mods = os.path.join(tmp, "modules")
         with open(os.path.join(tmp, "install.log"), "w") as log:
-            r = _make(src.tree, objdir, "modules_install", log=log, jobs=jobs,
+            r = run_make(src.tree, objdir, "modules_install", log=log, jobs=jobs,
                       extra=[*make_extra, f"INSTALL_MOD_PATH={mods}", "INSTALL_MOD_STRIP=1",
                              "DEPMOD=/bin/true"])
         if r.returncode:

@@ -13,7 +13,7 @@ from faultline.host.messages import say
 from faultline.kernel import store
 from faultline.kernel.fragments import (BASES, DEFAULT_BASE, check_config, config_error,
                                         fragment_options, fragment_paths, kconfig_symbols)
-from faultline.kernel.sources import _run, get_source
+from faultline.kernel.sources import get_source, run_tool
 
 
 # ---------------------------------------------------------------- config
@@ -29,11 +29,11 @@ def _lock(path):
     return fd
 
 
-def _make(tree, objdir, *targets, log=None, jobs=None, extra=()):
+def run_make(tree, objdir, *targets, log=None, jobs=None, extra=()):
     cmd = ["make", "-C", tree, f"O={objdir}", *extra]
     if jobs:
         cmd.append(f"-j{jobs}")
-    return _run(cmd + list(targets), log=log)
+    return run_tool(cmd + list(targets), log=log)
 
 
 def check_base(base):
@@ -47,7 +47,7 @@ def base_config_text(tree, base, scratch):
     os.makedirs(scratch, exist_ok=True)
     cfg = os.path.join(scratch, ".config")
     if base in BASES:
-        r = _make(tree, scratch, base)
+        r = run_make(tree, scratch, base)
         if r.returncode:
             raise SetupError(f"make {base} failed in {tree}: {_last_error(r.stdout)}")
     else:
@@ -73,11 +73,11 @@ def make_config(tree, base=DEFAULT_BASE, kasan=False, kcov=False, scratch=None):
         # -m: merge only; olddefconfig then resolves dependencies with the
         # tree's own Kconfig (merge_config.sh's own olddefconfig would run
         # in the source tree, not in O=).
-        r = _run(["sh", merge, "-m", "-O", scratch, os.path.join(scratch, ".config"), *frags],
+        r = run_tool(["sh", merge, "-m", "-O", scratch, os.path.join(scratch, ".config"), *frags],
                  cwd=scratch)
         if r.returncode:
             raise SetupError(f"merge_config.sh failed: {_last_error(r.stdout)}")
-        r = _make(tree, scratch, "olddefconfig")
+        r = run_make(tree, scratch, "olddefconfig")
         if r.returncode:
             raise SetupError(f"make olddefconfig failed in {tree}: {_last_error(r.stdout)}")
         with open(os.path.join(scratch, ".config")) as f:
@@ -105,9 +105,9 @@ def merged_config(tree, cfg):
     newest Debian tree in the cache) and the source it came from."""
     check_base(cfg.base)
     src = get_source(tree or _default_config_tree())
-    with _holding(os.path.join(store.KCACHE, "locks", src.family + ".lock")):
+    with holding_lock(os.path.join(store.KCACHE, "locks", src.family + ".lock")):
         if src.pristine:
-            _reset(src.tree)
+            reset_tree(src.tree)
         text = make_config(src.tree, cfg.base, cfg.kasan, cfg.kcov,
                            scratch=os.path.join(store.KCACHE, "kconfig", src.family))
     return text, src.ident
@@ -124,7 +124,7 @@ def _default_config_tree():
                      "--src debian:6.12 (downloads Debian's source once)")
 
 
-class _holding:
+class holding_lock:
     def __init__(self, path):
         self.path = path
 
@@ -135,10 +135,10 @@ class _holding:
         os.close(self.fd)
 
 
-def _reset(tree):
+def reset_tree(tree):
     """Back to the pristine commit; only files patches changed are rewritten
     (new mtimes), so make rebuilds only what depends on them."""
     for cmd in (["reset", "-q", "--hard", "pristine"], ["clean", "-fdxq", "-e", ".faultline-pristine"]):
-        r = _run(["git", "-C", tree, *cmd])
+        r = run_tool(["git", "-C", tree, *cmd])
         if r.returncode:
             raise SetupError(f"git {cmd[0]} in {tree} failed: {r.stdout.strip()[-200:]}")

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from faultline import TOP
 from faultline.errors import SetupError
 
-
 CONFIG_DIR = os.path.join(TOP, "configs", "kernel")
 FRAGMENTS = {"faultline": "faultline.config", "kasan": "kasan.config", "kcov": "kcov.config"}
 BASES = ("tinyconfig", "defconfig")

@@ -28,7 +28,7 @@ class Source:
     phases: dict = field(default_factory=dict)
 
 
-def _run(cmd, log=None, **kw):
+def run_tool(cmd, log=None, **kw):
     """The build's tools (make, git, apt), output into @log or .stdout.  They
     end with the launcher: a make left running by a killed build would
     write into the tree the next build takes (seen: two makes, one object
@@ -58,12 +58,12 @@ def _apt_candidate(pkg, suite):
         opts, d = _apt_opts(suite)
         stamp = os.path.join(d, "updated")
         if not os.path.exists(stamp) or time.time() - os.path.getmtime(stamp) > 12 * 3600:
-            r = _run(["apt-get", *opts, "update", "-qq"])
+            r = run_tool(["apt-get", *opts, "update", "-qq"])
             if r.returncode != 0:
                 raise SetupError(f"apt-get update ({suite}) failed: "
                                  f"{(r.stdout or '').strip().splitlines()[-1:]}")
             open(stamp, "w").close()
-    r = _run(["apt-cache", *opts, "policy", pkg])
+    r = run_tool(["apt-cache", *opts, "policy", pkg])
     m = re.search(r"Candidate:\s*(\S+)", r.stdout or "")
     if not m or m.group(1) == "(none)":
         return None, opts
@@ -79,7 +79,7 @@ def debian_source(version):
     """debian:X -> Source: the .deb downloaded once, extracted once into a git
     repository with one commit, "pristine"."""
     if version not in DEBIAN:
-        have = sorted(_run(["apt-cache", "pkgnames", "linux-source-"]).stdout.split())
+        have = sorted(run_tool(["apt-cache", "pkgnames", "linux-source-"]).stdout.split())
         extra = f"; this machine's apt sources list {', '.join(have)}" if have else ""
         raise SetupError(f"debian:{version}: faultline builds {debian_versions()}{extra}")
     pkg, where, suite = DEBIAN[version]
@@ -95,7 +95,7 @@ def debian_source(version):
             raise SetupError(f"debian:{version}: {pkg} is not in Debian {where} any more "
                              "(apt-cache policy has no candidate)")
         say(f"downloading {pkg}={ver} ({where})")
-        r = _run(["apt-get", *opts, "download", "-qq", f"{pkg}={ver}"], cwd=debs)
+        r = run_tool(["apt-get", *opts, "download", "-qq", f"{pkg}={ver}"], cwd=debs)
         have = sorted(glob.glob(os.path.join(debs, f"{pkg}_*.deb")))
         if r.returncode != 0 or not have:
             raise SetupError(f"apt-get download {pkg}={ver} failed: "
@@ -129,7 +129,7 @@ def _extract_deb(deb, pkg, tree):
            "-c", "core.autocrlf=false"]
     for cmd in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "--no-verify", "-m", "pristine"],
                 ["tag", "pristine"]):
-        r = _run(git + cmd)
+        r = run_tool(git + cmd)
         if r.returncode:
             raise SetupError(f"git {cmd[0]} in {tmp} failed: {r.stdout.strip()[-200:]}")
     open(os.path.join(tmp, ".git", "faultline-pristine"), "w").close()
@@ -150,12 +150,12 @@ def tree_source(path):
                          f"and not one of {debian_versions()}")
     h = hashlib.sha256(tree.encode())
     if os.path.isdir(os.path.join(tree, ".git")):
-        head = _run(["git", "-C", tree, "rev-parse", "HEAD"]).stdout.strip()
+        head = run_tool(["git", "-C", tree, "rev-parse", "HEAD"]).stdout.strip()
         diff = subprocess.run(["git", "-C", tree, "diff", "HEAD", "--binary"],
                               capture_output=True).stdout
         h.update(head.encode() + diff)
         # untracked sources count too (a new file added by hand)
-        h.update(_run(["git", "-C", tree, "ls-files", "-o", "--exclude-standard"]).stdout.encode())
+        h.update(run_tool(["git", "-C", tree, "ls-files", "-o", "--exclude-standard"]).stdout.encode())
     else:
         for root, dirs, files in os.walk(tree):
             dirs.sort()

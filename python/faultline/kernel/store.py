@@ -69,7 +69,7 @@ def _read(path):
         return f.read()
 
 
-def _indexed(inputs):
+def indexed_key(inputs):
     """The key built from @inputs before, if its entry is still there."""
     try:
         with open(os.path.join(KCACHE, "inputs", inputs)) as f:
@@ -79,7 +79,7 @@ def _indexed(inputs):
     return key if os.path.isfile(os.path.join(KCACHE, "entries", key, "bzImage")) else None
 
 
-def _index(inputs, key):
+def index_key(inputs, key):
     d = os.path.join(KCACHE, "inputs")
     os.makedirs(d, exist_ok=True)
     tmp = os.path.join(d, f"{inputs}.tmp.{os.getpid()}")
@@ -137,7 +137,7 @@ def label(image):
     return os.path.basename(entry)
 
 
-def _name(name, key):
+def name_entry(name, key):
     """names/NAME -> ../entries/KEY, replaced atomically."""
     d = _names_dir()
     os.makedirs(d, exist_ok=True)

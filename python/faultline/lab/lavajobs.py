@@ -11,7 +11,7 @@ from faultline.host.versions import git_describe
 from faultline.run import runner
 from faultline.run.options import RunOptions
 from faultline.run.spec_builder import prepare_spec
-from faultline.vm.lava_job import _yaml_dump, job_metadata, make_job
+from faultline.vm.lava_job import job_metadata, make_job, yaml_dump
 
 
 def _url(base_url, out, path):
@@ -80,7 +80,7 @@ def write_jobs(scenarios, kernels, seeds, out, base_url=None, deterministic=Fals
                                name=f"faultline {sc.name} seed {seed} {label}")
                 path = os.path.join(out, "jobs", name + ".yaml")
                 with open(path, "w") as f:
-                    f.write(_yaml_dump(job))
+                    f.write(yaml_dump(job))
                 jobs.append(path)
     return jobs
 

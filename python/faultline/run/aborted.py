@@ -23,7 +23,7 @@ import time
 from faultline import scenario
 from faultline.host.messages import say
 from faultline.host.procs import alive, kill_mentioning
-from faultline.host.scratchdirs import (LAVA_TMP, LIBVIRT_RECORD, PREFIX, PROCESSES, _read_json,
+from faultline.host.scratchdirs import (LAVA_TMP, LIBVIRT_RECORD, PREFIX, PROCESSES, read_json,
                                         read_owner, remove_scratch, scratch_bases,
                                         unreported_rundir)
 from faultline.host.stop import Aborted, check, leftovers, note_reported, unregister
@@ -80,7 +80,7 @@ def sweep():
 
 
 def _clean_dead(d, owner):
-    for p in _read_json(os.path.join(d, PROCESSES)) or []:
+    for p in read_json(os.path.join(d, PROCESSES)) or []:
         if isinstance(p, dict) and alive(p):
             try:
                 os.kill(p["pid"], signal.SIGKILL)

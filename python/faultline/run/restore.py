@@ -118,9 +118,9 @@ def _stamp(path):
 def machine_spec(sc, builds, opts, rundir, scratch, seed=0, initrd=None):
     """The run's MachineSpec with its swap device on the hot-plug root port."""
     hot = dataclasses.replace(sc, device=dataclasses.replace(sc.device, hotplug=True))
-    return make_spec(hot, builds, builds.kernel, initrd or builds.initramfs,
-                     guest.kernel_cmdline(sc), rundir, scratch, seed, opts.deterministic,
-                     opts.accel)
+    return make_spec(hot, builds, rundir=rundir, scratch=scratch, seed=seed,
+                     deterministic=opts.deterministic, accel=opts.accel, initrd=initrd,
+                     append=guest.kernel_cmdline(sc))
 
 
 def split_device_args(args):

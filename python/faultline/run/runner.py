@@ -28,10 +28,13 @@ from faultline.run.inputs import parse_seeds
 from faultline.run.options import RunOptions
 from faultline.run.progress import Progress
 from faultline.run.spec_builder import prepare_spec
-from faultline.run.watch import watch
+from faultline.run.lava_watch import LavaView
+from faultline.run.watch import GuestView, watch
 from faultline.vm.backends import backend_class
 
 DEFAULT_SCENARIO = "smoke"
+# How the watch loop reads a backend's guest, where not GuestView.
+VIEWS = {"lava": LavaView}
 DEFAULT_OUT = os.path.join(TOP, "runs")
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
 
@@ -150,7 +153,7 @@ def boot_and_judge(sc, seed, opts, builds, rundir, scratch):
         with m:
             m.start()
             t_run = time.monotonic()
-            result = watch(m, sc.timeout_s, clock)
+            result = watch(m, sc.timeout_s, clock, view=VIEWS.get(m.backend, GuestView)(m))
     finally:
         scratchdirs.empty_scratch(scratch)
     r = judge(sc, rundir, seed, opts.deterministic, result, time.monotonic() - t0)

@@ -19,8 +19,9 @@ def prepare_spec(sc, builds, rundir, *, seed, scratch=None, deterministic=False,
     scratch = scratch or rundir
     builds = builds.for_scenario(sc)
     initrd = guest.prepare(sc, builds.guest_dir, rundir, scratch, seed)
-    return make_spec(sc, builds, kernel or builds.kernel, initrd, guest.kernel_cmdline(sc),
-                     rundir, scratch, seed, deterministic, accel, blockdev=blockdev)
+    return make_spec(sc, builds, rundir=rundir, scratch=scratch, seed=seed,
+                     deterministic=deterministic, accel=accel, kernel=kernel, initrd=initrd,
+                     blockdev=blockdev)
 
 
 def machine_args(cpus, deterministic):
@@ -78,10 +79,15 @@ def device_args(sc, disk, rundir, seed, deterministic, blockdev=None):
     return q, injector
 
 
-def make_spec(sc, builds, kernel, initrd, append, rundir, scratch, seed, deterministic,
-              accel="tcg", blockdev=None):
-    """The MachineSpec of one run of scenario @sc (commands use
-    vmspec.prepare_spec, which writes the inputs first)."""
+def make_spec(sc, builds, *, rundir, scratch, seed, deterministic=False, accel="tcg",
+              kernel=None, initrd=None, append=None, blockdev=None):
+    """The MachineSpec of one run of scenario @sc whose inputs are written
+    (commands use prepare_spec, which writes them first): @kernel, @initrd
+    and @append default to the build's kernel and initramfs and the
+    scenario's command line."""
+    kernel = kernel or builds.kernel
+    initrd = initrd or builds.initramfs
+    append = guest.kernel_cmdline(sc) if append is None else append
     disk = os.path.join(scratch, "disk.img")
     devargs, injector = device_args(sc, disk, rundir, seed, deterministic, blockdev)
     return MachineSpec(

@@ -17,166 +17,18 @@ What LAVA 2023.01 needs from us (shared/notes/lava-2023.01.md, measured):
 """
 
 import glob
-import json
 import os
 import shlex
 import shutil
 import signal
 import subprocess
-import time
 
 from faultline.errors import SetupError
-from faultline.host import procs, scratchdirs, stop
-from faultline.judge.ktap import parse_ktap
+from faultline.host import procs, scratchdirs
 from faultline.paths import CACHE
 from faultline.vm import lavaqemu
-from faultline.vm.lava_job import (EXIT_CASE, LAVA_MARGIN_S, MONITOR_NAME, _yaml_dump, _yaml_load,
-                                   job_metadata, lava_case_id, make_job, render_device,
-                                   template_dir)
-from faultline.vm.logtail import LogTail
+from faultline.vm.lava_job import job_metadata, make_job, render_device, template_dir, yaml_dump
 from faultline.vm.machine import Machine
-
-# Local runs: LAVA's test timeout is this much after our watchdog, which
-# asks the guest for a task dump first.
-DUMP_GRACE_S = 30
-
-
-# ---------------------------------------------------------------- results
-
-def parse_lava_log(text):
-    """LAVA's log -> (target output lines, result entries, errors).
-
-    One entry a line, {"dt": ..., "lvl": ..., "msg": ...} (lava-run's
-    output; the server's job log has the same lines as a YAML list)."""
-    target, results, errors = [], [], []
-    for line in text.splitlines():
-        line = line[2:] if line.startswith("- {") else line
-        if not line.startswith("{"):
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            # lava-run writes JSON except for tagged values (size: ! "123").
-            try:
-                entry = _yaml_load(line)
-            except Exception:  # noqa: BLE001 - one odd line must not lose the rest
-                continue
-        if not isinstance(entry, dict):
-            continue
-        lvl, msg = entry.get("lvl"), entry.get("msg")
-        if lvl == "target" and isinstance(msg, str):
-            target.append(msg)
-        elif lvl == "results" and isinstance(msg, dict):
-            results.append(msg)
-        elif lvl in ("error", "exception") and msg:
-            errors.append(str(msg))
-    return target, results, errors
-
-
-def _ktap_lines(lines, started=False):
-    """(KTAP lines among LAVA's target @lines, whether KTAP has started):
-    from '# kernel' on."""
-    out = []
-    for ln in lines:
-        s = ln.rstrip("\r")
-        started = started or s.startswith("# kernel ")
-        if started:
-            out.append(s + "\n")
-    return out, started
-
-
-def ktap_from_target(lines):
-    """The ttyS1 (KTAP) stream from LAVA's target lines."""
-    return "".join(_ktap_lines(lines)[0])
-
-
-class LavaKtap:
-    """The KTAP stream as LAVA logs it, read incrementally from lava.log (a
-    LogTail of KTAP text: text, partial, poll(), lines())."""
-
-    def __init__(self, log_path):
-        self.log = LogTail(log_path)
-        self.text, self.partial = "", ""
-        self.started = False
-
-    def poll(self):
-        target, _, _ = parse_lava_log(self.log.poll())
-        new, self.started = _ktap_lines(target, self.started)
-        self.text += "".join(new)
-        return "".join(new)
-
-    def lines(self):
-        return self.text.splitlines()
-
-
-def case_results(results):
-    """Our cases from LAVA's results: [{case, name, result}], LAVA's own
-    job/boot results (suite lava) left out."""
-    cases = []
-    for r in results:
-        if r.get("definition") != MONITOR_NAME:
-            continue
-        extra = r.get("extra") if isinstance(r.get("extra"), dict) else {}
-        cases.append({"case": r.get("case"), "name": extra.get("test_case_id", r.get("case")),
-                      "result": r.get("result")})
-    return cases
-
-
-def job_verdict(results, result_yaml_text):
-    """LAVA's job result ('pass'/'fail'/None) and its error type and message."""
-    verdict, etype, emsg = None, None, None
-    for r in results:
-        if r.get("definition") == "lava" and r.get("case") == "job":
-            verdict = r.get("result")
-            extra = r.get("extra") if isinstance(r.get("extra"), dict) else {}
-            etype, emsg = extra.get("error_type"), extra.get("error_msg")
-    if verdict is None and result_yaml_text:
-        try:
-            doc = _yaml_load(result_yaml_text)
-        except Exception:  # noqa: BLE001
-            doc = None
-        for r in doc if isinstance(doc, list) else []:
-            if isinstance(r, dict) and r.get("case") == "job":
-                verdict = r.get("result")
-                meta = r.get("metadata") or {}
-                etype, emsg = meta.get("error_type"), meta.get("error_msg")
-    return verdict, etype, emsg
-
-
-def guest_exit_from(cases, ktap):
-    """FAULTLINE-EXIT status: the number from the KTAP stream, else the
-    LAVA case (pass -> 0, fail -> 1), else None (never reported)."""
-    for ln in ktap.splitlines():
-        if ln.startswith(EXIT_CASE + " "):
-            try:
-                return int(ln.split()[1])
-            except (IndexError, ValueError):
-                pass
-    for c in cases:
-        if c["name"] == EXIT_CASE:
-            return 0 if c["result"] == "pass" else 1
-    return None
-
-
-def compare_cases(cases, ktap_results):
-    """Disagreements between LAVA's per-case results and our KTAP parse
-    (they read the same lines): list of one-line problems."""
-    want = {"ok": "pass", "fail": "fail", "skip": "skip", "xfail": "pass"}
-    lava = {}
-    for c in cases:
-        if c["name"] != EXIT_CASE:
-            lava.setdefault(c["case"], []).append(c["result"])
-    problems = []
-    for r in ktap_results:
-        case = lava_case_id(r["name"])
-        got = lava.get(case)
-        if not got:
-            problems.append(f"LAVA has no result for {r['name']!r}")
-            continue
-        res = got.pop(0)
-        if res != want.get(r["kind"]):
-            problems.append(f"LAVA says {res} for {r['name']!r}, KTAP says {r['kind']}")
-    return problems
 
 
 # ---------------------------------------------------------------- the backend
@@ -209,7 +61,8 @@ def lava_run_path():
 
 
 class LavaMachine(Machine):
-    """One run as a LAVA job run by lava-run on this host.
+    """One run as a LAVA job run by lava-run on this host (the watch loop
+    reads it through run/lava_watch.py: LAVA's QEMU has no QMP of ours).
 
     Backend options: cache (faultline's cache dir, for the device template),
     metadata (the job metadata), job_id.  Files in the run directory:
@@ -217,6 +70,7 @@ class LavaMachine(Machine):
     (the converted cases), console.log (ttyS0), ktap.log (ttyS1 as LAVA saw it)."""
 
     backend = "lava"
+    has_qmp = False
 
     def __init__(self, spec, **backend_options):
         super().__init__(spec, **backend_options)
@@ -225,9 +79,6 @@ class LavaMachine(Machine):
         self.stats_path = os.path.join(spec.rundir, "lava-stats.json")
         self.log_path = os.path.join(spec.rundir, "lava.log")
         self._log = None
-        self._diag = []
-        self._cases = []
-        self._give_up = None
 
     def _paths(self):
         d = self.lava_dir
@@ -245,7 +96,7 @@ class LavaMachine(Machine):
                        console=os.path.join(spec.rundir, "console.log"))
         tpl = template_dir(self.options.get("cache") or CACHE)
         device = render_device(tpl, job["context"])
-        files = {"lava-job.yaml": _yaml_dump(job), "lava-device.yaml": device,
+        files = {"lava-job.yaml": yaml_dump(job), "lava-device.yaml": device,
                  "lava-dispatcher.yaml": dispatcher_config(
                      os.path.basename(spec.scratch) + "-")}
         for name, text in files.items():
@@ -260,8 +111,8 @@ class LavaMachine(Machine):
         return job
 
     def start(self):
-        """Check what a local LAVA run needs; run() writes the job (it needs
-        the watchdog time for LAVA's timeouts) and starts lava-run."""
+        """Check what a local LAVA run needs; spawn() writes the job (it
+        needs the watchdog time for LAVA's timeouts) and starts lava-run."""
         spec = self.spec
         self.lava_run = lava_run_path()
         if not os.access(spec.qemu_binary, os.X_OK):
@@ -270,21 +121,10 @@ class LavaMachine(Machine):
         for name in ("ktap.log", "console.log"):
             open(os.path.join(spec.rundir, name), "w").close()
 
-    def _metadata(self):
-        """Job metadata from the run's run.json (written before the boot)."""
-        spec = self.spec
-        try:
-            with open(os.path.join(spec.rundir, "run.json")) as f:
-                meta = json.load(f)
-        except (OSError, ValueError):
-            meta = {}
-        return job_metadata(spec.scenario, meta.get("seed"), meta.get("faultline", "?"),
-                            meta.get("run_command", ""), meta.get("kernel"))
-
-    def _spawn(self, timeout_s):
+    def spawn(self, timeout_s):
+        """Write the job (LAVA's timeouts follow the watchdog's @timeout_s)
+        and start lava-run; its log grows in rundir/lava.log."""
         spec, p = self.spec, self._paths()
-        if "metadata" not in self.options:
-            self.options = dict(self.options, metadata=self._metadata())
         self.write_job(timeout_s)
         env = dict(os.environ, PATH=p["bin"] + os.pathsep + os.environ.get("PATH", ""),
                    TMPDIR=p["tmp"])
@@ -338,121 +178,28 @@ class LavaMachine(Machine):
             self._log = None
         super().cleanup()
 
-    def diagnostics(self):
-        return "\n".join(self._diag)
+    def wrapper_pid_path(self):
+        """Where the QEMU wrapper (lavaqemu) writes its pid once QEMU runs."""
+        return os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
+
+    def signal_wrapper(self):
+        """SIGUSR1 to the QEMU wrapper, which then sends alt-sysrq-7 and
+        alt-sysrq-t over its QMP; False when there is no wrapper yet."""
+        try:
+            with open(self.wrapper_pid_path()) as f:
+                os.kill(int(f.read()), signal.SIGUSR1)
+        except (OSError, ValueError):
+            return False
+        return True
 
     def info(self):
         return {"lava_dispatcher": lava_version(), "job": "lava-job.yaml",
                 "device": "lava-device.yaml", "log": "lava.log",
                 "results": "lava-results.json"}
 
-    def _read_log(self):
+    def read_log(self):
         try:
             with open(self.log_path, errors="replace") as f:
                 return f.read()
         except OSError:
             return ""
-
-    # -- the watch loop's primitives (watch.watch): LAVA's QEMU has no QMP of
-    # ours; KTAP comes from LAVA's log, as LAVA logs it.  The watchdog counts
-    # from QEMU's start, as on the qemu backend; when it fires before the
-    # guest reported, the QEMU wrapper asks the guest for a sysrq task dump,
-    # then lava-run is stopped (LAVA's own test timeout is later).
-    has_qmp = False
-
-    def begin(self, timeout_s):
-        self._spawn(timeout_s + DUMP_GRACE_S)
-
-    def streams(self):
-        return {"ktap": LavaKtap(self.log_path),
-                "console": LogTail(os.path.join(self.spec.rundir, "console.log"))}
-
-    def _wrapper_pid(self):
-        return os.path.join(self.lava_dir, "qmp.sock.wrapper-pid")
-
-    def watchdog_armed(self):
-        return os.path.exists(self._wrapper_pid())
-
-    def give_up_at(self, t0, timeout_s):
-        self._give_up = t0 + timeout_s + LAVA_MARGIN_S + DUMP_GRACE_S + 60
-        return self._give_up
-
-    def request_task_dump(self):
-        """SIGUSR1 to the QEMU wrapper: alt-sysrq-7, alt-sysrq-t over its QMP."""
-        try:
-            with open(self._wrapper_pid()) as f:
-                os.kill(int(f.read()), signal.SIGUSR1)
-        except (OSError, ValueError):
-            return False
-        return True
-
-    def finish(self, w, hang):
-        """Wait for lava-run to end (the wrapper quits QEMU once the guest
-        is off), then convert LAVA's results (see convert())."""
-        while not hang and self.running():
-            if time.monotonic() > self._give_up:
-                hang = True
-                break
-            time.sleep(0.5)
-            stop.check()
-        if hang:
-            self.kill()
-        self.convert(w, hang)
-        if hang:
-            w.hang = w.guest_exit is None
-
-    def convert(self, w, killed=False):
-        """LAVA's log and result.yaml -> ktap.log, lava-results.json and @w."""
-        spec = self.spec
-        target, results, errors = parse_lava_log(self._read_log())
-        ktap = ktap_from_target(target)
-        with open(os.path.join(spec.rundir, "ktap.log"), "w") as f:
-            f.write(ktap)
-        result_yaml = ""
-        for path in glob.glob(os.path.join(self._paths()["out"], "**", "result.yaml"),
-                              recursive=True):
-            with open(path, errors="replace") as f:
-                result_yaml = f.read()
-        self._cases = case_results(results)
-        verdict, etype, emsg = job_verdict(results, result_yaml)
-        w.guest_exit = guest_exit_from(self._cases, ktap)
-        timed_out = any("timed out" in e or "timeout" in e.lower() for e in errors) or \
-            any("lava test monitoring has timed out" in ln for ln in target)
-        log = self._read_log()
-        if "lava test monitoring has timed out" in log or killed:
-            timed_out = True
-        if w.guest_exit is None and timed_out:
-            w.hang = True
-        if os.path.exists(self.stats_path):
-            try:
-                with open(self.stats_path) as f:
-                    w.faults = json.load(f)
-            except (OSError, ValueError) as e:
-                w.faults = {"error": f"lava-stats.json: {e}"}
-        elif spec.injector_id and spec.rules_file:
-            w.faults = {"error": "the QEMU wrapper saved no fault statistics"}
-        if verdict != "pass":
-            self._diag.append(f"LAVA job {verdict or 'did not finish'}"
-                              + (f" ({etype}: {emsg})" if etype or emsg else ""))
-        for e in errors:
-            if e not in self._diag:
-                self._diag.append(e)
-        # QEMU's own complaints reach LAVA's stream; the template's NIC
-        # options (-net nic ... -net none) always cause three warnings.
-        self._diag += [ln for ln in target if ln.startswith("qemu-system-x86_64:")
-                       and "warning:" not in ln]
-        stderr_path = os.path.join(spec.rundir, "qemu.stderr")
-        with open(stderr_path, "w") as f:
-            f.write(self.diagnostics() + ("\n" if self._diag else ""))
-        mismatches = compare_cases(self._cases, parse_ktap(ktap)["results"])
-        doc = {"job": {"result": verdict, "error_type": etype, "error_msg": emsg},
-               "cases": self._cases, "hang": w.hang, "guest_exit": w.guest_exit,
-               "mismatches": mismatches}
-        with open(os.path.join(spec.rundir, "lava-results.json"), "w") as f:
-            json.dump(doc, f, indent=1)
-        w.stderr = self.diagnostics()
-        return w
-
-    @property
-    def cases(self):
-        return self._cases

@@ -50,13 +50,13 @@ DEVICE_DICT = """{% extends 'qemu.jinja2' %}
 """
 
 
-def _yaml_dump(data):
+def yaml_dump(data):
     if yaml is None:
         raise SetupError("LAVA jobs need python3-yaml (scripts/setup installs it)")
     return yaml.safe_dump(data, sort_keys=False, width=1000)
 
 
-def _yaml_load(text):
+def yaml_load(text):
     if yaml is None:
         raise SetupError("LAVA results need python3-yaml (scripts/setup installs it)")
     return yaml.safe_load(text)

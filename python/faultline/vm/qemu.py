@@ -59,6 +59,20 @@ class QemuMachine(Machine):
                 self._close_qmp()
             raise
 
+    def wait_powered_off(self, timeout_s=5.0):
+        """QMP's SHUTDOWN (and -no-shutdown's STOP) event."""
+        try:
+            if self.qmp("query-status").get("status") != "running":
+                return True
+            # Running at the reply: what was kept before it is stale.
+            self._qmp.events.clear()
+            return self._qmp.wait_event(("SHUTDOWN", "STOP"), timeout_s) is not None
+        except QmpError:
+            return not self.running()
+
+    def pid(self):
+        return self.proc.pid if self.proc is not None else None
+
     def _close_qmp(self):
         if self._qmp:
             self._qmp.close()

@@ -6,13 +6,17 @@ import socket
 import time
 
 
+# Events kept for wait_event on a long-lived connection: the newest.
+MAX_KEPT_EVENTS = 256
+
+
 class QmpError(Exception):
     """QMP not reachable, the connection broke, or the command failed."""
 
 
 class Qmp:
-    """One command at a time; events are skipped, or waited for
-    (wait_event).  Each command carries an id, so a reply to a command sent
+    """One command at a time; the events that come meanwhile are kept for
+    wait_event.  Each command carries an id, so a reply to a command sent
     without waiting (send) never passes for the reply to the next one."""
 
     def __init__(self, path, timeout=10.0, alive=None):
@@ -31,8 +35,9 @@ class Qmp:
                     raise QmpError(f"QMP {path}: {e.strerror or e}") from None
                 time.sleep(0.05)
         self.timeout = timeout
+        self.events = []        # seen while reading replies, not yet waited for
         self.sock.settimeout(timeout)
-        self.file = self.sock.makefile("rb")
+        self._buf = b""
         try:
             self._read()
             self.cmd("qmp_capabilities")
@@ -40,20 +45,39 @@ class Qmp:
             self.close()
             raise
 
-    def _read(self, want=lambda msg: "event" not in msg):
-        while True:
+    def _line(self):
+        """One line from QEMU; socket.timeout when none came in time (our
+        own buffer: a timed-out read loses nothing)."""
+        while b"\n" not in self._buf:
             try:
-                line = self.file.readline()
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                raise
             except OSError as e:
                 raise QmpError(f"QMP read: {e}") from None
-            if not line:
+            if not chunk:
                 raise QmpError("QMP connection closed")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def _read(self, want=lambda msg: "event" not in msg, timeouts=False):
+        while True:
+            try:
+                line = self._line()
+            except socket.timeout:
+                if timeouts:
+                    raise
+                raise QmpError("QMP read: timed out") from None
             try:
                 msg = json.loads(line)
             except ValueError:
                 raise QmpError(f"QMP sent bad JSON: {line[:80]!r}") from None
             if want(msg):
                 return msg
+            if "event" in msg:
+                self.events.append(msg)
+                del self.events[:-MAX_KEPT_EVENTS]
 
     def send(self, name, **args):
         """Send a command without reading its reply; returns its id.  Safe
@@ -73,11 +97,20 @@ class Qmp:
             raise QmpError(f"QMP {name}: {reply['error'].get('desc')}")
         return reply.get("return")
 
-    def wait_event(self, names):
-        """Block (no timeout) until one of the events @names; returns it."""
-        self.sock.settimeout(None)
+    def wait_event(self, names, timeout=None):
+        """The first of the events @names since the last wait (kept while
+        commands ran) or, else, the next one to come; None after @timeout
+        seconds (None: wait for ever)."""
+        for i, msg in enumerate(self.events):
+            if msg.get("event") in names:
+                del self.events[:i + 1]
+                return msg
+        self.events.clear()
+        self.sock.settimeout(timeout)
         try:
-            return self._read(lambda msg: msg.get("event") in names)
+            return self._read(lambda msg: msg.get("event") in names, timeouts=True)
+        except socket.timeout:
+            return None
         finally:
             self.sock.settimeout(self.timeout)
 
