@@ -29,8 +29,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "guestlib-nvme.h"
-#include "ktap.h"
+#include "lib/guestlib-nvme.h"
+#include "lib/ktap.h"
 
 static int cmd_state(int fd, int argc, char **argv)
 {

@@ -51,8 +51,8 @@
 #include <sys/wait.h>
 #include <liburing.h>
 
-#include "guestlib.h"
-#include "ktap.h"
+#include "lib/guestlib.h"
+#include "lib/ktap.h"
 
 #define MAX_EXPECT 64
 

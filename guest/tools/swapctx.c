@@ -26,8 +26,8 @@
  * A run that wrote nothing to swap fails: it would prove nothing.
  */
 #define _GNU_SOURCE
-#include "guestlib.h"
-#include "ktap.h"
+#include "lib/guestlib.h"
+#include "lib/ktap.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -33,8 +33,8 @@
  * finishes and takes nothing with it.
  */
 #define _GNU_SOURCE
-#include "guestlib.h"
-#include "ktap.h"
+#include "lib/guestlib.h"
+#include "lib/ktap.h"
 
 #include <errno.h>
 #include <fcntl.h>

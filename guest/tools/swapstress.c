@@ -6,8 +6,8 @@
  * nothing was swapped out (a test that never swapped proves nothing).
  */
 #define _GNU_SOURCE
-#include "guestlib.h"
-#include "ktap.h"
+#include "lib/guestlib.h"
+#include "lib/ktap.h"
 
 #include <getopt.h>
 #include <inttypes.h>

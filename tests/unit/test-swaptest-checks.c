@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * swaptest's checks (guest/tools/swaptest-checks.c) on planted runs: each
+ * swaptest's checks (guest/tools/swaptest/swaptest-checks.c) on planted runs: each
  * check must FAIL on the case issue 18 names for it.  The checks file is
  * compiled in here (its checks are static); the tracing evidence they read
  * (swaptest-trace.c) and the slot maps (swaptest-slots.c) are linked.
  */
-#include "../../guest/tools/swaptest-checks.c"
+#include "../../guest/tools/swaptest/swaptest-checks.c"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,18 +19,20 @@ static struct options o;
 /*
  * What run_check prints for @c on @R is exactly @want: stdout goes to a
  * temporary file meanwhile, so the lines are the real writer's (ktap.c).
+ * Returns run_check's count of patch-specific expectations asserted.
  */
-static void expect_ktap(const struct check *c, const struct run *R, const char *want,
-                        const char *what)
+static int expect_ktap(const struct check *c, const struct run *R, const char *want,
+                       const char *what)
 {
     FILE *tmp = tmpfile();
     int saved = dup(STDOUT_FILENO);
     char got[1024];
     size_t n;
+    int asserted;
 
     fflush(stdout);
     dup2(fileno(tmp), STDOUT_FILENO);
-    run_check(c, &o, R);
+    asserted = run_check(c, &o, R);
     fflush(stdout);
     dup2(saved, STDOUT_FILENO);
     close(saved);
@@ -44,6 +46,7 @@ static void expect_ktap(const struct check *c, const struct run *R, const char *
     if (strcmp(got, want)) {
         printf("# got:\n# %s# want:\n# %s", got, want);
     }
+    return asserted;
 }
 
 /* A check's name is its CI case id: the same whatever it measured. */
@@ -229,44 +232,46 @@ int main(void)
     struct run R;
     struct check_out out;
 
-    printf("TAP version 13\n1..48\n");
+    printf("TAP version 13\n1..53\n");
     memset(&R, 0, sizeof(R));
+    tracing_init(&R.tr);
 
     /* completion context: the scenario claims one context, all of it */
     o.expect_ctx = "hardirq";
-    set_ctx(&probes[P_EBW], 1000, 0, 0);
+    set_ctx(&R.tr.probes[P_EBW], 1000, 0, 0);
     expect(completion_ctx(&o, &R, &out), CHECK_PASS, "hardirq 100% is hardirq");
     expect_name(&out, "swap write completions all in hardirq context", "a pass");
-    set_ctx(&probes[P_EBW], 600, 400, 0);
+    set_ctx(&R.tr.probes[P_EBW], 600, 400, 0);
     expect(completion_ctx(&o, &R, &out), CHECK_FAIL, "hardirq 60% + softirq 40% is not hardirq");
     expect_name(&out, "swap write completions all in hardirq context", "its fail");
     o.expect_ctx = "irq";
-    set_ctx(&probes[P_EBW], 600, 0, 400);
+    set_ctx(&R.tr.probes[P_EBW], 600, 0, 400);
     expect(completion_ctx(&o, &R, &out), CHECK_FAIL, "irq 60% + task 40% is not irq");
 
     /* a claimed write path whose probe cannot attach fails, never skips */
     o.expect_sync = 1;
-    set_ctx(&probes[P_SYNC], 0, 0, 500);
-    set_ctx(&probes[P_EBW], 0, 0, 0);
+    set_ctx(&R.tr.probes[P_SYNC], 0, 0, 500);
+    set_ctx(&R.tr.probes[P_EBW], 0, 0, 0);
     expect(write_path(&o, &R, &out), CHECK_PASS, "sync path seen");
     expect_name(&out, "swap write path is synchronous", "a pass");
-    probes[P_SYNC].ok = 0;
+    R.tr.probes[P_SYNC].ok = 0;
     expect(write_path(&o, &R, &out), CHECK_FAIL, "sync path claimed, probe not attached");
     expect_name(&out, "swap write path is synchronous", "an unprobeable fail");
 
     /* dropbehind: declared patched, v4 (no helper symbol) is judged by its own probe */
-    patched = 1;
+    R.tr.patched = 1;
     R.v0.v[VM_ZSWPWB] = 0;
     R.v_end.v[VM_ZSWPWB] = 1000;
-    probes[P_DROPBEHIND].ok = 0;
-    set_ctx(&probes[P_RMR], 0, 0, 990);
-    snprintf(probes[P_RMR].resolved, sizeof(probes[P_RMR].resolved), "remove_mapping_reclaim");
+    R.tr.probes[P_DROPBEHIND].ok = 0;
+    set_ctx(&R.tr.probes[P_RMR], 0, 0, 990);
+    snprintf(R.tr.probes[P_RMR].resolved, sizeof(R.tr.probes[P_RMR].resolved),
+             "remove_mapping_reclaim");
     expect(dropped_on_completion(&o, &R, &out), CHECK_PASS, "v4: remove_mapping_reclaim drops");
     expect_name(&out, "zswap writeback folios are dropped on completion (dropbehind)", "a pass");
-    probes[P_RMR].ok = 0;
+    R.tr.probes[P_RMR].ok = 0;
     expect(dropped_on_completion(&o, &R, &out), CHECK_FAIL,
            "patched, no drop probe at all: fails (not XFAIL)");
-    patched = 0;
+    R.tr.patched = 0;
     expect(dropped_on_completion(&o, &R, &out), CHECK_XFAIL, "stock: baseline only");
     expect_name(&out, "zswap writeback folios are dropped on completion (dropbehind)",
                 "an XFAIL");
@@ -300,6 +305,7 @@ int main(void)
 
     /* The KTAP lines: the same result line for any count, the count on '# NAME:' */
     memset(&R, 0, sizeof(R));
+    tracing_init(&R.tr);
     ktap_num = 0;
     R.v_end.v[VM_PSWPOUT] = 27936;
     expect_ktap(&check_swapped_out, &R, "# pattern was swapped out to the device: pswpout "
@@ -308,40 +314,52 @@ int main(void)
     expect_ktap(&check_swapped_out, &R, "# pattern was swapped out to the device: pswpout "
                 "+0\nnot ok 2 pattern was swapped out to the device\n", "swapped out: fail");
     o.expect_ctx = "task";
-    probes[P_EBW].sym = "end_swap_bio_write";
-    probes[P_FEW].sym = "folio_end_writeback";
-    set_ctx(&probes[P_EBW], 0, 0, 204800);
+    R.tr.probes[P_EBW].sym = "end_swap_bio_write";
+    R.tr.probes[P_FEW].sym = "folio_end_writeback";
+    set_ctx(&R.tr.probes[P_EBW], 0, 0, 204800);
     expect_ktap(&check_completion_ctx, &R, "# swap write completions all in task context: "
                 "end_swap_bio_write hardirq 0 softirq 0 task 204800\n"
                 "ok 3 swap write completions all in task context\n", "context: pass");
-    set_ctx(&probes[P_EBW], 0, 0, 0);
-    set_ctx(&probes[P_FEW], 0, 0, 0);
-    probes[P_EBW].ok = probes[P_FEW].ok = 0;
+    set_ctx(&R.tr.probes[P_EBW], 0, 0, 0);
+    set_ctx(&R.tr.probes[P_FEW], 0, 0, 0);
+    R.tr.probes[P_EBW].ok = R.tr.probes[P_FEW].ok = 0;
     expect_ktap(&check_completion_ctx, &R, "# swap write completions all in task context: "
                 "folio_end_writeback not probeable\n"
                 "not ok 4 swap write completions all in task context\n", "context: unprobeable");
     /* stock kernel: XFAIL when not met, SKIP when met; the measured values on '# NAME:' */
-    patched = 0;
+    R.tr.patched = 0;
     R.last_call_zswpwb = 100;
     R.swapcached_wb = 80;
 #define LINGER_DETAIL "# dropbehind last_reclaim zswpwb 100\n# written-back folios do not " \
     "linger in swap cache: measured swap cache after the writeback phase "
-    expect_ktap(&check_no_linger, &R, LINGER_DETAIL "80 pages, last reclaim call zswpwb 100\n"
-                "not ok 5 written-back folios do not linger in swap cache # XFAIL stock kernel\n",
-                "linger: XFAIL");
+    expect_count(expect_ktap(&check_no_linger, &R, LINGER_DETAIL "80 pages, last reclaim call "
+                             "zswpwb 100\nnot ok 5 written-back folios do not linger in swap "
+                             "cache # XFAIL stock kernel\n", "linger: XFAIL"), 0,
+                 "stock: a patch-specific check is not counted as asserted");
     R.swapcached_wb = 0;
     expect_ktap(&check_no_linger, &R, LINGER_DETAIL "0 pages, last reclaim call zswpwb 100\n"
                 "ok 6 written-back folios do not linger in swap cache # SKIP stock kernel: "
                 "holds anyway\n", "linger: SKIP");
+    /* patched: asserted, and counted for main's "# patch_checks_asserted" */
+    R.tr.patched = 1;
+    expect_count(expect_ktap(&check_no_linger, &R, LINGER_DETAIL "0 pages, last reclaim call "
+                             "zswpwb 100\nok 7 written-back folios do not linger in swap "
+                             "cache\n", "linger: asserted"), 1,
+                 "patched: the check counts as asserted");
+    R.tr.patched = 0;
+    expect_count(expect_ktap(&check_swapped_out, &R, "# pattern was swapped out to the device: "
+                             "pswpout +0\nnot ok 8 pattern was swapped out to the device\n",
+                             "swapped out: fail again"), 0,
+                 "a check that is not patch-specific is not counted");
 
     /* before Linux 6.8 /proc/vmstat has no zswpwb: its checks SKIP, never FAIL or PASS */
     R.v0.v[VM_ZSWPWB] = R.v_end.v[VM_ZSWPWB] = -1;
     expect_ktap(&check_zswap_wrote_back, &R, "# zswap wrote back to the device: zswpwb +0\n"
-                "ok 7 zswap wrote back to the device # SKIP no zswpwb in /proc/vmstat: zswap "
+                "ok 9 zswap wrote back to the device # SKIP no zswpwb in /proc/vmstat: zswap "
                 "writeback is not counted before Linux 6.8\n", "zswpwb absent: SKIP");
     R.v0.v[VM_ZSWPWB] = R.v_end.v[VM_ZSWPWB] = 0;
     expect_ktap(&check_zswap_wrote_back, &R, "# zswap wrote back to the device: zswpwb +0\n"
-                "not ok 8 zswap wrote back to the device\n", "zswpwb counted: judged");
+                "not ok 10 zswap wrote back to the device\n", "zswpwb counted: judged");
 
     /* data_errors: what every data check found, counted the same way */
     memset(&R, 0, sizeof(R));

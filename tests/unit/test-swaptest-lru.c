@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * swaptest lru's checks (guest/tools/swaptest-lru.c) on the writeback phases
+ * swaptest lru's checks (guest/tools/swaptest/swaptest-lru.c) on the writeback phases
  * measured in a guest: with the shrinker off, stores over memory.zswap.max
  * still write back (zswap_store -> shrink_memcg), and the checks that claim
  * the shrinker's writeback must fail on them. swaptest-lru.c is compiled in
  * here (what it measured is static there); the rest of swaptest is linked.
  */
-#include "../../guest/tools/swaptest-lru.c"
+#include "../../guest/tools/swaptest/swaptest-lru.c"
 
 #include <unistd.h>
 

@@ -14,7 +14,7 @@ Signals, cheapest first, all read from the run directory:
   - KTAP result and detail lines, numbers masked;
   - with a kernel built with --kcov ([vm] kcov): the kernel edges the tests'
     threads ran, one feature per bit of the guest tools' `# kcov-map`
-    (guest/tools/guestlib-kcov.c: edges hashed into a 64 Ki-bit map).
+    (guest/tools/lib/guestlib-kcov.c: edges hashed into a 64 Ki-bit map).
 
 A feature is a short string: "ret:swap_writepage!=0", "diag:vmstat pswpin:9",
 "kcov:4711".

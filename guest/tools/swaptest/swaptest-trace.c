@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest-trace.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -40,9 +40,7 @@ static struct feature features[] = {
 };
 #define N_FEATURES (sizeof(features) / sizeof(features[0]))
 
-int patched;
-
-void probe_features(const char *kernel_mode)
+void probe_features(struct tracing *t, const char *kernel_mode)
 {
     const char *want[N_FEATURES];
     char got[N_FEATURES][96];
@@ -60,35 +58,40 @@ void probe_features(const char *kernel_mode)
     }
     ktap_diag("patch_probes_found %d", found);
     if (!strcmp(kernel_mode, "patched")) {
-        patched = 1;
+        t->patched = 1;
     } else if (!strcmp(kernel_mode, "stock")) {
-        patched = 0;
+        t->patched = 0;
     } else {
-        patched = found > 0;
+        t->patched = found > 0;
     }
-    ktap_diag("kernel_mode %s%s (patch-specific checks %s)", patched ? "patched" : "stock",
+    ktap_diag("kernel_mode %s%s (patch-specific checks %s)", t->patched ? "patched" : "stock",
               strcmp(kernel_mode, "auto") ? " (declared)" : " (detected)",
-              patched ? "asserted" : "reported as baseline");
+              t->patched ? "asserted" : "reported as baseline");
 }
 
 /* ------------------------------------------------------------ tracing */
 
-struct probe probes[P__N] = {
-    [P_EBW] = { .sym = "end_swap_bio_write" },
-    [P_FEW] = { .sym = "folio_end_writeback" },
-    [P_SYNC] = { .sym = "swap_writepage_bdev_sync" },
-    [P_ASYNC] = { .sym = "swap_writepage_bdev_async" },
-    [P_SWP_WRITEPAGE] = { .sym = "__swap_writepage" },
-    [P_ZSWAP_WB] = { .sym = "zswap_writeback_entry" },
-    [P_EBR] = { .sym = "end_swap_bio_read" },
-    [P_RSYNC] = { .sym = "swap_read_folio_bdev_sync" },
-    [P_DROPBEHIND] = { .sym = "swap_writeback_dropbehind_folio" },
-    [P_RMR] = { .sym = "remove_mapping_reclaim" },
-    [P_FEDB] = { .sym = "folio_end_dropbehind" },
+static const char *const probe_syms[P__N] = {
+    [P_EBW] = "end_swap_bio_write",
+    [P_FEW] = "folio_end_writeback",
+    [P_SYNC] = "swap_writepage_bdev_sync",
+    [P_ASYNC] = "swap_writepage_bdev_async",
+    [P_SWP_WRITEPAGE] = "__swap_writepage",
+    [P_ZSWAP_WB] = "zswap_writeback_entry",
+    [P_EBR] = "end_swap_bio_read",
+    [P_RSYNC] = "swap_read_folio_bdev_sync",
+    [P_DROPBEHIND] = "swap_writeback_dropbehind_folio",
+    [P_RMR] = "remove_mapping_reclaim",
+    [P_FEDB] = "folio_end_dropbehind",
 };
 
-int blk_err_ok;
-long long blk_errors;
+void tracing_init(struct tracing *t)
+{
+    memset(t, 0, sizeof(*t));
+    for (size_t i = 0; i < P__N; i++) {
+        t->probes[i].sym = probe_syms[i];
+    }
+}
 
 /* Event name of a probe: "fl_" + its symbol without leading underscores. */
 static void probe_event(const struct probe *p, char *buf, size_t len)
@@ -101,30 +104,30 @@ static void probe_event(const struct probe *p, char *buf, size_t len)
     snprintf(buf, len, "fl_%s", s);
 }
 
-void tracing_cleanup(void)
+void tracing_cleanup(const struct tracing *t)
 {
     char ev[96];
 
     for (size_t i = 0; i < P__N; i++) {
-        probe_event(&probes[i], ev, sizeof(ev));
+        probe_event(&t->probes[i], ev, sizeof(ev));
         gl_kprobe_hist_remove(KPROBE_GROUP, ev);
     }
     gl_hist_trigger("block", "block_rq_error", false);
 }
 
-void tracing_start(void)
+void tracing_start(struct tracing *t)
 {
     const char *want[P__N];
     char got[P__N][96], ev[96];
     int err;
 
-    tracing_cleanup();      /* leftovers of an earlier test in this VM */
+    tracing_cleanup(t);     /* leftovers of an earlier test in this VM */
     for (size_t i = 0; i < P__N; i++) {
-        want[i] = probes[i].sym;
+        want[i] = t->probes[i].sym;
     }
     gl_kallsyms_resolve(want, got, P__N);
     for (size_t i = 0; i < P__N; i++) {
-        struct probe *p = &probes[i];
+        struct probe *p = &t->probes[i];
 
         if (!got[i][0]) {
             continue;
@@ -141,19 +144,19 @@ void tracing_start(void)
         }
     }
     err = gl_hist_trigger("block", "block_rq_error", true);
-    blk_err_ok = !err;
+    t->blk_err_ok = !err;
     if (err) {
         ktap_diag("block_rq_error hist trigger not installed: %s", strerror(-err));
     }
 }
 
-void tracing_collect(void)
+void tracing_collect(struct tracing *t)
 {
     char ev[96], path[256];
     struct gl_hist h;
 
     for (size_t i = 0; i < P__N; i++) {
-        struct probe *p = &probes[i];
+        struct probe *p = &t->probes[i];
 
         if (!p->ok) {
             continue;
@@ -164,19 +167,19 @@ void tracing_collect(void)
             p->ok = 0;
         }
     }
-    if (blk_err_ok) {
+    if (t->blk_err_ok) {
         gl_trace_event_path(path, sizeof(path), "block", "block_rq_error", "hist");
         if (gl_hist_read(path, &h) == 0) {
-            blk_errors = h.sum;
+            t->blk_errors = h.sum;
         }
     }
-    tracing_cleanup();
+    tracing_cleanup(t);
 }
 
-void tracing_report(void)
+void tracing_report(const struct tracing *t)
 {
     for (size_t i = 0; i < P__N; i++) {
-        struct probe *p = &probes[i];
+        const struct probe *p = &t->probes[i];
 
         if (!p->ok) {
             ktap_diag("kprobe %s n/a", p->sym);
@@ -187,8 +190,8 @@ void tracing_report(void)
             ktap_diag("ctx %s %s %lld", p->sym, gl_ctx_names[c], p->hist.ctx[c]);
         }
     }
-    if (blk_err_ok) {
-        ktap_diag("block_rq_error %lld", blk_errors);
+    if (t->blk_err_ok) {
+        ktap_diag("block_rq_error %lld", t->blk_errors);
     } else {
         ktap_diag("block_rq_error n/a");
     }

@@ -8,8 +8,8 @@
  */
 #define _GNU_SOURCE
 #include "swaptest-slots.h"
-#include "guestlib.h"
-#include "ktap.h"
+#include "../lib/guestlib.h"
+#include "../lib/ktap.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -26,7 +26,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -279,7 +279,7 @@ void lru_run(const struct options *o, struct run *R)
     pt0 = gl_memcg_stat(o->cgroup, "pgsteal");
     /* As the writeback mode drains zswap: the shrinker on, and memory.zswap.max 0
      * so the memcg's entries are over its limit and get written back. */
-    gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", R->env.wb_shrinker);
     gl_memcg_set(o->cgroup, "memory.zswap.max", "0");
     gl_thread_create_traced(&tid, worker_main, &w);
     for (int r = 0; r < o->wb_rounds; r++) {

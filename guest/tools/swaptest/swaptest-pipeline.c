@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -45,9 +45,9 @@ static void zswap_quiet(const struct options *o)
     gl_memcg_set(o->cgroup, "memory.zswap.max", "max");
 }
 
-static void zswap_drain_start(const struct options *o)
+static void zswap_drain_start(const struct options *o, const struct run *R)
 {
-    gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", R->env.wb_shrinker);
     gl_memcg_set(o->cgroup, "memory.zswap.max", "0");
 }
 
@@ -69,7 +69,7 @@ static void force_writeback(const struct options *o, struct run *R, uint8_t *mem
             gl_memcg_set(o->cgroup, "memory.zswap.max", val);
         } else {
             if (!o->fill_writeback) {
-                zswap_drain_start(o);
+                zswap_drain_start(o, R);
             }
             for (int i = 0; i < o->wb_reclaims; i++) {
                 long long cur = gl_memcg_read(o->cgroup, "memory.current");
@@ -140,7 +140,7 @@ static void refault_written_back(const struct options *o, struct run *R, uint8_t
     r1 = gl_memcg_stat(o->cgroup, "workingset_refault_anon");
     gl_write_file("/proc/sys/vm/page-cluster", old_cluster);
     zswap_max_restore(o);
-    gl_write_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker);
+    gl_write_file(ZSWAP_PARAM "shrinker_enabled", R->env.wb_shrinker);
     R->wb_refaults = r1 - r0;
     run_count_verify(R, &vr, 0);
     ktap_diag("refault slots swapped %zu on_disk %zu (before the last round %zu) cached %zu",

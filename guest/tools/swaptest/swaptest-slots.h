@@ -7,7 +7,7 @@
 #ifndef FAULTLINE_SWAPTEST_SLOTS_H
 #define FAULTLINE_SWAPTEST_SLOTS_H
 
-#include "pagecheck.h"
+#include "../lib/pagecheck.h"
 
 #include <stddef.h>
 #include <stdint.h>

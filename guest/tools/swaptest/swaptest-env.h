@@ -7,7 +7,7 @@
 #ifndef FAULTLINE_SWAPTEST_ENV_H
 #define FAULTLINE_SWAPTEST_ENV_H
 
-#include "guestlib.h"
+#include "../lib/guestlib.h"
 
 #include <stdint.h>
 
@@ -57,11 +57,19 @@ struct options {
 
 /* ------------------------------------------------------------ environment */
 
+/*
+ * The settings a run changes, kept by swaptest's main in its struct run:
+ * the old ones to restore, and the shrinker setting the modes' writeback
+ * phases turn back on.
+ */
+struct global_env {
+    char old_thp[64], old_zswap[8], old_shrinker[8];
+    char wb_shrinker[8];    /* zswap shrinker_enabled for the writeback phase (as configured) */
+};
+
 /* THP off and zswap as the options say (remembering the old settings); restore them. */
-void global_setup(const struct options *o);
-void global_teardown(void);
-/* zswap shrinker_enabled for the writeback phase (as configured). */
-extern char wb_shrinker[8];
+void global_setup(const struct options *o, struct global_env *env);
+void global_teardown(const struct global_env *env);
 /* memory.zswap.max back to --zswap-max. */
 void zswap_max_restore(const struct options *o);
 /* "# PREFIX KEY VALUE" for the memcg counters swaptest reports. */

@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <pthread.h>
 #include <stdio.h>

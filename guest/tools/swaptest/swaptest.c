@@ -22,7 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -354,9 +354,10 @@ int main(int argc, char **argv)
     struct run R;
     struct zdebug z0, z1;
     double t0 = gl_now_s();
-    int kmsg_fd;
+    int kmsg_fd, patch_checks_asserted = 0;
 
     memset(&R, 0, sizeof(R));
+    tracing_init(&R.tr);
     mode = parse_args(argc, argv, &opts);
     lock_own_memory();      /* only the pattern swaps (map_pattern) */
     /* memcg joined, the mode's run and checks, no splat */
@@ -366,30 +367,30 @@ int main(int argc, char **argv)
               o->compressible ? "compressible" : "half");
     kmsg_fd = gl_kmsg_open();
     sigbus_install();
-    probe_features(o->kernel_mode);
-    global_setup(o);
-    tracing_start();
+    probe_features(&R.tr, o->kernel_mode);
+    global_setup(o, &R.env);
+    tracing_start(&R.tr);
     zswap_debugfs_read(&z0);
     if (memcg_setup(o) == 0) {
         mode->run(o, &R);
         report_memstat(o, "memstat");
-        tracing_collect();
+        tracing_collect(&R.tr);
         zswap_debugfs_read(&z1);
         gl_vmstat_report("vmstat", &R.v0, &R.v_end);
         zswap_debugfs_report(&z0, &z1);
-        tracing_report();
+        tracing_report(&R.tr);
         gl_kmsg_scan(kmsg_fd, &R.kmsg);
-        run_checks(mode->checks, o, &R);
+        patch_checks_asserted += run_checks(mode->checks, o, &R);
         report_metrics(&R);
-        run_check(&check_no_splat, o, &R);
+        patch_checks_asserted += run_check(&check_no_splat, o, &R);
         if (fault_left_armed() && o->arm_state >= 0) {
             ktap_diag("note: fault state left armed (no --disarm)");
         }
         gl_memcg_leave(o->cgroup);
     } else {
-        tracing_cleanup();
+        tracing_cleanup(&R.tr);
     }
-    global_teardown();
+    global_teardown(&R.env);
     ktap_diag("patch_checks_asserted %d", patch_checks_asserted);
     ktap_diag("elapsed %.1fs", gl_now_s() - t0);
     return ktap_finish();

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * swaptest's leaf library: the seeded page pattern (--pattern), its
- * SIGBUS-safe verification, and the memory locking that leaves only the
- * pattern swappable. It knows nothing of swaptest's options or modes: the
- * caller passes what it needs.
+ * The guest library's page checks (swaptest's --pattern): the seeded page
+ * pattern, its SIGBUS-safe verification, and the memory locking that leaves
+ * only the pattern swappable. It knows nothing of swaptest's options or
+ * modes: the caller passes what it needs.
  */
 #ifndef FAULTLINE_PAGECHECK_H
 #define FAULTLINE_PAGECHECK_H

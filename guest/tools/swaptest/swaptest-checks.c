@@ -7,7 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "swaptest.h"
-#include "ktap.h"
+#include "../lib/ktap.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -42,14 +42,12 @@ static enum check_result pass_if(int cond)
  * A patch-specific expectation: asserted on a patched kernel; on a stock one
  * SKIP when it holds anyway, else XFAIL with the measured values.
  */
-int patch_checks_asserted;
-
-static enum check_result patch_expect(int cond, struct check_out *out, const char *what,
-                                      const char *measured)
+static enum check_result patch_expect(const struct run *R, int cond, struct check_out *out,
+                                      const char *what, const char *measured)
 {
     check_describe(out, what, "measured %s", measured);
-    if (patched) {
-        patch_checks_asserted++;
+    if (R->tr.patched) {
+        out->patch_asserted = true;
         return pass_if(cond);
     }
     if (cond) {
@@ -60,20 +58,20 @@ static enum check_result patch_expect(int cond, struct check_out *out, const cha
     return CHECK_XFAIL;
 }
 
-void run_check(const struct check *c, const struct options *o, const struct run *R)
+int run_check(const struct check *c, const struct options *o, const struct run *R)
 {
-    struct check_out out = { "", "", "" };
+    struct check_out out = { "", "", "", false };
     char directive[sizeof(out.reason) + 8];
     enum check_result res;
 
     if (c->wanted && !c->wanted(o)) {
-        return;
+        return 0;
     }
     if (c->report) {
         c->report(o, R);
     }
     if (!c->fn) {
-        return;
+        return 0;
     }
     res = c->fn(o, R, &out);
     if (c->zswpwb && R->v0.v[VM_ZSWPWB] < 0) {
@@ -93,6 +91,7 @@ void run_check(const struct check *c, const struct options *o, const struct run 
         ktap_result(res == CHECK_SKIP, directive, out.name, "%s", out.detail);
         break;
     }
+    return out.patch_asserted;
 }
 
 int checks_planned(const struct check *const *checks, const struct options *o)
@@ -105,11 +104,14 @@ int checks_planned(const struct check *const *checks, const struct options *o)
     return n;
 }
 
-void run_checks(const struct check *const *checks, const struct options *o, const struct run *R)
+int run_checks(const struct check *const *checks, const struct options *o, const struct run *R)
 {
+    int asserted = 0;
+
     for (; *checks; checks++) {
-        run_check(*checks, o, R);
+        asserted += run_check(*checks, o, R);
     }
+    return asserted;
 }
 
 /* ------------------------------------------------------------ data errors */
@@ -194,6 +196,7 @@ static int ctx_wanted(const struct options *o)
 static enum check_result completion_ctx(const struct options *o, const struct run *R,
                                         struct check_out *out)
 {
+    const struct probe *probes = R->tr.probes;
     const struct probe *p = probes[P_EBW].hist.sum ? &probes[P_EBW] : &probes[P_FEW];
 
     const char *name = ktap_name("swap write completions all in %s context", o->expect_ctx);
@@ -222,6 +225,7 @@ static int path_wanted(const struct options *o)
 static enum check_result write_path(const struct options *o, const struct run *R,
                                     struct check_out *out)
 {
+    const struct probe *probes = R->tr.probes;
     const struct probe *s = &probes[P_SYNC];
     const struct probe *a = probes[P_ASYNC].ok ? &probes[P_ASYNC] : &probes[P_EBW];
 
@@ -252,8 +256,9 @@ static enum check_result injected_errors(const struct options *o, const struct r
     ktap_diag("kmsg write_error_lines %d read_error_lines %d io_error_lines %d",
               k->write_errors, k->read_errors, k->io_errors);
     check_describe(out, "the device reported I/O errors",
-                   "block_rq_error %lld, Write-error lines %d", blk_errors, k->write_errors);
-    return pass_if(blk_errors > 0 || k->write_errors > 0 || k->read_errors > 0);
+                   "block_rq_error %lld, Write-error lines %d", R->tr.blk_errors,
+                   k->write_errors);
+    return pass_if(R->tr.blk_errors > 0 || k->write_errors > 0 || k->read_errors > 0);
 }
 
 static const struct check check_completion_ctx = { .wanted = ctx_wanted, .fn = completion_ctx };
@@ -326,7 +331,7 @@ static enum check_result not_rotated(const struct options *o, const struct run *
 
     snprintf(m, sizeof(m), "pgrotated %lld, zswpwb %lld, direct pageouts %lld, excess %lld",
              w.rotated, w.zswpwb, w.pswpout - w.zswpwb, excess);
-    return patch_expect(w.zswpwb > 0 && excess * 10 <= w.zswpwb, out,
+    return patch_expect(R, w.zswpwb > 0 && excess * 10 <= w.zswpwb, out,
                         "zswap writeback folios are not rotated on writeback completion", m);
 }
 
@@ -339,13 +344,14 @@ static enum check_result dropped_on_completion(const struct options *o, const st
                                                struct check_out *out)
 {
     long long zswpwb = delta(&R->v0, &R->v_end, VM_ZSWPWB);
+    const struct probe *probes = R->tr.probes;
     const struct probe *p = probes[P_DROPBEHIND].ok ? &probes[P_DROPBEHIND] : &probes[P_RMR];
     long long db = p->ok ? p->hist.sum : -1;
     char m[256];
 
     snprintf(m, sizeof(m), "%s %lld, zswpwb %lld", p->ok ? p->resolved : "no drop probe", db,
              zswpwb);
-    return patch_expect(db >= 0 && zswpwb > 0 && db * 2 >= zswpwb, out,
+    return patch_expect(R, db >= 0 && zswpwb > 0 && db * 2 >= zswpwb, out,
                         "zswap writeback folios are dropped on completion (dropbehind)", m);
 }
 
@@ -363,7 +369,8 @@ static enum check_result no_linger(const struct options *o, const struct run *R,
     ktap_diag("dropbehind last_reclaim zswpwb %lld", R->last_call_zswpwb);
     snprintf(m, sizeof(m), "swap cache after the writeback phase %lld pages, last "
              "reclaim call zswpwb %lld", R->swapcached_wb, R->last_call_zswpwb);
-    return patch_expect(R->last_call_zswpwb > 0 && R->swapcached_wb * 4 <= R->last_call_zswpwb,
+    return patch_expect(R, R->last_call_zswpwb > 0 &&
+                        R->swapcached_wb * 4 <= R->last_call_zswpwb,
                         out, "written-back folios do not linger in swap cache", m);
 }
 

@@ -8,14 +8,14 @@
  * checks, swaptest-checks.c (with the metrics).
  * Below them, and never calling up: swaptest-env.h (options, memcg and
  * zswap settings, fault arming), swaptest-trace.h (tracing evidence),
- * swaptest-slots.h (where the pages are) and the leaf pagecheck.h (the
- * pattern and its verification).
+ * swaptest-slots.h (where the pages are) and the guest library's
+ * ../lib/pagecheck.h (the pattern and its verification).
  */
 #ifndef FAULTLINE_SWAPTEST_H
 #define FAULTLINE_SWAPTEST_H
 
-#include "guestlib.h"
-#include "pagecheck.h"
+#include "../lib/guestlib.h"
+#include "../lib/pagecheck.h"
 #include "swaptest-env.h"
 #include "swaptest-slots.h"
 #include "swaptest-trace.h"
@@ -25,8 +25,13 @@
 
 /* ------------------------------------------------------------ one run */
 
-/* What a mode's run measured, for the checks and the metrics. */
+/*
+ * What a mode's run measured, for the checks and the metrics; and what main
+ * set up around it, which the modes and checks read from here.
+ */
 struct run {
+    struct global_env env;      /* settings changed for the run (swaptest-env.c) */
+    struct tracing tr;          /* tracing evidence (swaptest-trace.c) */
     struct gl_vmstat v0, v_fill, v_wb0, v_wb1, v_end;
     struct verify_result vr_wb;
     size_t verified, bad, sigbus_child, sigbus_parent, sigbus_unexpected;
@@ -63,6 +68,7 @@ struct check_out {
     char name[160];
     char detail[320];
     char reason[320];
+    bool patch_asserted;        /* a patch-specific expectation, asserted */
 };
 /* Set @out's name and (@detail_fmt NULL: no) detail. */
 void check_describe(struct check_out *out, const char *name, const char *detail_fmt, ...)
@@ -89,14 +95,16 @@ extern const struct check *const writeback_checks[], *const completion_checks[],
     *const lru_checks[], *const swapoff_checks[];
 extern const struct check check_no_splat, check_pages;
 
-void run_checks(const struct check *const *checks, const struct options *o,
-                const struct run *R);
+/*
+ * Run the checks; each returns how many patch-specific expectations it
+ * asserted (main reports the sum: the judge needs > 0 for kernel_mode patched).
+ */
+int run_checks(const struct check *const *checks, const struct options *o,
+               const struct run *R);
 /* KTAP results the checks of @checks will report (for the plan). */
 int checks_planned(const struct check *const *checks, const struct options *o);
-void run_check(const struct check *c, const struct options *o, const struct run *R);
+int run_check(const struct check *c, const struct options *o, const struct run *R);
 void report_metrics(const struct run *R);
-/* Patch-specific checks asserted so far (the judge needs > 0 for kernel_mode patched). */
-extern int patch_checks_asserted;
 /* Count a data check's verify result (bad pages, SIGBUS) into data_errors. */
 void run_count_verify(struct run *R, const struct verify_result *vr, int sigbus_expected);
 size_t run_data_errors(const struct run *R);

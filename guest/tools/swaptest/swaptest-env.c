@@ -6,9 +6,9 @@
  */
 #define _GNU_SOURCE
 #include "swaptest-env.h"
-#include "guestlib.h"
-#include "guestlib-nvme.h"
-#include "ktap.h"
+#include "../lib/guestlib.h"
+#include "../lib/guestlib-nvme.h"
+#include "../lib/ktap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -170,43 +170,41 @@ void disarm(const struct options *o, const char *where)
 
 /* ------------------------------------------------------------ setup/teardown */
 
-static char old_thp[64], old_zswap[8], old_shrinker[8];
-char wb_shrinker[8] = "Y";
-
-void global_setup(const struct options *o)
+void global_setup(const struct options *o, struct global_env *env)
 {
     char buf[256], *s, *e;
 
+    *env = (struct global_env){ .wb_shrinker = "Y" };
     /* THP: "always [madvise] never" -> remember the bracketed one. */
     if (gl_read_file(THP_ENABLED, buf, sizeof(buf)) == 0 && (s = strchr(buf, '[')) &&
         (e = strchr(s, ']'))) {
         *e = '\0';
-        snprintf(old_thp, sizeof(old_thp), "%s", s + 1);
+        snprintf(env->old_thp, sizeof(env->old_thp), "%s", s + 1);
     }
     gl_write_file(THP_ENABLED, "never");
-    gl_read_file(ZSWAP_PARAM "enabled", old_zswap, sizeof(old_zswap));
-    gl_read_file(ZSWAP_PARAM "shrinker_enabled", old_shrinker, sizeof(old_shrinker));
+    gl_read_file(ZSWAP_PARAM "enabled", env->old_zswap, sizeof(env->old_zswap));
+    gl_read_file(ZSWAP_PARAM "shrinker_enabled", env->old_shrinker, sizeof(env->old_shrinker));
     if (o->zswap >= 0) {
         gl_write_file(ZSWAP_PARAM "enabled", o->zswap ? "Y" : "N");
     }
     if (o->shrinker >= 0) {
         gl_write_file(ZSWAP_PARAM "shrinker_enabled", o->shrinker ? "Y" : "N");
     }
-    gl_read_file(ZSWAP_PARAM "shrinker_enabled", wb_shrinker, sizeof(wb_shrinker));
+    gl_read_file(ZSWAP_PARAM "shrinker_enabled", env->wb_shrinker, sizeof(env->wb_shrinker));
     gl_read_file(ZSWAP_PARAM "enabled", buf, sizeof(buf));
     ktap_diag("zswap enabled %s shrinker %s", buf,
               gl_read_file(ZSWAP_PARAM "shrinker_enabled", buf + 8, 8) == 0 ? buf + 8 : "?");
 }
 
-void global_teardown(void)
+void global_teardown(const struct global_env *env)
 {
-    if (old_thp[0]) {
-        gl_write_file(THP_ENABLED, old_thp);
+    if (env->old_thp[0]) {
+        gl_write_file(THP_ENABLED, env->old_thp);
     }
-    if (old_zswap[0]) {
-        gl_write_file(ZSWAP_PARAM "enabled", old_zswap);
+    if (env->old_zswap[0]) {
+        gl_write_file(ZSWAP_PARAM "enabled", env->old_zswap);
     }
-    if (old_shrinker[0]) {
-        gl_write_file(ZSWAP_PARAM "shrinker_enabled", old_shrinker);
+    if (env->old_shrinker[0]) {
+        gl_write_file(ZSWAP_PARAM "shrinker_enabled", env->old_shrinker);
     }
 }
