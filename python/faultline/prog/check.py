@@ -20,6 +20,10 @@ from faultline.prog.lang import PAGE, Bad, ProgramError, format_size
 FILES = ("memfd", "tmpfs")
 
 
+def article(word):
+    return "an" if word[0] in "aeiou" else "a"
+
+
 @dataclass
 class Obj:
     name: str
@@ -70,7 +74,7 @@ class Checker:
     def define(self, name, what, line):
         if name in self.defined:
             w, ln = self.defined[name]
-            raise Bad(f"{name} is already a {w} (line {ln}): one namespace for devices, "
+            raise Bad(f"{name} is already {article(w)} {w} (line {ln}): one namespace for devices, "
                       "cgroups, objects, processes and threads")
         self.defined[name] = (what, line)
 
@@ -79,7 +83,7 @@ class Checker:
             raise Bad(f"no {what} {name} ({hint})")
         w, ln = self.defined[name]
         if w != what:
-            raise Bad(f"{name} is a {w} (line {ln}), not a {what}")
+            raise Bad(f"{name} is {article(w)} {w} (line {ln}), not {article(what)} {what}")
 
     def process_of(self, actor):
         """The process an operation of ACTOR (None: main) runs in."""
@@ -285,6 +289,7 @@ class Checker:
         pages[a:b] = [op.args[3]] * (b - a)
 
     def op_uffd_wp(self, op, proc):
+        self.in_use(op.args[0], proc, op.verb)
         self.mapped_range(op, proc)
 
     def op_mremap(self, op, proc):

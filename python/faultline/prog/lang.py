@@ -201,7 +201,8 @@ def format_value(kind, v):
     if kind in ("size", "size0", "off", "len", "swapsize") or kind == "limit" and v != "max":
         return format_size(v)
     if kind in ("knob", "cgkv"):
-        return f"{v[0]}={format_value('limit', v[1]) if kind == 'cgkv' and v[0] in CGROUP_LIMITS else v[1]}"
+        key, value = v
+        return f"{key}={format_value('limit', value) if key in CGROUP_LIMITS else value}"
     return str(v)
 
 
@@ -218,7 +219,7 @@ def parse_size(text, what="size"):
 
 def parse_int(text, lo, hi, what):
     if not re.fullmatch(r"-?\d+", text):
-        raise Bad(f"bad {what} {text!r} (expected an integer {lo} to {hi})")
+        raise Bad(f"{what}: bad integer {text!r} (expected {lo} to {hi})")
     v = int(text)
     if not lo <= v <= hi:
         raise Bad(f"{what} {v} is out of range (expected {lo} to {hi})")
@@ -248,7 +249,7 @@ def knob_value(key, value):
         raise Bad(f"unknown knob {key!r} (expected one of {', '.join(KNOBS)} or "
                   "mthp.SIZE.enabled)")
     if isinstance(allowed[0], int):
-        return str(parse_int(value, allowed[0], allowed[1], f"knob {key} value"))
+        return str(parse_int(value, allowed[0], allowed[1], f"knob {key}"))
     if value not in allowed:
         raise Bad(f"knob {key}={value}: expected one of {', '.join(allowed)}")
     return value
@@ -261,7 +262,7 @@ def cgroup_value(key, value):
         return value
     if key not in CGROUP_LIMITS:
         raise Bad(f"unknown cgroup key {key!r} (expected one of {', '.join(CGROUP_KEYS)})")
-    return "max" if value == "max" else parse_size(value, f"{key} value")
+    return "max" if value == "max" else parse_size(value, f"{key} size")
 
 
 def parse_value(kind, text, verb):
@@ -285,16 +286,19 @@ def parse_value(kind, text, verb):
             raise Bad(f"{verb}: length 0 (expected at least 4K)")
         return n
     if kind == "limit":
-        return "max" if text == "max" else parse_size(text, "limit")
+        return "max" if text == "max" else parse_size(text, f"{verb} size")
     if kind == "version":
-        return parse_int(text, 1, VERSION_MAX, "version")
+        if not text.isdigit() or not 1 <= int(text) <= VERSION_MAX:
+            raise Bad(f"{verb.split()[0]}: v={text} is out of range (versions are 1 to "
+                      f"{VERSION_MAX}; 0 is the zero page)")
+        return int(text)
     if kind in ("knob", "cgkv"):
         key, eq, value = text.partition("=")
         if not eq:
             raise Bad(f"{verb}: expected KEY=VALUE, got {text!r}")
         return (key, knob_value(key, value) if kind == "knob" else cgroup_value(key, value))
     if isinstance(kind[0], int):
-        return parse_int(text, kind[0], kind[1], f"{verb} value")
+        return parse_int(text, kind[0], kind[1], verb)
     if text not in kind:
         raise Bad(f"{verb}: {text!r} is not one of {', '.join(kind)}")
     return text
