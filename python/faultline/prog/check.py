@@ -225,9 +225,9 @@ class Checker:
         if pages is None:
             raise Bad(f"{op.verb} {obj}: {obj} is map=none: {op.verb} needs a mapping "
                       "(pread, pwrite reach its file)")
-        a, b = self.inside(op, self.limit(o, pages, op.verb),
-                           "file size" if self.limit(o, pages, op.verb) != len(pages) * PAGE
-                           else "mapping size")
+        limit = self.limit(o, pages, op.verb)
+        a, b = self.inside(op, limit, "mapping size" if limit == len(pages) * PAGE
+                           else "file size")
         holes = [i for i in range(a, b) if pages[i] is None]
         if holes and op.verb != "munmap":
             raise Bad(f"{op.verb} {obj}: page at {format_size(holes[0] * PAGE)} is unmapped "
