@@ -36,10 +36,8 @@ def _meson_binary_fresh():
         return False
 
 
-def checker():
-    """Path of a fault-rules-check built from this checkout's engine."""
-    if _meson_binary_fresh():
-        return MESON_BINARY
+def _cached_binary():
+    """Where the cache holds (or will hold) the checker of this engine source."""
     h = hashlib.sha256()
     try:
         for s in _sources():
@@ -47,7 +45,26 @@ def checker():
                 h.update(s.encode() + b"\0" + f.read())
     except OSError as e:
         raise SetupError(f"fault-rules-check: {e.strerror}: {e.filename}") from None
-    out = os.path.join(CACHE, "rules-check", h.hexdigest()[:16], "fault-rules-check")
+    return os.path.join(CACHE, "rules-check", h.hexdigest()[:16], "fault-rules-check")
+
+
+def built_checker():
+    """Path of a fault-rules-check of this checkout's engine that is already
+    built, or None: for checks that must not start a build."""
+    if _meson_binary_fresh():
+        return MESON_BINARY
+    try:
+        out = _cached_binary()
+    except SetupError:
+        return None
+    return out if os.path.exists(out) else None
+
+
+def checker():
+    """Path of a fault-rules-check built from this checkout's engine."""
+    if _meson_binary_fresh():
+        return MESON_BINARY
+    out = _cached_binary()
     if os.path.exists(out):
         return out
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")

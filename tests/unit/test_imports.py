@@ -20,7 +20,7 @@ MAX_LINES = 600
 LAYERS = [
     {"faultline", "faultline.errors", "faultline.paths"},
     {"faultline.scenario", "faultline.rules"},
-    {"faultline.host"},
+    {"faultline.prog", "faultline.host"},
     {"faultline.build", "faultline.kernel", "faultline.judge"},
     {"faultline.vm"},
     {"faultline.run"},

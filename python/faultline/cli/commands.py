@@ -15,6 +15,7 @@ from faultline.host.messages import say
 from faultline.judge import report
 from faultline.kernel import build, configure, fragments, store
 from faultline.lab import check, compare, lavajobs, libvirtxml, matrix
+from faultline.prog import tool as prog_tool
 from faultline.run import inputs, runner
 from faultline.run.options import (BenchOptions, BugsOptions, CompareOptions, ExploreOptions,
                                    MatrixOptions, MinimizeOptions, RunOptions, from_args)
@@ -166,6 +167,14 @@ def cmd_kernel(args):
     return 0
 
 
+def cmd_prog(args):
+    if args.prog_cmd == "check":
+        return prog_tool.check_files(args.files)
+    for path in prog_tool.write_programs(args.seed, args.count, args.out):
+        print(path)
+    return 0
+
+
 def resolve_kernels(args):
     """Resolve every kernel name in parsed CLI arguments in place: --kernel
     (one or a list), with its --modules, and compare's --baseline/--series."""
@@ -198,5 +207,5 @@ COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
-            "kernel": cmd_kernel,
+            "kernel": cmd_kernel, "prog": cmd_prog,
             "setup": lambda a: run_script("setup") or 0}

@@ -26,6 +26,8 @@
   faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
   faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
   faultline kernel config|build|list  guest kernels from source (docs/kernels.md)
+  faultline prog check FILE... | prog gen --seed S --count N --out DIR
+                                      swap programs (docs/programs.md)
   faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
                  [--backend qemu|libvirt|lava]
                                       recall on the real-bug corpus (docs/bugs.md)
@@ -306,6 +308,7 @@ def parser():
                     help="its run directories go here")
     bugs_parser(sub)
     kernel_parser(sub)
+    prog_parser(sub)
     sub.add_parser("build", parents=[kernel], help="build QEMU and the guest image")
     sub.add_parser("setup", help="install dependencies (root)")
     return p
@@ -369,3 +372,20 @@ def kernel_parser(sub):
     common(b)
     ks.add_parser("list", help="built kernels and their names")
     return k
+
+
+def prog_parser(sub):
+    """The `prog` subcommand: swap programs (check, gen; docs/programs.md)."""
+    pp = sub.add_parser("prog", help="swap programs: check them, generate them "
+                        "(docs/programs.md)")
+    ps = pp.add_subparsers(dest="prog_cmd", required=True)
+    c = ps.add_parser("check", help="check programs: exit 0, or 2 and FILE:LINE: reason")
+    c.add_argument("files", nargs="+", metavar="FILE")
+    g = ps.add_parser("gen", help="write N generated programs DIR/0001.prog ...")
+    g.add_argument("--seed", type=inputs.seed_value, required=True,
+                   help="seed of the first program (the next ones take SEED+1, ...)")
+    g.add_argument("--count", type=inputs.positive_int, required=True, metavar="N",
+                   help="how many programs (1 to 100000)")
+    g.add_argument("--out", type=inputs.out_dir, required=True, metavar="DIR",
+                   help="directory for the programs (new or without them)")
+    return pp

@@ -1,0 +1,304 @@
+"""Seeded generator of valid swap programs (docs/programs.md, Tools).
+
+generate(seed) draws everything from random.Random(seed) and the weights
+in weights.toml, so the same seed writes the same program byte for byte.
+Every statement is tried on the checker before it is kept: a program the
+generator writes is one the checker accepts.
+"""
+
+import math
+import os
+import random
+import tomllib
+
+from faultline.prog.check import Checker
+from faultline.prog.lang import CGROUP_LIMITS, OPS, PAGE, Op, ProgramError, Program, parse
+
+WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights.toml")
+MIB = 1 << 20
+ATTEMPTS = 12       # tries to find a statement the checker takes, then skip it
+
+
+def load_weights(path=WEIGHTS):
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def pick(rng, table):
+    """A key of {choice: weight} in proportion to its weight."""
+    keys = list(table)
+    return rng.choices(keys, weights=[table[k] for k in keys])[0]
+
+
+def between(rng, bounds):
+    lo, hi = bounds
+    return rng.randint(lo, hi) if isinstance(lo, int) else rng.uniform(lo, hi)
+
+
+def pages_of(n):
+    """N bytes rounded to whole pages, at least one."""
+    return max(PAGE, int(n) // PAGE * PAGE)
+
+
+def option(op_opts, **kw):
+    """Options in the verb's order, those given a value (True: a flag)."""
+    return tuple((k, kw[k]) for k, _ in op_opts if kw.get(k) is not None)
+
+
+class Generator:
+    """Builds statements from the checker's state: what exists now."""
+
+    def __init__(self, rng, weights, checker):
+        self.rng, self.w, self.c = rng, weights, checker
+        self.version = 0
+        self.uses_fork = rng.random() < weights["program"]["fork"]
+        self.uses_threads = rng.random() < weights["program"]["threads"]
+
+    def chance(self, p):
+        return self.rng.random() < p
+
+    def fresh(self, prefix):
+        n = 1
+        while f"{prefix}{n}" in self.c.defined:
+            n += 1
+        return f"{prefix}{n}"
+
+    def next_version(self):
+        self.version = self.version % 65535 + 1
+        return self.version
+
+    def working_set(self):
+        return sum(o.file_size or 0 for o in self.c.objs.values()) + sum(
+            len(p) * PAGE for proc in self.c.procs.values() for p in proc.maps.values() if p)
+
+    def make(self, verb, args=(), actor=None, background=False, **opts):
+        return Op(verb, tuple(args), option(OPS[verb].opts, **opts), actor, background)
+
+    # -- the header ----------------------------------------------------------
+
+    def header(self, working_set):
+        w, rng, out = self.w, self.rng, []
+        for i in range(int(pick(rng, w["swap"]["count"]))):
+            kind = pick(rng, w["swap"]["kinds"])
+            size = -(-int(working_set * between(rng, w["swap"]["room"])) // MIB) * MIB
+            completion = pick(rng, w["swap"]["completion"]) if kind == "syncblk" else "default"
+            out.append(Op("swap", (f"s{i}", kind), tuple(
+                (k, v) for k, v in (("size", max(size, MIB)),
+                                    ("prio", rng.randint(-1, 100) if self.chance(
+                                        w["swap"]["prio"]) else None),
+                                    ("discard", self.chance(w["swap"]["discard"]) or None),
+                                    ("completion", None if completion == "default"
+                                     else completion),
+                                    ("rotational", self.chance(w["swap"]["rotational"])
+                                     or None)) if v is not None)))
+        values = w["knobs"]["values"]
+        for key in rng.sample(list(values), min(len(values), between(rng, w["knobs"]["count"]))):
+            out.append(Op("knob", ((key, rng.choice(values[key])),)))
+        for i in range(between(rng, w["cgroup"]["count"])):
+            out.append(Op("cgroup", (f"g{i}",), self.limits(working_set)))
+        if self.chance(w["rules"]["probability"]):
+            for i in range(between(rng, w["rules"]["count"])):
+                dev = f"s{rng.randrange(len([s for s in out if s.verb == 'swap']))}"
+                out.append(Op("rule", (dev, f"r{i}", rng.choice(w["rules"]["texts"]))))
+        return out
+
+    def limits(self, working_set):
+        w, rng = self.w["cgroup"], self.rng
+        top = pages_of(max(working_set * between(rng, w["memory_max"]),
+                           w["memory_max_floor_kb"] * 1024))
+        lim = {"memory.max": top}
+        if self.chance(w["high"]):
+            lim["memory.high"] = pages_of(top * 0.9)
+        swap = pick(rng, w["swap_max"])
+        if swap != "absent":
+            lim["memory.swap.max"] = "max" if swap == "max" else pages_of(working_set * 2)
+        zs = pick(rng, w["zswap_max"])
+        if zs != "absent":
+            lim["memory.zswap.max"] = {"max": "max", "0": 0}.get(zs, pages_of(top / 4))
+        wb = pick(rng, w["zswap_writeback"])
+        if wb != "absent":
+            lim["memory.zswap.writeback"] = wb
+        return tuple((k, lim[k]) for k in (*CGROUP_LIMITS, "memory.zswap.writeback")
+                     if k in lim)
+
+    # -- objects -------------------------------------------------------------
+
+    def object_sizes(self):
+        lo, hi = self.w["objects"]["size_kb"]
+        return [pages_of(math.exp(self.rng.uniform(math.log(lo), math.log(hi))) * 1024)
+                for _ in range(between(self.rng, self.w["program"]["objects"]))]
+
+    def make_object(self, size):
+        w, rng = self.w["objects"], self.rng
+        kind = pick(rng, w["kinds"])
+        cgs = sorted(self.c.cgroups)
+        cg = rng.choice(cgs) if cgs and self.chance(w["in_cgroup"]) else None
+        pages = pick(rng, w["pages"])
+        pages = None if pages == "default" else pages
+        name = self.fresh("o")
+        if kind == "anon":
+            return self.make("anon", (name, size), shared=self.chance(w["anon_shared"]) or None,
+                             pages=pages, cgroup=cg)
+        mapping = pick(rng, w["map"])
+        if kind == "memfd":
+            return self.make("memfd", (name, size), map=mapping, pages=pages, cgroup=cg)
+        huge = pick(rng, w["tmpfs_huge"])
+        return self.make("tmpfs", (name, size), huge=None if huge == "default" else huge,
+                         map=mapping, cgroup=cg)
+
+    # -- operations ----------------------------------------------------------
+
+    def actor(self):
+        """None (main), or a live process or thread."""
+        others = sorted(p for p in self.c.procs if p != "main") + sorted(self.c.threads)
+        if not others or self.chance(0.5):
+            return None
+        return self.rng.choice(others)
+
+    def object_range(self, proc, verb, file_op=False):
+        """(object, off, len) inside what VERB may reach, or None."""
+        maps = self.c.procs[proc].maps
+        names = sorted(n for n, m in maps.items() if file_op or m)
+        if file_op:
+            names = [n for n in names if self.c.objs[n].kind in ("memfd", "tmpfs")]
+        if not names:
+            return None
+        name = self.rng.choice(names)
+        limit = self.c.limit(self.c.objs[name], maps[name] or [], verb) or 0
+        n = limit // PAGE
+        if n == 0:
+            return None
+        if self.chance(self.w["program"]["whole_range"]):
+            return name, 0, n * PAGE
+        a = self.rng.randrange(n)
+        b = self.rng.randint(a + 1, min(n, a + max(1, n // 2)))
+        return name, a * PAGE, (b - a) * PAGE
+
+    def build(self, verb):
+        """A statement of VERB that may pass the checker, or None."""
+        rng, actor = self.rng, self.actor()
+        proc = self.c.threads.get(actor, actor or "main")
+        bg = actor is not None and OPS[verb].background and self.chance(
+            self.w["program"]["background"])
+        if verb in ("write", "read", "madvise", "mprotect", "uffd_wp", "munmap", "pwrite",
+                    "pread", "punch"):
+            r = self.object_range(proc, verb, file_op=verb in ("pwrite", "pread", "punch"))
+            if r is None:
+                return None
+            if verb == "munmap" and self.chance(0.5):
+                return self.make(verb, r[:1], actor)
+            extra = {"madvise": lambda: (pick(rng, self.w["madvise"]),),
+                     "mprotect": lambda: (pick(rng, self.w["mprotect"]),),
+                     "uffd_wp": lambda: (pick(rng, self.w["uffd_wp"]),)}.get(verb, tuple)()
+            v = self.next_version() if verb in ("write", "pwrite") else None
+            return self.make(verb, r + extra, actor, bg, v=v)
+        if verb in ("mremap", "truncate"):
+            maps = self.c.procs[proc].maps
+            names = sorted(n for n in maps if verb == "truncate" or maps[n])
+            if not names:
+                return None
+            name = rng.choice(names)
+            now = self.c.objs[name].file_size if verb == "truncate" else len(maps[name]) * PAGE
+            return self.make(verb, (name, pages_of((now or PAGE) * rng.uniform(0.5, 1.6))),
+                             actor)
+        if verb in ("fork", "thread"):
+            if not (self.uses_fork if verb == "fork" else self.uses_threads):
+                return None
+            cpu = rng.randint(0, 1) if verb == "thread" and self.chance(0.5) else None
+            return self.make(verb, (self.fresh("p" if verb == "fork" else "t"),), actor,
+                             cpu=cpu)
+        if verb in ("exit", "kill"):
+            live = sorted(p for p in self.c.procs if p != "main")
+            return self.make(verb, (rng.choice(live),)) if live else None
+        if verb == "wait":
+            pending = sorted(self.c.busy) + sorted(self.c.swapoffs)
+            return self.make(verb, (rng.choice(pending),)) if pending else None
+        if verb in ("move", "cgset", "reclaim"):
+            cgs = sorted(self.c.cgroups)
+            if not cgs:
+                return None
+            cg, ws = rng.choice(cgs), max(self.working_set(), PAGE)
+            if verb == "move":
+                return self.make(verb, (cg,), actor)
+            if verb == "reclaim":
+                return self.make(verb, (cg, pages_of(ws * rng.uniform(0.1, 1.0))), actor, bg)
+            key = rng.choice(CGROUP_LIMITS)
+            floor = self.w["cgroup"]["memory_max_floor_kb"] * 1024
+            return self.make(verb, (cg, (key, "max" if self.chance(0.2) else pages_of(
+                max(floor, ws * rng.uniform(0.2, 1.2))))), actor)
+        if verb in ("swapoff", "swapon", "kill swapoff"):
+            want = {"swapoff": ("on", "either"), "swapon": ("off", "either"),
+                    "kill swapoff": ("swapoff&",)}[verb]
+            devs = sorted(d for d, s in self.c.devs.items() if s in want)
+            if not devs:
+                return None
+            dev = rng.choice(devs)
+            if verb == "swapoff":
+                return self.make(verb, (dev,), actor, self.chance(self.w["program"]["background"]))
+            return self.make(verb, (dev,), prio=rng.randint(-1, 100) if verb == "swapon" and
+                             self.chance(0.5) else None)
+        if verb == "knob":
+            values = self.w["knobs"]["values"]
+            key = rng.choice(list(values))
+            return self.make(verb, ((key, rng.choice(values[key])),), actor)
+        if verb == "drop_caches":
+            return self.make(verb, (rng.choice(("1", "2", "3")),), actor, bg)
+        if verb == "sleep":
+            return self.make(verb, (rng.randint(1, 200),), actor, bg)
+        return self.make(verb, (), actor, bg)
+
+    def try_op(self, op, out):
+        """Keep OP when the checker takes it."""
+        if op is None:
+            return False
+        try:
+            self.c.step(op)
+        except ProgramError:
+            return False
+        out.append(op)
+        return True
+
+    def random_op(self, out):
+        for _ in range(ATTEMPTS):
+            if self.try_op(self.build(pick(self.rng, self.w["operations"])), out):
+                return True
+        return False
+
+    def finish(self, out):
+        """Wait for what runs in the background, then read everything back."""
+        for x in sorted(self.c.busy) + sorted(self.c.swapoffs):
+            self.try_op(self.make("wait", (x,)), out)
+        if not self.chance(self.w["program"]["final_read"]):
+            return
+        for name, pages in sorted(self.c.procs["main"].maps.items()):
+            o = self.c.objs[name]
+            verb = "read" if pages else "pread"
+            limit = self.c.limit(o, pages or [], verb) or 0
+            if limit:
+                self.try_op(self.make(verb, (name, 0, limit)), out)
+
+
+def generate(seed, weights=None, path="<gen>"):
+    """The program of SEED: same seed, same weights, same text."""
+    rng = random.Random(seed)
+    w = weights or load_weights()
+    c = Checker(path)
+    g = Generator(rng, w, c)
+    sizes = g.object_sizes()
+    header = g.header(sum(sizes))
+    for st in header:
+        c.header(st)
+    ops = []
+    for size in sizes:
+        g.try_op(g.make_object(size), ops)
+    for name, pages in sorted(c.procs["main"].maps.items()):
+        v = g.next_version()
+        if pages:
+            g.try_op(g.make("write", (name, 0, len(pages) * PAGE), v=v), ops)
+        else:
+            g.try_op(g.make("pwrite", (name, 0, c.objs[name].file_size), v=v), ops)
+    for _ in range(between(rng, w["program"]["operations"])):
+        g.random_op(ops)
+    g.finish(ops)
+    program = Program(g.chance(w["program"]["versioned"]), tuple(header), tuple(ops), path)
+    return parse(program.text(), path)     # the line numbers of its text
