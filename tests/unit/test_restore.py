@@ -22,6 +22,7 @@ from faultline.build.builds import Builds
 from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.judge.report import Report
 from faultline.run import restore
+from faultline.vm import snapshot
 from faultline.run.options import RunOptions
 from faultline.run.progress import Progress
 
@@ -81,7 +82,7 @@ class HotplugTest(unittest.TestCase):
 
     def test_blockdev_add_arguments(self):
         self.assertEqual(
-            restore.keyval_dict("driver=file,filename=/s/disk.img,node-name=disk0,"
+            snapshot.keyval_dict("driver=file,filename=/s/disk.img,node-name=disk0,"
                                 "cache.direct=off"),
             {"driver": "file", "filename": "/s/disk.img", "node-name": "disk0",
              "cache": {"direct": False}})
@@ -254,14 +255,14 @@ class StartTest(unittest.TestCase):
             os.makedirs(snap)
             os.makedirs(rundir)
             open(os.path.join(snap, "console.log"), "w").close()
-            m = restore.RestoredMachine.__new__(restore.RestoredMachine)
+            m = snapshot.RestoredMachine.__new__(snapshot.RestoredMachine)
             m.spec = mock.Mock(rundir=rundir)
             m.snapshot, m.qmp_socket, m._qmp = snap, os.path.join(d, "qmp.sock"), None
             m.hotplug = [("-object", "fault-injector,id=fi0,deterministic=on"),
                          ("-device", "nvme,serial=x,drive=disk0,bus=swaprp")]
-            with mock.patch.object(restore.QemuMachine, "start", lambda self: None), \
-                    mock.patch.object(restore, "Qmp", FakeQmp), \
-                    mock.patch.object(restore.QemuMachine, "running", lambda self: True):
+            with mock.patch.object(snapshot.QemuMachine, "start", lambda self: None), \
+                    mock.patch.object(snapshot, "Qmp", FakeQmp), \
+                    mock.patch.object(snapshot.QemuMachine, "running", lambda self: True):
                 m.start()
         names = [c for c, _ in sent]
         self.assertEqual(sent[0], ("migrate-set-parameters", {"announce-rounds": 0}))

@@ -34,12 +34,12 @@ from faultline.paths import CACHE
 from faultline.run import guest
 from faultline.run.spec_builder import make_spec
 from faultline.vm.qemu import QemuMachine
-from faultline.vm.qmp import Qmp, QmpError
+from faultline.vm.qmp import QmpError
+from faultline.vm.snapshot import FWCFG_NAME, RestoredMachine, wait_migration
 
 SNAPSHOTS = os.path.join(CACHE, "snapshots")
 # The line init prints when it waits for /run.sh (guest/rootfs/init).
 READY = "faultline-init: waiting for /run.sh on fw_cfg"
-FWCFG_NAME = "opt/faultline/run.sh"
 # The saved QEMU's file of that name (guest/tools/fwcfg.c has the same
 # two): fwcfg reads it as "not there yet", and it fixes the file's fw_cfg
 # key and the size a guest reading fw_cfg through sysfs sees (its driver
@@ -51,8 +51,6 @@ ROOT_PORT = ["-device", "pcie-root-port,id=swaprp,chassis=1,slot=1"]
 FORMAT = 2
 # Hot-pluggable on the root port: one PCI function carrying the disk.
 KINDS = ("nvme", "syncblk", "virtio-blk")
-# How long loading a saved guest and its QMP answers may take.
-LOAD_TIMEOUT_S = 120
 # Boots a save may take to get a guest whose clock runs at real time.
 SAVE_ATTEMPTS = 3
 # guest/tools/fwcfg reads fw_cfg with ioperm(), or through the fw_cfg
@@ -150,22 +148,6 @@ def snapshot_key(spec):
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _wait_migration(m, what, timeout_s):
-    """Poll query-migrate until it completes; SetupError on failure."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        stop.check()
-        st = m.qmp("query-migrate") or {}
-        status = st.get("status")
-        if status == "completed":
-            return
-        if status in ("failed", "cancelled"):
-            raise SetupError(f"{what} failed: {st.get('error-desc', status)}")
-        if time.monotonic() > deadline:
-            raise SetupError(f"{what}: not done after {timeout_s:.0f}s (status {status})")
-        time.sleep(0.05)
-
-
 def _console_has(path, text):
     try:
         with open(path, errors="replace") as f:
@@ -231,7 +213,7 @@ def _save(sc, builds, opts, tmp, timeout_s):
             # guest to a file goes at disk speed.
             m.qmp("migrate-set-parameters", **{"max-bandwidth": 1 << 40})
             m.qmp("migrate", uri="file:" + os.path.join(tmp, "state"))
-            _wait_migration(m, "--restore: saving the booted guest", 120)
+            wait_migration(m, "--restore: saving the booted guest", 120)
     except QmpError as e:
         raise SetupError(f"--restore: saving the booted guest: {e}") from None
     finally:
@@ -282,84 +264,6 @@ def ensure_snapshot(sc, builds, opts, timeout_s=None):
 
 
 # ---------------------------------------------------------------- the restore
-
-def keyval_dict(text):
-    """-blockdev's key=value,a.b=value text as blockdev-add arguments
-    (on/off are booleans there; the launcher's values hold no commas)."""
-    d = {}
-    for item in text.split(","):
-        k, _, v = item.partition("=")
-        node = d
-        *path, last = k.split(".")
-        for p in path:
-            node = node.setdefault(p, {})
-        node[last] = {"on": True, "off": False}.get(v, v)
-    return d
-
-
-class RestoredMachine(QemuMachine):
-    """A QemuMachine that starts from a saved guest: -incoming, then the
-    swap disk, injector and device over QMP, then cont."""
-
-    def __init__(self, spec, snapshot, hotplug, **backend_options):
-        super().__init__(spec, **backend_options)
-        self.snapshot = snapshot
-        self.hotplug = hotplug
-        self.timing = {}
-
-    def argv(self):
-        q = super().argv()
-        console = "file:" + os.path.join(self.spec.rundir, "console.log")
-        i = q.index(console)
-        # Appended to the saved guest's boot console (copied in by start()).
-        q[i - 1:i + 1] = ["-chardev", f"file,id=con0,path={console[5:]},append=on",
-                          "-serial", "chardev:con0"]
-        return q + ["-S", "-incoming", "defer", "-fw_cfg",
-                    f"name={FWCFG_NAME},file={os.path.join(self.spec.rundir, 'run.sh')}"]
-
-    def _hmp(self, line):
-        out = self.qmp("human-monitor-command", **{"command-line": line})
-        if out and out.strip():
-            raise QmpError(f"{line.split()[0]}: {out.strip().splitlines()[0]}")
-
-    def start(self):
-        super().start()
-        shutil.copyfile(os.path.join(self.snapshot, "console.log"),
-                        os.path.join(self.spec.rundir, "console.log"))
-        t0 = time.monotonic()
-        try:
-            # QEMU loads a file: migration in its main loop, and QMP answers
-            # only when it is done (over 5 s on a loaded host, seen): a
-            # connection of its own with a longer timeout, closed after.
-            self._qmp = Qmp(self.qmp_socket, timeout=LOAD_TIMEOUT_S)
-            # After an incoming migration QEMU announces the guest's NICs
-            # on a real-time timer for about a second.  Under -icount a
-            # real-time deadline cuts the vCPUs' instruction slices, so
-            # with two vCPUs host timing chose their interleaving: 6 of 6
-            # restored 2-vCPU --deterministic runs of one seed differed
-            # from the first fault on, 0 of 6 without the timer.  The
-            # guest has no NIC to announce.
-            self.qmp("migrate-set-parameters", **{"announce-rounds": 0})
-            self.qmp("migrate-incoming", uri="file:" + os.path.join(self.snapshot, "state"))
-            _wait_migration(self, "--restore: loading the saved guest", LOAD_TIMEOUT_S)
-            t1 = time.monotonic()
-            for opt, val in self.hotplug:
-                if opt == "-blockdev":
-                    self.qmp("blockdev-add", **keyval_dict(val))
-                elif opt == "-object":
-                    self._hmp("object_add " + val)
-                else:
-                    self._hmp("device_add " + val)
-            self.qmp("cont")
-        except QmpError as e:
-            raise SetupError(f"--restore: {e}") from None
-        finally:
-            self._close_qmp()
-        self.timing = {"load_s": round(t1 - t0, 2), "hotplug_s": round(time.monotonic() - t1, 2)}
-
-    def info(self):
-        return super().info() | {"restored_from": self.snapshot, **self.timing}
-
 
 def machine(sc, seed, opts, builds, rundir, scratch):
     """The machine of one restored run, its inputs written (disk, rules, run.sh)."""
