@@ -38,6 +38,27 @@ fl_forward() {
     return "$rc"
 }
 
+# Run "$@" as fl_forward does, its output (stdout and stderr) into the file
+# $2, with a progress line for it on stderr, labelled $1 (faultline.host.progress
+# follows the file: ninja's [N/M], kbuild's CC/LD lines or the elapsed time;
+# on a terminal one line updated in place, in a log one line every 30 s at
+# most, then a last one).  No pipe: the step is fl_forward's own child, and
+# the follower (a background child, its parent-death signal set) reads the
+# file and ends with this script whatever happens.
+fl_build() {
+    local label=$1 log=$2 rc=0 follower
+    shift 2
+    : >"$log"
+    PYTHONPATH="$FL_TOP/python" python3 -m faultline.host.progress \
+        --parent "$BASHPID" ${FL_PROGRESS_ESTIMATE:+--estimate "$FL_PROGRESS_ESTIMATE"} \
+        "$label" "$log" </dev/null >/dev/null &
+    follower=$!
+    fl_forward "$@" >"$log" 2>&1 || rc=$?
+    kill -TERM "$follower" 2>/dev/null || true
+    wait "$follower" 2>/dev/null || true
+    return "$rc"
+}
+
 load_versions() {
     [ -f "$FL_VERSIONS" ] || die "no $FL_VERSIONS: run scripts/setup first"
     # shellcheck disable=SC1090
