@@ -43,19 +43,23 @@ fl_forward() {
 # follows the file: ninja's [N/M], kbuild's CC/LD lines or the elapsed time;
 # on a terminal one line updated in place, in a log one line every 30 s at
 # most, then a last one).  No pipe: the step is fl_forward's own child, and
-# the follower (a background child, its parent-death signal set) reads the
-# file and ends with this script whatever happens.
+# the follower (a background child, its parent-death signal set) only reads
+# the file; it ends when $2.done appears (no signal: it may still be
+# starting), or with this script.
 fl_build() {
-    local label=$1 log=$2 rc=0 follower
+    local label=$1 log=$2 rc=0 follower me=$BASHPID
     shift 2
     : >"$log"
+    rm -f "$log.done"
     PYTHONPATH="$FL_TOP/python" python3 -m faultline.host.progress \
-        --parent "$BASHPID" ${FL_PROGRESS_ESTIMATE:+--estimate "$FL_PROGRESS_ESTIMATE"} \
+        --parent "$me" --start "${EPOCHREALTIME/,/.}" --done "$log.done" \
+        ${FL_PROGRESS_ESTIMATE:+--estimate "$FL_PROGRESS_ESTIMATE"} \
         "$label" "$log" </dev/null >/dev/null &
     follower=$!
     fl_forward "$@" >"$log" 2>&1 || rc=$?
-    kill -TERM "$follower" 2>/dev/null || true
+    : >"$log.done"
     wait "$follower" 2>/dev/null || true
+    rm -f "$log.done"
     return "$rc"
 }
 

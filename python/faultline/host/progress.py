@@ -128,12 +128,14 @@ class Progress:
             pass
 
 
-def _follow(path, progress, tracker, stop, poll_s=0.2):
-    """Read @path as it grows into @tracker until @stop is set (then to its
-    end), updating @progress."""
+def _follow(path, progress, tracker, stop, poll_s=0.2, done_file=None):
+    """Read @path as it grows into @tracker until @stop is set or
+    @done_file exists (then to its end), updating @progress."""
     f = None
     buf = ""
     while True:
+        if done_file and os.path.exists(done_file):
+            stop.set()
         stopping = stop.is_set()
         if f is None and path and os.path.exists(path):
             f = open(path, errors="replace")
@@ -189,9 +191,11 @@ PR_SET_PDEATHSIG = 1
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m faultline.host.progress",
                                  description="Follow a build log, show its progress on stderr "
-                                             "until SIGTERM (or the --parent's death).")
+                                             "until --done exists (SIGTERM, SIGHUP or the --parent's death: stopped).")
     ap.add_argument("--parent", type=int, help="end with this process (parent-death signal)")
     ap.add_argument("--estimate", type=int, help="kbuild lines expected")
+    ap.add_argument("--start", type=float, help="when the step started (epoch seconds)")
+    ap.add_argument("--done", help="the step is over once this file exists")
     ap.add_argument("label")
     ap.add_argument("log")
     a = ap.parse_args(argv)
@@ -199,8 +203,7 @@ def main(argv=None):
     how = ["done"]
 
     def on_signal(signum, frame):
-        if signum != signal.SIGTERM:
-            how[0] = "stopped"
+        how[0] = "stopped"
         stop.set()
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
@@ -209,8 +212,11 @@ def main(argv=None):
         if os.getppid() != a.parent:            # the parent died before prctl
             return 0
     progress = Progress(a.label)
+    if a.start:
+        # Python's start-up is part of the step's time (seconds, on a loaded host).
+        progress.t0 = progress.last = progress.t0 - max(0.0, time.time() - a.start)
     tracker = Tracker(a.estimate)
-    _follow(a.log, progress, tracker, stop)
+    _follow(a.log, progress, tracker, stop, done_file=a.done)
     progress.finish(tracker.status(), how[0])
     return 0
 
