@@ -5,7 +5,9 @@ FL_TOP=${FL_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 FL_CACHE=${FAULTLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/faultline}
 FL_VERSIONS=$FL_CACHE/versions.env
 
-info() { printf 'faultline: %s\n' "$*" >&2; }
+# On a terminal a message clears a build's progress line first (fl_build
+# redraws it below).
+info() { [ -t 2 ] && printf '\r\033[K' >&2; printf 'faultline: %s\n' "$*" >&2; }
 die() { printf 'faultline: error: %s\n' "$*" >&2; exit "${FL_DIE_STATUS:-2}"; }
 
 # Re-exec under sudo when not root (apt and /etc need it).
