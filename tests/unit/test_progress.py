@@ -7,7 +7,7 @@ directory later, and a SIGTERM of build-qemu, or of the launcher that runs
 it, leaving no ninja, compiler or progress follower behind.
 
 build-qemu runs for real in a scratch checkout (its own copy, lib.sh, a
-link to python/) with a scratch FAULTLINE_CACHE holding a fake QEMU source
+copy of python/) with a scratch FAULTLINE_CACHE holding a fake QEMU source
 (a `configure` that writes build.ninja), and a fake ninja and make first on
 PATH: ninja prints [N/M] lines slowly, starts two "compilers" (sleep) in a
 process group of their own and, as the real one, stops them on SIGTERM."""
@@ -172,7 +172,10 @@ class FakeCheckout:
         for s in ("build-qemu", "lib.sh"):
             os.makedirs(os.path.join(self.top, "scripts"), exist_ok=True)
             shutil.copy(os.path.join(TOP, "scripts", s), os.path.join(self.top, "scripts", s))
-        os.symlink(os.path.join(TOP, "python"), os.path.join(self.top, "python"))
+        # A copy: faultline.TOP (the checkout that scripts are run from) is
+        # where the package is, links resolved.
+        shutil.copytree(os.path.join(TOP, "python"), os.path.join(self.top, "python"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
         write(os.path.join(self.top, "tests", "qtest", "foo-test.c"), "/* a qtest */\n")
         self.cache = os.path.join(d, "cache")
         write(os.path.join(self.cache, "src", "download", "VERSION"),
@@ -289,6 +292,45 @@ class BuildQemuProgress(unittest.TestCase):
                 _, err = r.communicate(timeout=60)
                 self.assertIn("QEMU cache hit", err)
             self.assertEqual(len(fc.ninja_runs()), 2)
+
+
+class QtestsOnDemand(unittest.TestCase):
+    """The qtests are built by whatever runs them: tests/run-qtest, and
+    `faultline check` for its qtest suite; `run` builds QEMU alone."""
+
+    def test_run_qtest_builds_them(self):
+        with tempfile.TemporaryDirectory() as d:
+            fc = FakeCheckout(d, steps=2, delay=0)
+            shutil.copy(os.path.join(TOP, "tests", "run-qtest"),
+                        os.path.join(fc.top, "tests", "run-qtest"))
+            r = subprocess.run([os.path.join(fc.top, "tests", "run-qtest"), "foo-test"],
+                               env=fc.env, capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(fc.ninja_runs(), [["qemu-system-x86_64", "tests/qtest/qos-test",
+                                                "tests/qtest/foo-test"]])
+
+    def test_check_asks_for_them_with_the_qtest_suite(self):
+        from faultline.lab import check
+
+        class Stop(Exception):
+            pass
+        calls = []
+
+        def meson(*a, **kw):
+            raise Stop
+        saved = check.build_all, check.qemu_dir, check.subprocess.run
+        check.build_all = lambda *a, **kw: calls.append("build_all")
+        check.qemu_dir = lambda *a, **kw: calls.append(("qemu_dir", a, kw))
+        check.subprocess.run = meson
+        try:
+            for suites, want in (("unit", ["build_all"]),
+                                 ("unit,qtest", ["build_all", ("qemu_dir", (), {"qtests": True})])):
+                calls.clear()
+                with self.assertRaises(Stop):
+                    check.check(suites)
+                self.assertEqual(calls, want, suites)
+        finally:
+            check.build_all, check.qemu_dir, check.subprocess.run = saved
 
 
 class BuildQemuStops(unittest.TestCase):
