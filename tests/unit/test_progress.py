@@ -14,6 +14,7 @@ process group of their own and, as the real one, stops them on SIGTERM."""
 
 import io
 import os
+import pty
 import re
 import shutil
 import signal
@@ -264,6 +265,37 @@ class BuildQemuProgress(unittest.TestCase):
                     os.path.join(fc.cache, "qemu-work"))[0].split(".")[0], "build",
                     "faultline-build.log")) as f:
                 self.assertEqual(len([ln for ln in f if ln.startswith("[")]), 20)
+
+    def test_terminal_form_with_a_slow_build(self):
+        """stderr a terminal: the status line is redrawn in place (no new
+        line) and cleared before the script's next message."""
+        with tempfile.TemporaryDirectory() as d:
+            fc = FakeCheckout(d, steps=12, delay=0.25)
+            m, s = pty.openpty()
+            p = fc.build_qemu(stdout=subprocess.DEVNULL, stderr=s)
+            os.close(s)
+            out = b""
+            while True:
+                try:
+                    chunk = os.read(m, 4096)
+                except OSError:             # EIO: the terminal's last writer is gone
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            os.close(m)
+            self.assertEqual(p.wait(timeout=60), 0)
+            text = out.decode()
+            start = text.index("faultline: QEMU build: ")
+            end = min(text.find(m, start) % len(text)
+                      for m in ("faultline: QEMU option ROMs", "faultline: QEMU built in "))
+            status = text[start:end]
+            self.assertNotIn("\n", status)
+            lines = [x for x in status.split("\r\033[K") if x]
+            self.assertGreaterEqual(len(lines), 2, status)
+            for line in lines:
+                self.assertRegex(line, r"^faultline: QEMU build: \[\d+/12\] \d+%, \d+s$")
+            self.assertTrue(status.endswith("\r\033[K"), status)
 
     def test_run_builds_qemu_alone_then_qtests_join_it(self):
         """Without --qtests ninja builds qemu-system-x86_64 only; --qtests
