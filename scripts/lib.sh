@@ -47,8 +47,12 @@ fl_forward() {
 # most, then a last one).  No pipe: the step is fl_forward's own child, and
 # the follower (a background child, its parent-death signal set) only reads
 # the file; it ends when $2.done appears (no signal: it may still be
-# starting), or with this script.
+# starting), or with this script.  --no-forward (apt-get install: a dpkg
+# stopped halfway leaves the system to repair): the step runs in the
+# foreground as a plain command would, a stop of the script leaves it be.
 fl_build() {
+    local forward=fl_forward
+    [ "$1" != --no-forward ] || { forward=; shift; }
     local label=$1 log=$2 rc=0 follower me=$BASHPID
     shift 2
     : >"$log"
@@ -58,7 +62,7 @@ fl_build() {
         ${FL_PROGRESS_ESTIMATE:+--estimate "$FL_PROGRESS_ESTIMATE"} \
         "$label" "$log" </dev/null >/dev/null &
     follower=$!
-    fl_forward "$@" >"$log" 2>&1 || rc=$?
+    $forward "$@" >"$log" 2>&1 || rc=$?
     : >"$log.done"
     wait "$follower" 2>/dev/null || true
     rm -f "$log.done"

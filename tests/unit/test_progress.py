@@ -230,9 +230,10 @@ def gone(pid, timeout_s=10.0):
 class BuildQemuProgress(unittest.TestCase):
     def test_log_form_with_a_slow_build(self):
         """stderr a pipe: ninja's [N/M] at most once per interval (1 s here),
-        and a last line; 20 steps in ~5 s (more than 2 intervals)."""
+        and a last line; 20 steps in ~8 s (the follower's start-up included,
+        more than 2 intervals)."""
         with tempfile.TemporaryDirectory() as d:
-            fc = FakeCheckout(d)
+            fc = FakeCheckout(d, delay=0.4)
             p = fc.build_qemu("--print-dir", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             received = []
 
@@ -249,8 +250,10 @@ class BuildQemuProgress(unittest.TestCase):
             self.assertGreaterEqual(len(prog), 3, received)
             *alive, last = prog
             self.assertRegex(last[1], r"^faultline: QEMU build: done, \[20/20\] 100% after \d+s$")
+            # (before ninja's first line: the elapsed time alone)
             for at, line in alive:
-                self.assertRegex(line, r"^faultline: QEMU build: \[\d+/20\] \d+%, \d+s$")
+                self.assertRegex(line, r"^faultline: QEMU build: (\[\d+/20\] \d+%, )?\d+s$")
+            self.assertTrue([line for _, line in alive if "/20] " in line], alive)
             # One line per interval at most: their elapsed times (whole
             # seconds of the follower's clock) differ, and they were not
             # written in a burst.
@@ -258,7 +261,7 @@ class BuildQemuProgress(unittest.TestCase):
             self.assertEqual(secs, sorted(set(secs)), alive)
             for (a, _), (b, _) in zip(alive, alive[1:]):
                 self.assertGreater(b - a, 0.5, alive)
-            self.assertLessEqual(len(alive), 6 + 1, alive)
+            self.assertLessEqual(len(alive), 9 + 1, alive)
             qdir = out.strip().splitlines()[-1]
             self.assertTrue(os.access(os.path.join(qdir, "bin", "qemu-system-x86_64"), os.X_OK))
             with open(os.path.join(fc.cache, "qemu-work", os.listdir(
@@ -270,7 +273,7 @@ class BuildQemuProgress(unittest.TestCase):
         """stderr a terminal: the status line is redrawn in place (no new
         line) and cleared before the script's next message."""
         with tempfile.TemporaryDirectory() as d:
-            fc = FakeCheckout(d, steps=12, delay=0.25)
+            fc = FakeCheckout(d, steps=12, delay=0.5)
             m, s = pty.openpty()
             p = fc.build_qemu(stdout=subprocess.DEVNULL, stderr=s)
             os.close(s)
@@ -294,7 +297,8 @@ class BuildQemuProgress(unittest.TestCase):
             lines = [x for x in status.split("\r\033[K") if x]
             self.assertGreaterEqual(len(lines), 2, status)
             for line in lines:
-                self.assertRegex(line, r"^faultline: QEMU build: \[\d+/12\] \d+%, \d+s$")
+                self.assertRegex(line, r"^faultline: QEMU build: (\[\d+/12\] \d+%, )?\d+s$")
+            self.assertTrue([line for line in lines if "/12] " in line], lines)
             self.assertTrue(status.endswith("\r\033[K"), status)
 
     def test_run_builds_qemu_alone_then_qtests_join_it(self):
@@ -324,6 +328,54 @@ class BuildQemuProgress(unittest.TestCase):
                 _, err = r.communicate(timeout=60)
                 self.assertIn("QEMU cache hit", err)
             self.assertEqual(len(fc.ninja_runs()), 2)
+
+
+class FlBuild(unittest.TestCase):
+    """fl_build's step stops with its script; with --no-forward (apt-get
+    install: dpkg is not stopped halfway) it is left to finish.  Either way
+    the progress follower ends with the script."""
+
+    def run_script(self, d, *flags, status=128 + signal.SIGTERM):
+        path = os.path.join(d, "s")
+        write(path, f"set -euo pipefail\n. {TOP}/scripts/lib.sh\n"
+                    f"fl_build {' '.join(flags)} step {d}/log "
+                    f"sh -c 'echo $$ >{d}/pid; exec sleep 60'\necho after\n", 0o755)
+        p = subprocess.Popen(["bash", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, preexec_fn=default_dispositions)
+        fc_pid = os.path.join(d, "pid")
+        deadline = time.monotonic() + 20
+        while not (os.path.exists(fc_pid) and open(fc_pid).read().endswith("\n")):
+            self.assertLess(time.monotonic(), deadline, "the step never started")
+            time.sleep(0.05)
+        step = int(open(fc_pid).read())
+        deadline = time.monotonic() + 20
+        while not [q for q in procs.processes_mentioning(f"{d}/log")
+                   if (procs.start_ticks(q) or (0, "X"))[1] not in ("Z", "X")]:
+            self.assertLess(time.monotonic(), deadline, "no progress follower")
+            time.sleep(0.05)
+        p.terminate()
+        out, _ = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, status)
+        self.assertNotIn("after", out)
+        deadline = time.monotonic() + 10
+        while [q for q in procs.processes_mentioning(f"{d}/log")
+               if (procs.start_ticks(q) or (0, "X"))[1] not in ("Z", "X")]:
+            self.assertLess(time.monotonic(), deadline, "the follower outlived its script")
+            time.sleep(0.05)
+        return step
+
+    def test_forwarded(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertTrue(gone(self.run_script(d)), "the step outlived its script")
+
+    def test_no_forward(self):
+        with tempfile.TemporaryDirectory() as d:
+            # bash dies of the SIGTERM it does not trap
+            step = self.run_script(d, "--no-forward", status=-signal.SIGTERM)
+            try:
+                self.assertFalse(gone(step, 1.0), "--no-forward: the step was stopped")
+            finally:
+                os.kill(step, signal.SIGKILL)
 
 
 class QtestsOnDemand(unittest.TestCase):
