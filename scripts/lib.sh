@@ -59,7 +59,6 @@ fl_build() {
     rm -f "$log.done"
     PYTHONPATH="$FL_TOP/python" python3 -m faultline.host.progress \
         --parent "$me" --start "${EPOCHREALTIME/,/.}" --done "$log.done" \
-        ${FL_PROGRESS_ESTIMATE:+--estimate "$FL_PROGRESS_ESTIMATE"} \
         "$label" "$log" </dev/null >/dev/null &
     follower=$!
     $forward "$@" >"$log" 2>&1 || rc=$?
