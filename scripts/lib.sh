@@ -5,7 +5,9 @@ FL_TOP=${FL_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 FL_CACHE=${FAULTLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/faultline}
 FL_VERSIONS=$FL_CACHE/versions.env
 
-info() { printf 'faultline: %s\n' "$*" >&2; }
+# On a terminal a message clears a build's progress line first (fl_build
+# redraws it below).
+info() { [ -t 2 ] && printf '\r\033[K' >&2; printf 'faultline: %s\n' "$*" >&2; }
 die() { printf 'faultline: error: %s\n' "$*" >&2; exit "${FL_DIE_STATUS:-2}"; }
 
 # Re-exec under sudo when not root (apt and /etc need it).
@@ -35,6 +37,34 @@ fl_forward() {
     done
     trap - TERM INT HUP
     [ -z "$sig" ] || exit $((128 + sig))
+    return "$rc"
+}
+
+# Run "$@" as fl_forward does, its output (stdout and stderr) into the file
+# $2, with a progress line for it on stderr, labelled $1 (faultline.host.progress
+# follows the file: ninja's [N/M], kbuild's CC/LD lines or the elapsed time;
+# on a terminal one line updated in place, in a log one line every 30 s at
+# most, then a last one).  No pipe: the step is fl_forward's own child, and
+# the follower (a background child, its parent-death signal set) only reads
+# the file; it ends when $2.done appears (no signal: it may still be
+# starting), or with this script.  --no-forward (apt-get install: a dpkg
+# stopped halfway leaves the system to repair): the step runs in the
+# foreground as a plain command would, a stop of the script leaves it be.
+fl_build() {
+    local forward=fl_forward
+    [ "$1" != --no-forward ] || { forward=; shift; }
+    local label=$1 log=$2 rc=0 follower me=$BASHPID
+    shift 2
+    : >"$log"
+    rm -f "$log.done"
+    PYTHONPATH="$FL_TOP/python" python3 -m faultline.host.progress \
+        --parent "$me" --start "${EPOCHREALTIME/,/.}" --done "$log.done" \
+        "$label" "$log" </dev/null >/dev/null &
+    follower=$!
+    $forward "$@" >"$log" 2>&1 || rc=$?
+    : >"$log.done"
+    wait "$follower" 2>/dev/null || true
+    rm -f "$log.done"
     return "$rc"
 }
 

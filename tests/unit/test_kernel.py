@@ -643,6 +643,8 @@ class Pipeline(unittest.TestCase):
         names = os.path.join(self.env["FAULTLINE_CACHE"], "kernel", "names", "mine")
         self.assertEqual(os.path.realpath(names), os.path.realpath(entry))
         self.assertRegex(r.stderr, r"kernel mine: .*total [0-9.]+s \(cold build")
+        # stderr is a pipe: the compile's progress in its log form, a last line
+        self.assertRegex(r.stderr, r"(?m)^faultline: kernel mine compile: done(, .*)? after \d+s$")
 
         r = self.build()
         self.assertIn("kernel cache hit", r.stderr)

@@ -69,10 +69,14 @@ def run_script(name, *args, capture=False):
     return res.stdout.strip().splitlines()[-1] if capture else None
 
 
-def qemu_dir(variant="default"):
+def qemu_dir(variant="default", qtests=False):
     """The cached QEMU install directory (built if needed); @variant "asan"
-    is the clang ASAN+UBSAN build (scripts/build-qemu --variant)."""
+    is the clang ASAN+UBSAN build (scripts/build-qemu --variant).  With
+    @qtests its qtest/ holds the qtest binaries too (built now if missing,
+    into the same directory: a run needs only qemu-system-x86_64)."""
     vargs = ["--variant", variant] if variant != "default" else []
+    if qtests:
+        vargs.append("--qtests")
     return run_script("build-qemu", *vargs, "--print-dir", capture=True)
 
 

@@ -30,6 +30,7 @@ import shutil
 import time
 
 from faultline.errors import SetupError
+from faultline.host import progress
 from faultline.host.messages import say
 from faultline.kernel import store
 from faultline.kernel.configure import check_base, holding_lock, make_config, reset_tree, run_make
@@ -213,9 +214,18 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
         make_extra = []
         if shutil.which("ccache") and os.environ.get("FAULTLINE_CCACHE", "1") != "0":
             make_extra = ["CC=ccache gcc"]
-        with open(logpath, "w") as log:
+        # Progress: kbuild's CC/LD lines, of those of the last cold build
+        # of this tree when this one is cold too.
+        counted = os.path.join(store.KCACHE, "logs", os.path.basename(objdir) + ".lines")
+        estimate = _read_count(counted) if cold else None
+        with open(logpath, "w") as log, \
+                progress.following(logpath, f"kernel {name} compile",
+                                   estimate=estimate) as tracker:
             r = run_make(src.tree, objdir, "olddefconfig", "bzImage", "modules", log=log,
                       jobs=jobs, extra=make_extra)
+        if cold and r.returncode == 0:
+            with open(counted, "w") as f:
+                f.write(f"{tracker.lines}\n")
         phases["compile"] = time.monotonic() - t
         loads = (load0, os.getloadavg()[0])
         if r.returncode:
@@ -242,6 +252,14 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
     return 0
 
 
+def _read_count(path):
+    try:
+        with open(path) as f:
+            return int(f.read().strip()) or None
+    except (OSError, ValueError):
+        return None
+
+
 def _publish(src, objdir, entry, key, patches, config, compiler, logpath, jobs, make_extra,
              cfg):
     """Everything into entries/KEY.tmp.PID, then one rename: a failure (disk
@@ -262,7 +280,8 @@ def _publish(src, objdir, entry, key, patches, config, compiler, logpath, jobs, 
                     f.write(p.diff)
                 series.write(f"{fn}\t{p.label()}\n")
         mods = os.path.join(tmp, "modules")
-        with open(os.path.join(tmp, "install.log"), "w") as log:
+        with open(os.path.join(tmp, "install.log"), "w") as log, \
+                progress.following(log.name, "kernel modules_install"):
             r = run_make(src.tree, objdir, "modules_install", log=log, jobs=jobs,
                       extra=[*make_extra, f"INSTALL_MOD_PATH={mods}", "INSTALL_MOD_STRIP=1",
                              "DEPMOD=/bin/true"])

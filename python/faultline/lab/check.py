@@ -11,7 +11,7 @@ import tempfile
 import time
 
 from faultline import TOP
-from faultline.build.builds import build_all
+from faultline.build.builds import build_all, qemu_dir
 from faultline.errors import SetupError
 from faultline.host import procs, scratchdirs
 from faultline.host.messages import say
@@ -96,6 +96,10 @@ def check(suites, junit=None, kernel=None, modules=None):
         if modules:
             os.environ["FAULTLINE_MODULES"] = os.path.realpath(modules)
     build_all(kernel, modules)
+    if "qtest" in suites.split(","):
+        # `run` builds QEMU alone; the qtests are check's (tests/run-qtest
+        # would build them too, with every qtest of the suite waiting on it).
+        qemu_dir(qtests=True)
     t1 = time.monotonic()
     if "vm" in suites.split(","):
         start_libvirt()
@@ -117,7 +121,7 @@ def check(suites, junit=None, kernel=None, modules=None):
         log = open(os.path.join(build, "asan-build.log"), "w")
         asan_build = subprocess.Popen(
             ["nice", "-n", "19", os.path.join(TOP, "scripts", "build-qemu"),
-             "--variant", "asan"],
+             "--variant", "asan", "--qtests"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         runs = [[x for x in wanted if x != "asan"], ["asan"]]
     else:
