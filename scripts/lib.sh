@@ -41,7 +41,7 @@ fl_forward() {
 }
 
 # Run "$@" as fl_forward does, its output (stdout and stderr) into the file
-# $2, with a progress line for it on stderr, labelled $1 (faultline.host.progress
+# $2, with a progress line for it on stderr, labelled $1 (faultline.host.step_progress
 # follows the file: ninja's [N/M], kbuild's CC/LD lines or the elapsed time;
 # on a terminal one line updated in place, in a log one line every 30 s at
 # most, then a last one).  No pipe: the step is fl_forward's own child, and
@@ -57,7 +57,7 @@ fl_build() {
     shift 2
     : >"$log"
     rm -f "$log.done"
-    PYTHONPATH="$FL_TOP/python" python3 -m faultline.host.progress \
+    PYTHONPATH="$FL_TOP/python" python3 -m faultline.host.step_progress \
         --parent "$me" --start "${EPOCHREALTIME/,/.}" --done "$log.done" \
         "$label" "$log" </dev/null >/dev/null &
     follower=$!

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Progress lines of long steps (python/faultline/host/progress.py) and
+"""Progress lines of long steps (python/faultline/host/step_progress.py) and
 scripts/build-qemu's build step with them (fl_build in scripts/lib.sh):
 the log form (one line per interval at most, then a last one) with a slow
 fake ninja, the terminal form, --qtests building into the same cache
@@ -29,7 +29,7 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline.host import procs, progress, stop
+from faultline.host import procs, step_progress, stop
 
 
 class Clock:
@@ -43,7 +43,7 @@ class Clock:
 class ProgressLines(unittest.TestCase):
     def test_log_one_line_per_interval_then_a_last_one(self):
         out, clock = io.StringIO(), Clock()
-        p = progress.Progress("QEMU build", out, interval=30, tty=False, clock=clock)
+        p = step_progress.Progress("QEMU build", out, interval=30, tty=False, clock=clock)
         for i in range(1, 101):                 # 100 s, an update a second
             clock.t += 1
             p.update(f"[{i}/100] {i}%")
@@ -56,23 +56,23 @@ class ProgressLines(unittest.TestCase):
 
     def test_short_step_in_a_log_has_the_last_line_only(self):
         out, clock = io.StringIO(), Clock()
-        p = progress.Progress("x", out, interval=30, tty=False, clock=clock)
+        p = step_progress.Progress("x", out, interval=30, tty=False, clock=clock)
         clock.t += 5
         p.update("a")
         p.finish("", "stopped")
         self.assertEqual(out.getvalue(), "faultline: x: stopped after 5s\n")
 
     def test_interval_from_the_environment(self):
-        os.environ[progress.INTERVAL_ENV] = "2.5"
+        os.environ[step_progress.INTERVAL_ENV] = "2.5"
         try:
-            self.assertEqual(progress.Progress("x", io.StringIO(), tty=False).interval, 2.5)
+            self.assertEqual(step_progress.Progress("x", io.StringIO(), tty=False).interval, 2.5)
         finally:
-            del os.environ[progress.INTERVAL_ENV]
-        self.assertEqual(progress.Progress("x", io.StringIO(), tty=False).interval, 30)
+            del os.environ[step_progress.INTERVAL_ENV]
+        self.assertEqual(step_progress.Progress("x", io.StringIO(), tty=False).interval, 30)
 
     def test_terminal_line_in_place_then_cleared(self):
         out, clock = io.StringIO(), Clock()
-        p = progress.Progress("QEMU build", out, tty=True, clock=clock)
+        p = step_progress.Progress("QEMU build", out, tty=True, clock=clock)
         for i in range(1, 5):
             clock.t += 1
             p.update(f"[{i}/4] {25 * i}%")
@@ -86,7 +86,7 @@ class ProgressLines(unittest.TestCase):
                           "faultline: QEMU build: [4/4] 100%, 4s", ""])
 
     def test_tracker(self):
-        t = progress.Tracker()
+        t = step_progress.Tracker()
         self.assertEqual(t.status(), "")
         for line in ("  CC      mm/swap.o", "  LD [M]  fs/x.ko", "  CC [M]  a.o", "make[1]: x"):
             t.feed(line)
@@ -102,7 +102,7 @@ class ProgressLines(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             log, out = os.path.join(d, "log"), io.StringIO()
             out.isatty = lambda: False
-            with open(log, "w") as f, progress.following(log, "k", stream=out) as tr:
+            with open(log, "w") as f, step_progress.following(log, "k", stream=out) as tr:
                 for i in range(5):
                     f.write(f"  CC      f{i}.o\n")
                     f.flush()
@@ -192,7 +192,7 @@ class FakeCheckout:
         self.env = dict(os.environ, PATH=bin_ + os.pathsep + os.environ["PATH"],
                         FAULTLINE_CACHE=self.cache, FAULTLINE_CCACHE="0",
                         FAKE_PIDS=self.pids, FAKE_LOG=self.ninja_log, FAKE_STEPS=str(steps),
-                        FAKE_DELAY=str(delay), **{progress.INTERVAL_ENV: str(interval)})
+                        FAKE_DELAY=str(delay), **{step_progress.INTERVAL_ENV: str(interval)})
         self.env.pop("XDG_CACHE_HOME", None)
 
     def build_qemu(self, *args, **kw):

@@ -30,7 +30,7 @@ import shutil
 import time
 
 from faultline.errors import SetupError
-from faultline.host import progress
+from faultline.host import step_progress
 from faultline.host.messages import say
 from faultline.kernel import store
 from faultline.kernel.configure import check_base, holding_lock, make_config, reset_tree, run_make
@@ -219,7 +219,7 @@ def build(tree, cfg=KernelConfig(), patch_files=None, name=None, jobs=None):
         counted = os.path.join(store.KCACHE, "logs", os.path.basename(objdir) + ".lines")
         estimate = _read_count(counted) if cold else None
         with open(logpath, "w") as log, \
-                progress.following(logpath, f"kernel {name} compile",
+                step_progress.following(logpath, f"kernel {name} compile",
                                    estimate=estimate) as tracker:
             r = run_make(src.tree, objdir, "olddefconfig", "bzImage", "modules", log=log,
                       jobs=jobs, extra=make_extra)
@@ -281,7 +281,7 @@ def _publish(src, objdir, entry, key, patches, config, compiler, logpath, jobs, 
                 series.write(f"{fn}\t{p.label()}\n")
         mods = os.path.join(tmp, "modules")
         with open(os.path.join(tmp, "install.log"), "w") as log, \
-                progress.following(log.name, "kernel modules_install"):
+                step_progress.following(log.name, "kernel modules_install"):
             r = run_make(src.tree, objdir, "modules_install", log=log, jobs=jobs,
                       extra=[*make_extra, f"INSTALL_MOD_PATH={mods}", "INSTALL_MOD_STRIP=1",
                              "DEPMOD=/bin/true"])

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from faultline.errors import SetupError
-from faultline.host import procs, progress
+from faultline.host import procs, step_progress
 from faultline.host.messages import say
 from faultline.kernel import store
 from faultline.kernel.fragments import DEBIAN
@@ -95,7 +95,7 @@ def debian_source(version):
             raise SetupError(f"debian:{version}: {pkg} is not in Debian {where} any more "
                              "(apt-cache policy has no candidate)")
         say(f"downloading {pkg}={ver} ({where})")
-        with progress.ticking(f"downloading {pkg}"):
+        with step_progress.ticking(f"downloading {pkg}"):
             r = run_tool(["apt-get", *opts, "download", "-qq", f"{pkg}={ver}"], cwd=debs)
         have = sorted(glob.glob(os.path.join(debs, f"{pkg}_*.deb")))
         if r.returncode != 0 or not have:
@@ -107,7 +107,7 @@ def debian_source(version):
     tree = os.path.join(store.KCACHE, "src", f"{pkg}_{ver}")
     t1 = time.monotonic()
     if not os.path.exists(os.path.join(tree, ".faultline-pristine")):
-        with progress.ticking(f"extracting {pkg}"):
+        with step_progress.ticking(f"extracting {pkg}"):
             _extract_deb(deb, pkg, tree)
     return Source(ident, tree, f"debian-{version}", True,
                   {"fetch": t1 - t0, "extract": time.monotonic() - t1})

@@ -9,7 +9,7 @@ What the line says comes from the step's output (``Tracker``): ninja's
 ``[N/M]`` status, kbuild's ``CC``/``LD``/... lines counted (against an
 estimate when there is one), otherwise the elapsed time alone.  The shell
 scripts use it through ``fl_build`` (scripts/lib.sh), which runs
-``python3 -m faultline.host.progress LABEL LOG``: it follows the step's log
+``python3 -m faultline.host.step_progress LABEL LOG``: it follows the step's log
 as it grows; the Python side uses ``following()`` around a step that
 writes a log, or ``ticking()`` around one that does not."""
 
@@ -189,7 +189,7 @@ PR_SET_PDEATHSIG = 1
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m faultline.host.progress",
+    ap = argparse.ArgumentParser(prog="python3 -m faultline.host.step_progress",
                                  description="Follow a build log, show its progress on stderr "
                                              "until --done exists (SIGTERM, SIGHUP or the --parent's death: stopped).")
     ap.add_argument("--parent", type=int, help="end with this process (parent-death signal)")
