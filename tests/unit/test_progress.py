@@ -30,6 +30,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline.host import procs, step_progress, stop
+from test_abort import wait_gone  # noqa: E402 - this folder's sibling
 
 
 class Clock:
@@ -217,16 +218,6 @@ class FakeCheckout:
             return [line.split() for line in f]
 
 
-def gone(pid, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        st = procs.start_ticks(pid)
-        if st is None or st[1] in ("Z", "X"):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 class BuildQemuProgress(unittest.TestCase):
     def test_log_form_with_a_slow_build(self):
         """stderr a pipe: ninja's [N/M] at most once per interval (1 s here),
@@ -366,14 +357,14 @@ class FlBuild(unittest.TestCase):
 
     def test_forwarded(self):
         with tempfile.TemporaryDirectory() as d:
-            self.assertTrue(gone(self.run_script(d)), "the step outlived its script")
+            self.assertTrue(wait_gone(self.run_script(d), 10.0), "the step outlived its script")
 
     def test_no_forward(self):
         with tempfile.TemporaryDirectory() as d:
             # bash dies of the SIGTERM it does not trap
             step = self.run_script(d, "--no-forward", status=-signal.SIGTERM)
             try:
-                self.assertFalse(gone(step, 1.0), "--no-forward: the step was stopped")
+                self.assertFalse(wait_gone(step, 1.0), "--no-forward: the step was stopped")
             finally:
                 os.kill(step, signal.SIGKILL)
 
@@ -423,7 +414,7 @@ class BuildQemuStops(unittest.TestCase):
 
     def assert_nothing_left(self, fc, pids):
         for pid in pids:
-            self.assertTrue(gone(pid), f"process {pid} of the build outlived it")
+            self.assertTrue(wait_gone(pid, 10.0), f"process {pid} of the build outlived it")
         deadline = time.monotonic() + 10
         while procs.processes_mentioning(fc.d) and time.monotonic() < deadline:
             time.sleep(0.05)
