@@ -214,7 +214,9 @@ def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
     if repeat < 1:
         raise SetupError("--repeat must be >= 1")
     seed_list = parse_seeds(seeds) if seeds else None
+    t0 = time.monotonic()
     builds = build_all(opts.kernel, opts.modules, opts.quiet)
+    build_s = time.monotonic() - t0
     plan = []
     for sc in scs:
         if name:
@@ -264,6 +266,10 @@ def run_plan(names, opts, seed=None, seeds=None, repeat=1, keep_going=False,
             print(f"  repro seed {r.seed}: {repro_cmds[d]}")
         print(f"{len(results) - len(failing)} passed, {len(failing)} failed"
               + (f", {len(plan) - len(results)} not run" if len(plan) > len(results) else ""))
+    if not opts.quiet:
+        total = time.monotonic() - t0
+        say(f"phases: build {build_s:.1f}s, run{'s' if len(results) > 1 else ''} "
+            f"{total - build_s:.1f}s, total {total:.1f}s")
     return max(r.status for r, _ in results), results
 
 
