@@ -175,9 +175,8 @@ def run_metadata(spec):
 
 
 class LavaView(GuestView):
-    """The watch loop's view of a vm.lava.LavaMachine."""
-
-    live_qmp = False
+    """The watch loop's view of a vm.lava.LavaMachine (no QMP of ours:
+    LavaMachine.has_qmp is False)."""
 
     def __init__(self, m):
         super().__init__(m)
