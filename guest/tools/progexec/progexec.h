@@ -69,4 +69,7 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 			       struct pe_report *r);
 void pe_program_free(struct pe_program *p);
 
+/* serve.c: `progexec serve PORT`; returns the process exit code. */
+int pe_serve(const char *port_name);
+
 #endif /* PROGEXEC_H */
