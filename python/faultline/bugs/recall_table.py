@@ -124,7 +124,7 @@ def caption(recs):
     for r in recs:
         kernels.setdefault(r.get("kernel") or r["kernel_key"], (r["kernel_key"],
                                                                 r["guest_build"]))
-    text = (f"{len(recs)} runs, seeds {seeds[0]}..{seeds[-1]}, {mode}; QEMU build "
+    text = (f"{len(recs)} run{'' if len(recs) == 1 else 's'}, seeds {seeds[0]}..{seeds[-1]}, {mode}; QEMU build "
             f"{recs[0]['qemu_build']}; kernels (cache key, guest build): "
             + ", ".join(f"{n} ({k}, {results.guest_base(g)})"
                         for n, (k, g) in sorted(kernels.items())))
