@@ -40,6 +40,7 @@ def _side(recs, side):
     bad = failed if side == "fixed" else [r for r in recs if caught(r)]
     out = {"n": len(recs), "failed": len(bad), "passed": len(recs) - len(failed),
            "failed_seeds": [r["seed"] for r in bad],
+           "reasons": [r.get("reason") for r in bad][:3],
            # failed without a broken guarantee (a test that wants its faults)
            "workload": len(failed) - len(bad)}
     if side == "buggy":
