@@ -156,12 +156,6 @@ def check_builds(path, records, qemu_build=None, guest_builds=None):
 
 # ---------------------------------------------------------------- sets
 
-def set_name(path):
-    """KIND/SET of results/KIND/SET.jsonl (the docs markers name sets so)."""
-    rel = os.path.relpath(os.path.abspath(path), RESULTS_DIR)
-    return rel[:-len(".jsonl")] if rel.endswith(".jsonl") else rel
-
-
 def display(path):
     """@path relative to the repository when it is inside it."""
     rel = os.path.relpath(os.path.abspath(path), TOP)
