@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Slow test (meson suite 'slow', not in `faultline check`): the real-bug
-corpus with `faultline bugs` (docs/corpus.md).
+corpus with `faultline bugs` (docs/bugs.md).
 
   bugs_corpus.py [--seeds N] [--backend lava] [NAME ...]
 
@@ -11,7 +11,8 @@ acceptance on the table it writes: every fixed kernel passes every seed;
 every buggy kernel fails at least one seed (a bug.toml with
 recall_expectation = "low: ..." is reported, not required); a
 deterministic first failure reproduces.  Hours on 2 cores: the results
-stay in build/bugs-corpus, so an interrupted run resumes.  --backend lava
+stay in build/bugs-corpus (the records in its recall.jsonl, not in the
+repository's results/), so an interrupted run resumes.  --backend lava
 runs every seed through lava-run (build/bugs-corpus-lava) and also checks
 that `faultline lava --bug` writes a job per (bug, kernel, scenario, seed).
 Exit 0 pass, 1 fail, 2 setup error.
@@ -61,7 +62,8 @@ def main():
     a = p.parse_args()
     out = OUT + ("-lava" if a.backend == "lava" else "")
     cmd = [FAULTLINE, "bugs", *a.names, "--seeds", a.seeds, "--deterministic",
-           "--no-faults", "--out", out, "--backend", a.backend]
+           "--no-faults", "--out", out, "--backend", a.backend,
+           "--results", os.path.join(out, "recall.jsonl")]
     print("+", " ".join(cmd), flush=True)
     st = subprocess.run(cmd).returncode
     if st == 2:
@@ -79,10 +81,10 @@ def main():
                             f" ({'; '.join(row['fixed']['reasons'])})")
         if not row["buggy"]["failed"] and not low:
             problems.append(f"{where}: buggy kernel passed all {row['buggy']['n']} seeds")
-        first = row.get("repro") or {}
-        if row["deterministic_note"] is None and first and not first.get("reproducible"):
-            problems.append(f"{where}: deterministic first failure did not reproduce "
-                            f"({first.get('signature')} -> {first.get('repro_signature')})")
+        first = row.get("first_failure") or {}
+        if row["deterministic"] and first and not first.get("reproducible"):
+            problems.append(f"{where}: deterministic first failure (seed {first.get('seed')}, "
+                            f"{first.get('signature')}) did not reproduce")
     return verdict(f"bugs corpus ({len(rows)} rows)", problems)
 
 

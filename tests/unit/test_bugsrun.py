@@ -1,7 +1,8 @@
 """`faultline bugs` without a VM: bad input is one line (exit 2) before any
 kernel is built, --list lists the corpus, finished runs are reused on a
-resumed campaign (and stopped or stale ones are not), and the table's
-cells, JSON and docs/corpus.md section come from the run results."""
+resumed campaign (and stopped or stale ones, or those of another QEMU or
+guest build, are not), and the table's cells come from the runs' records
+(tests/unit/test_results.py: the records and docs/ from them)."""
 
 import dataclasses
 import json
@@ -16,11 +17,13 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import scenario as flscenario
-from faultline.bugs import corpus, recall
+from faultline.bugs import corpus, recall, recall_table
+from faultline.build.builds import Builds
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.host.versions import sha256
 from faultline.judge.report import Report
 from faultline.lab import lavajobs
+from faultline.results import records
 from faultline.run.options import RunOptions
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
@@ -155,7 +158,8 @@ class ResumeTest(unittest.TestCase):
             scenario="s", seed=1, status=status, outcome="aborted", reason="SIGTERM").save(
             self.run)
         with open(os.path.join(self.run, "run.json"), "w") as f:
-            json.dump({"kernel_sha256": image_sha or sha256(self.image)}, f)
+            json.dump({"kernel_sha256": image_sha or sha256(self.image),
+                       "qemu_build": "q1", "guest_build": "g1-tools-t1"}, f)
 
     def test_finished_run_is_reused(self):
         self.write(EXIT_FAIL)
@@ -164,7 +168,7 @@ class ResumeTest(unittest.TestCase):
         # run_seed does not boot anything for it (same scenario text).
         shutil.copy(flscenario.find("smoke"), os.path.join(self.run, "scenario.toml"))
         got, reused = recall.run_seed("smoke", 1, "buggy", (self.image, None), RunOptions(),
-                                       self.run, {}, None)
+                                       self.run, Builds("/c/qemu/q1", "/c/guest/g1"), None)
         self.assertTrue(reused)
         self.assertEqual(got.status, EXIT_FAIL)
 
@@ -181,6 +185,17 @@ class ResumeTest(unittest.TestCase):
     def test_run_of_another_build_is_not(self):
         self.write(EXIT_PASS, image_sha="0" * 64)
         self.assertIsNone(recall.reusable(self.run, self.image))
+
+    def test_run_of_another_qemu_or_guest_build_is_not(self):
+        """A resumed campaign reruns what an older QEMU or guest image ran:
+        its numbers would belong to another results set."""
+        self.write(EXIT_PASS)
+        same = Builds("/c/qemu/q1", "/c/guest/g1")     # the tools suffix is the scenario's
+        self.assertIsNotNone(recall.reusable(self.run, self.image, builds=same))
+        self.assertIsNone(recall.reusable(self.run, self.image,
+                                          builds=Builds("/c/qemu/q2", "/c/guest/g1")))
+        self.assertIsNone(recall.reusable(self.run, self.image,
+                                          builds=Builds("/c/qemu/q1", "/c/guest/g2")))
 
     def test_run_of_another_scenario_text_is_not(self):
         self.write(EXIT_PASS)
@@ -205,19 +220,29 @@ class ResumeTest(unittest.TestCase):
 
 
 class TableTest(unittest.TestCase):
+    """Rows from records made as the campaign makes them (recall.record's
+    fields on records.record_of_run)."""
+    META = {"kernel": None, "kernel_sha256": "ab" * 32, "qemu_build": "q1",
+            "guest_build": "g1", "versions": {"KERNEL_ABI": "6.12.118+deb12-amd64"}}
+
     def setUp(self):
         self.bug = corpus.load("rotational-reclaim-work")
-        self.tmp = tempfile.mkdtemp()
 
-    def tearDown(self):
-        shutil.rmtree(self.tmp)
+    def rec(self, side, r, first=None):
+        rec = records.record_of_run("/no/run/dir", self.bug.name, self.META, r,
+                                    scenario="rotational-swap", side=side,
+                                    base="debian:6.12",
+                                    broken_guarantee=recall.judge.broken_guarantee(r))
+        return recall.with_repro(rec, first) if first else rec
 
     def row(self, buggy, fixed, nofaults=None, first=None):
-        runs = {"buggy": [(i + 1, r, f"/r/b{i}") for i, r in enumerate(buggy)],
-                "fixed": [(i + 1, r, f"/r/f{i}") for i, r in enumerate(fixed)]}
-        if nofaults is not None:
-            runs["nofaults"] = [(i + 1, r, f"/r/n{i}") for i, r in enumerate(nofaults)]
-        return recall.row_of(self.bug, "rotational-swap", "1..3", runs, first)
+        recs = [self.rec("buggy", r, first if r.status and first else None) for r in buggy]
+        recs += [self.rec("fixed", r) for r in fixed]
+        recs += [self.rec("nofaults", r) for r in nofaults or ()]
+        for x in recs:
+            records.check_record(x, recall_table.RECORD_FIELDS)
+        [row] = recall_table.rows(recs)
+        return row
 
     def test_counts_and_time_to_first_failure(self):
         row = self.row([report(1, EXIT_PASS, 40), report(2, EXIT_PASS, 41.5),
@@ -229,8 +254,8 @@ class TableTest(unittest.TestCase):
                         "minimize": "not a --deterministic run"})
         self.assertEqual(row["buggy"]["failed_seeds"], [3])
         self.assertEqual(row["time_to_first_failure_s"], 93.5)     # 40 + 41.5 + 12
-        self.assertEqual(row["first_failure"]["outcome"], "crash")
-        self.assertEqual(recall.cells(row),
+        self.assertEqual(row["first_failure"]["verdict"], "crash")
+        self.assertEqual(recall_table.cells(row),
                          ["rotational-reclaim-work", "debian:6.12", "rotational-swap", "1/3",
                           "94 s", "3/3", "1/3", "yes", "not a --deterministic run"])
         json.dumps(row)
@@ -239,7 +264,7 @@ class TableTest(unittest.TestCase):
         row = self.row([report(s, EXIT_PASS, 40) for s in (1, 2)],
                        [report(1, EXIT_PASS, 40), report(2, EXIT_FAIL, 40)])
         self.assertIsNone(row["time_to_first_failure_s"])
-        self.assertEqual(recall.cells(row)[3:],
+        self.assertEqual(recall_table.cells(row)[3:],
                          ["0/2", "-", "1/2", "not run", "-", "-"])
         self.assertEqual(row["fixed"]["failed_seeds"], [2])
 
@@ -252,7 +277,8 @@ class TableTest(unittest.TestCase):
         miss = report(1, EXIT_FAIL, 200, "expectation failed: vmstat zswpwb 58 < 100")
         lost = report(2, EXIT_FAIL, 100, "guest tests failed (exit 1, 1 not ok)",
                       diag={"data_errors": 2, "lost_increments": 29})
-        row = self.row([miss, lost], [report(1, EXIT_PASS, 20), miss],
+        row = self.row([miss, lost],
+                       [report(1, EXIT_PASS, 20), dataclasses.replace(miss, seed=2)],
                        [miss, report(2, EXIT_PASS, 20)])
         self.assertEqual(row["buggy"]["failed_seeds"], [2])
         self.assertEqual(row["buggy"]["workload_misses"],
@@ -264,7 +290,7 @@ class TableTest(unittest.TestCase):
         self.assertEqual(row["nofaults"]["failed"], 0)
         self.assertEqual(row["fixed"]["failed_seeds"], [2])
         # The no-faults run that failed only its workload is shown apart too.
-        self.assertEqual(recall.cells(row)[3:7],
+        self.assertEqual(recall_table.cells(row)[3:7],
                          ["1/2 (+1 workload)", "300 s", "1/2", "0/2 (+1 workload)"])
 
     def test_broken_guarantee(self):
@@ -290,27 +316,20 @@ class TableTest(unittest.TestCase):
         self.assertIsNone(bg(report(1, EXIT_FAIL, 1, "guest tests failed",
                                     diag={"swapoff_stuck": 0, "sigbus_pages_swapoff": 40})))
 
-    def test_markdown_and_docs(self):
-        row = self.row([report(1, EXIT_FAIL, 20)], [report(1, EXIT_PASS, 20)],
+    def test_markdown_and_caption(self):
+        det = [dataclasses.replace(report(1, EXIT_FAIL, 20), deterministic=True, digest="d" * 16)]
+        row = self.row(det, [dataclasses.replace(report(1, EXIT_PASS, 20), deterministic=True)],
                        first={"reproducible": False, "minimal_faults": 3})
-        md = recall.markdown([row], "1..1", True)
-        lines = md.splitlines()
-        self.assertIn("--deterministic", lines[0])
-        self.assertEqual(lines[2], "| " + " | ".join(recall.COLUMNS) + " |")
-        self.assertEqual(lines[4], "| rotational-reclaim-work | debian:6.12 | rotational-swap "
+        lines = recall_table.markdown([row]).splitlines()
+        self.assertEqual(lines[0], "| " + " | ".join(recall_table.COLUMNS) + " |")
+        self.assertEqual(lines[2], "| rotational-reclaim-work | debian:6.12 | rotational-swap "
                          "| 1/1 | 20 s | 1/1 | not run | no | 3 |")
-        doc = os.path.join(self.tmp, "corpus.md")
-        with open(doc, "w") as f:
-            f.write("# corpus\n\nhand-written\n\n## Recall\n\nold table\n")
-        recall.update_docs(md, doc)
-        with open(doc) as f:
-            text = f.read()
-        self.assertTrue(text.startswith("# corpus\n\nhand-written\n\n## Recall\n"))
-        self.assertNotIn("old table", text)
-        self.assertIn(lines[4], text)
-        recall.update_docs(md, doc)        # regenerating is idempotent
-        with open(doc) as f:
-            self.assertEqual(f.read(), text)
+        self.assertEqual(row["first_failure"]["digest"], "d" * 16)
+        recs = [self.rec("fixed", report(2, EXIT_PASS, 20))]
+        self.assertEqual(recall_table.caption(recs),
+                         "1 run, seeds 2..2, not --deterministic; QEMU build q1; kernels "
+                         "(cache key, guest build): debian:6.12.118+deb12-amd64 "
+                         "(debian:6.12.118+deb12-amd64, g1).")
 
     def test_kernel_names(self):
         self.assertEqual(recall.kernel_names(self.bug), ("debian-6.12", "bug-rotational-reclaim-work"))

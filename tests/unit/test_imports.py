@@ -22,6 +22,9 @@ LAYERS = [
     {"faultline.scenario", "faultline.rules"},
     {"faultline.prog", "faultline.host"},
     {"faultline.build", "faultline.kernel", "faultline.judge"},
+    # results/ (records of runs, docs tables from them): below bugs/ and
+    # whatever else measures, above the judge and the kernel store it reads.
+    {"faultline.results"},
     {"faultline.vm"},
     {"faultline.run"},
     {"faultline.search", "faultline.bench"},

@@ -11,10 +11,15 @@ of the first failing buggy seed.
 
   OUT/NAME/SCENARIO/{buggy,fixed,nofaults}/seedN/   run directories
   OUT/NAME/SCENARIO/first-failure.json              repro and minimize
-  OUT/corpus.json, OUT/corpus.md, OUT/kcidb.json        the table
+  OUT/corpus.json, OUT/corpus.md, OUT/kcidb.json    this campaign's table
+  results/recall/SET.jsonl (--results)              a record of every run
 
 Resume: a run directory whose report.json exists, whose run was not
-stopped, and whose kernel image is the one built now is reused.
+stopped, and whose kernel image, QEMU build and guest image are the ones
+built now is reused.  The results set takes runs of one QEMU build (and one
+guest build per kernel): a campaign of another build is refused before its
+first kernel is built.  --import DIR turns the run directories of an
+earlier campaign's OUT into records, running nothing.
 """
 
 import json
@@ -22,15 +27,17 @@ import os
 import shutil
 import time
 
-from faultline import TOP, scenario
-from faultline.bugs import corpus
-from faultline.build.builds import build_all
+from faultline import scenario
+from faultline.bugs import corpus, recall_table
+from faultline.bugs.recall_table import IDENTITY, RECORD_FIELDS
+from faultline.build.builds import build_all, qemu_key
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from faultline.host.messages import say
 from faultline.host.versions import sha256
 from faultline.judge import failure, judge, kcidb
 from faultline.judge.report import load_report
 from faultline.kernel import build, fragments, store
+from faultline.results import records
 from faultline.run import inputs, runner
 from faultline.run.options import BugsOptions, MinimizeOptions, RunOptions, connect_options
 from faultline.search import minimize
@@ -38,13 +45,7 @@ from faultline.vm.backends import backend_class
 from faultline.vm.lava import lava_run_path
 
 DEFAULT_SEEDS = 10
-SIDES = ("buggy", "fixed", "nofaults")
-DOCS_MD = os.path.join(TOP, "docs", "corpus.md")
-# docs/corpus.md keeps its hand-written part; the command replaces what
-# follows this heading.
-RECALL_HEADING = "## Recall"
-COLUMNS = ("bug", "base", "scenario", "buggy failed/N", "time to first failure",
-           "fixed passed/N", "no-faults buggy failed/N", "reproducible", "minimal faults")
+SIDES = recall_table.SIDES
 
 
 def parse_seeds(text):
@@ -102,9 +103,10 @@ def _same_file(a, b):
         return False
 
 
-def reusable(rundir, image, scenario_path=None, backend="qemu"):
+def reusable(rundir, image, scenario_path=None, backend="qemu", builds=None):
     """The Report of a finished run in @rundir on @image (of the scenario
-    file @scenario_path as it is now, on @backend), or None."""
+    file @scenario_path as it is now, on @backend, of the QEMU build and
+    guest image of @builds), or None."""
     try:
         r = load_report(rundir)
         with open(os.path.join(rundir, "run.json")) as f:
@@ -119,14 +121,19 @@ def reusable(rundir, image, scenario_path=None, backend="qemu"):
         return None             # a lab's campaign wants its own runs
     if scenario_path and not _same_file(scenario_path, os.path.join(rundir, "scenario.toml")):
         return None             # the scenario changed since
+    if builds and (meta.get("qemu_build") != os.path.basename(builds.qemu_dir) or
+                   records.guest_base(meta.get("guest_build") or "")
+                   != os.path.basename(builds.guest_dir)):
+        return None             # another QEMU or guest build: its numbers are another set's
     return r
 
 
-def run_seed(scname, seed, side, kern, opts_base, rundir, builds_of, no_rules):
-    """One run (or its earlier result): (Report, reused).  @no_rules: an
-    empty rules file, the "nofaults" side's --rules."""
+def run_seed(scname, seed, side, kern, opts_base, rundir, builds, no_rules):
+    """One run (or its earlier result): (Report, reused).  @builds: the
+    QEMU build and guest image of @kern; @no_rules: an empty rules file,
+    the "nofaults" side's --rules."""
     image, modules = kern
-    r = reusable(rundir, image, scenario.find(scname), opts_base.backend)
+    r = reusable(rundir, image, scenario.find(scname), opts_base.backend, builds)
     if r is not None:
         return r, True
     shutil.rmtree(rundir, ignore_errors=True)
@@ -134,9 +141,7 @@ def run_seed(scname, seed, side, kern, opts_base, rundir, builds_of, no_rules):
     opts = RunOptions(**{**opts_base.__dict__, "kernel": image, "modules": modules,
                          "rules": no_rules if side == "nofaults" else None})
     sc = runner.load_scenario(scname, opts)
-    if image not in builds_of:
-        builds_of[image] = build_all(image, modules, True)
-    r, _ = runner.one_run(sc, seed, opts, builds_of[image], rundir, verbose=False)
+    r, _ = runner.one_run(sc, seed, opts, builds, rundir, verbose=False)
     return r, False
 
 
@@ -195,135 +200,84 @@ def first_failure(rundir, out, budget, quiet):
     return res
 
 
-# ---------------------------------------------------------------- table
+# ---------------------------------------------------------------- records
 
-def caught(r):
-    """A run that broke a guarantee (crash, hang, splat, data loss):
-    judge.broken_guarantee() of its report, recomputed so that runs kept
-    from before the field existed count the same way."""
-    return judge.broken_guarantee(r) is not None
+def default_results(deterministic):
+    """The set `faultline bugs` adds its runs to without --results."""
+    return os.path.join(records.RESULTS_DIR, "recall",
+                        "deterministic.jsonl" if deterministic else "default.jsonl")
 
 
-def row_of(bug, scname, seeds, runs, first, det_note=None):
-    """One table row (a dict) from @runs {side: [(seed, Report, rundir)]}.
-    A buggy or no-faults run counts as a catch only when it broke a
-    guarantee; one that failed only a workload check (the run did not do
-    what the scenario needs) is counted apart.  A fixed run counts as
-    failed whatever it failed."""
-    def failed(side):
-        return [x for x in runs.get(side, []) if x[1].status != EXIT_PASS]
+def read_results(path):
+    """The records already in the set @path ([] when it does not exist)."""
+    return records.read_set(path, RECORD_FIELDS) if os.path.exists(path) else []
 
-    def catches(side):
-        return [x for x in runs.get(side, []) if caught(x[1])]
 
-    buggy = runs.get("buggy", [])
-    t, ttff = 0.0, None
-    for _, r, _ in buggy:           # seed order: what a user waits for
-        t += r.elapsed_s
-        if caught(r):
-            ttff = t
-            break
-    fail_b = catches("buggy")
-    row = {"bug": bug.name, "base": bug.base + (" +KASAN" if bug.kasan else ""),
-           "fix": bug.fix, "scenario": scname, "seeds": seeds,
-           "buggy": {"n": len(buggy), "failed": len(fail_b),
-                     "failed_seeds": [s for s, _, _ in fail_b],
-                     "workload_misses": [{"seed": s, "reason": r.reason}
-                                         for s, r, _ in failed("buggy") if not caught(r)]},
-           "time_to_first_failure_s": None if ttff is None else round(ttff, 1),
-           "first_failure": None if not fail_b else {
-               "seed": fail_b[0][0], "outcome": fail_b[0][1].outcome,
-               "broken_guarantee": judge.broken_guarantee(fail_b[0][1]),
-               "reason": fail_b[0][1].reason, "rundir": fail_b[0][2]},
-           "deterministic_note": det_note}
-    for side in ("fixed", "nofaults"):
-        rs = runs.get(side)
-        if rs is None:
-            row[side] = None
+def record(bug, scname, side, rundir, report=None):
+    """The results record of one of @bug's runs (None: the run measured nothing)."""
+    fixed_name, buggy_name = kernel_names(bug)
+    meta = None
+    if report is not None:
+        meta, _ = records.load_run(rundir)
+    return records.record_of_run(
+        rundir, bug.name, meta, report, scenario=scname, side=side,
+        kernel=fixed_name if side == "fixed" else buggy_name,
+        base=bug.base + (" +KASAN" if bug.kasan else ""),
+        broken_guarantee=judge.broken_guarantee(report or load_report(rundir)))
+
+
+def with_repro(rec, first):
+    """@rec (the repro'd buggy run's record) with what repro and minimize found."""
+    return {**rec, "reproducible": bool(first.get("reproducible")),
+            "minimal_faults": first.get("minimal_faults"),
+            "minimize": first.get("minimize")}
+
+
+def save(path, recs):
+    return records.write_set(path, recs, IDENTITY, RECORD_FIELDS)
+
+
+def import_runs(out, path):
+    """--import OUT: a record of every finished run directory of an earlier
+    campaign's OUT (NAME/SCENARIO/SIDE/seedN), with first-failure.json's
+    repro and minimize; added to the set @path, nothing run.  0."""
+    if not os.path.isdir(out):
+        raise SetupError(f"--import {out}: no such directory")
+    known, recs, skipped = corpus.list_all(), [], []
+    for name in sorted(os.listdir(out)):
+        if name not in known or not os.path.isdir(os.path.join(out, name)):
             continue
-        bad = failed(side) if side == "fixed" else catches(side)
-        row[side] = {"n": len(rs), "failed": len(bad), "passed": len(rs) - len(failed(side)),
-                     "failed_seeds": [s for s, _, _ in bad],
-                     "reasons": [r.reason for _, r, _ in bad][:3],
-                     # failed without a broken guarantee (a test that wants its faults)
-                     "workload": len(failed(side)) - len(bad)}
-    row["runs"] = {side: [{"seed": s, "status": r.status, "outcome": r.outcome,
-                           "broken_guarantee": judge.broken_guarantee(r),
-                           "elapsed_s": round(r.elapsed_s, 1), "rundir": d}
-                          for s, r, d in rs] for side, rs in runs.items()}
-    row["repro"] = first
-    return row
-
-
-def cells(row):
-    """The table's cells of @row, as text."""
-    def frac(side, key):
-        s = row.get(side)
-        return "not run" if not s else f"{s[key]}/{s['n']}"
-    ttff = row["time_to_first_failure_s"]
-    first = row.get("repro") or {}
-    if not row["buggy"]["failed"]:
-        repro = minimal = "-"
-    else:
-        repro = ("yes" if first.get("reproducible") else
-                 "no" if "reproducible" in first else "not run")
-        minimal = (str(first["minimal_faults"]) if first.get("minimal_faults") is not None
-                   else (first.get("minimize") or "not run"))
-    misses = len(row["buggy"].get("workload_misses") or ())
-
-    def workload(side):
-        n = (row.get(side) or {}).get("workload")
-        return f" (+{n} workload)" if n else ""
-    return [row["bug"], row["base"], row["scenario"],
-            f"{row['buggy']['failed']}/{row['buggy']['n']}"
-            + (f" (+{misses} workload)" if misses else ""),
-            "-" if ttff is None else f"{ttff:.0f} s",
-            frac("fixed", "passed"), frac("nofaults", "failed") + workload("nofaults"),
-            repro, minimal]
-
-
-def markdown(rows, seeds_text, deterministic):
-    lines = [f"Seeds {seeds_text}, " + ("--deterministic" if deterministic else
-                                         "not --deterministic") + ".", "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
-
-
-def text_table(rows):
-    table = [list(COLUMNS)] + [cells(r) for r in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                     for r in table)
-
-
-def update_docs(md, path=DOCS_MD):
-    """Replace everything after RECALL_HEADING in docs/corpus.md with @md."""
-    with open(path) as f:
-        text = f.read()
-    head = text.split(RECALL_HEADING, 1)[0]
-    with open(path, "w") as f:
-        f.write(head + RECALL_HEADING + "\n\n"
-                "Measured by `faultline bugs --docs` (columns: seeds on which the buggy "
-                "kernel broke a guarantee, with workload-only failures apart; wall time of "
-                "its runs in seed order up to the first such failure; passed seeds on the "
-                "fixed kernel; the same count on the buggy kernel with "
-                "the scenario's rules removed, i.e. without the fault device's help; "
-                "whether `repro` of the first failure fails the same way; the faults "
-                "`minimize` leaves).\n\n" + md)
-
-
-def write_outputs(out, rows, all_runs, seeds_text, deterministic, docs):
-    with open(os.path.join(out, "corpus.json"), "w") as f:
-        json.dump({"seeds": seeds_text, "deterministic": deterministic, "rows": rows},
-                  f, indent=1)
-    md = markdown(rows, seeds_text, deterministic)
-    with open(os.path.join(out, "corpus.md"), "w") as f:
-        f.write("# faultline bugs\n\n" + md)
-    if all_runs:
-        kcidb.write(os.path.join(out, "kcidb.json"), all_runs)
-    if docs:
-        update_docs(md)
+        bug = corpus.load(name)
+        for scname in sorted(os.listdir(os.path.join(out, name))):
+            base = os.path.join(out, name, scname)
+            first = {}
+            try:
+                with open(os.path.join(base, "first-failure.json")) as f:
+                    first = json.load(f)
+            except (OSError, ValueError):
+                pass
+            for side in SIDES:
+                d = os.path.join(base, side)
+                seeds = sorted(os.listdir(d)) if os.path.isdir(d) else []
+                for seed_dir in seeds:
+                    rundir = os.path.join(d, seed_dir)
+                    try:
+                        rec = record(bug, scname, side, rundir)
+                    except SetupError:
+                        rec = None
+                    if rec is None:
+                        skipped.append(rundir)
+                        continue
+                    if first.get("rundir") == rundir and "reproducible" in first:
+                        rec = with_repro(rec, first)
+                    recs.append(rec)
+    if not recs:
+        raise SetupError(f"--import {out}: no finished run of a corpus bug under it "
+                         "(NAME/SCENARIO/buggy|fixed|nofaults/seedN)")
+    got = save(path, recs)
+    say(f"bugs: {len(recs)} runs into {records.display(path)} ({len(got)} in the set)"
+        + (f"; {len(skipped)} unfinished or stopped runs left out" if skipped else ""))
+    return EXIT_PASS
 
 
 # ---------------------------------------------------------------- command
@@ -339,6 +293,34 @@ def check_backend(backend, connect):
     return options
 
 
+def write_outputs(out, recs, all_runs, seeds_text, deterministic, results_path):
+    rows = recall_table.rows(recs)
+    with open(os.path.join(out, "corpus.json"), "w") as f:
+        json.dump({"seeds": seeds_text, "deterministic": deterministic,
+                   "results": os.path.abspath(results_path), "rows": rows}, f, indent=1)
+    with open(os.path.join(out, "corpus.md"), "w") as f:
+        f.write("# faultline bugs\n\n" + recall_table.caption(recs) + "\n\n"
+                + recall_table.markdown(rows))
+    if all_runs:
+        kcidb.write(os.path.join(out, "kcidb.json"), all_runs)
+    return rows
+
+
+def kernel_builds(bug, kern, results_path, existing):
+    """The QEMU build and guest image of each of @bug's kernels, checked
+    against the set's runs: {side: Builds}."""
+    got, of_image = {}, {}
+    for side, (image, modules) in kern.items():
+        if image not in of_image:
+            of_image[image] = build_all(image, modules, True)
+        b = got[side] = of_image[image]
+        records.check_builds(records.display(results_path), existing,
+                             os.path.basename(b.qemu_dir),
+                             {store.key_of(image) or "sha256:" + sha256(image)[:16]:
+                              os.path.basename(b.guest_dir)})
+    return got
+
+
 def campaign(args: BugsOptions):
     """`faultline bugs`: 0 when every buggy kernel failed at least once and
     every fixed kernel passed every seed, 1 otherwise."""
@@ -347,11 +329,17 @@ def campaign(args: BugsOptions):
             print(f"{b.name:32} {b.base + (' +KASAN' if b.kasan else ''):20} "
                   f"{b.fix} {','.join(b.scenarios)}")
         return 0
+    results_path = os.path.abspath(args.results or default_results(args.deterministic))
+    if args.import_dir:
+        return import_runs(args.import_dir, results_path)
     seeds = parse_seeds(args.seeds)
-    corpus = select(args.names)
+    bugs = select(args.names)
     if args.budget < 1:
         raise SetupError("--budget must be >= 1")
     backend_options = check_backend(args.backend, args.connect)
+    # A set holds one QEMU build: refused now, not after hours of kernel builds.
+    existing = read_results(results_path)
+    records.check_builds(records.display(results_path), existing, qemu_key())
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     seeds_text = f"{seeds[0]}..{seeds[-1]}"
@@ -361,12 +349,13 @@ def campaign(args: BugsOptions):
         f.write("# faultline bugs: the scenario's rules removed\n")
     opts_base = RunOptions(deterministic=args.deterministic, quiet=True, backend=args.backend,
                            backend_options=backend_options)
-    rows, all_runs, builds_of = [], [], {}
+    recs, all_runs = [], []
     t0 = time.monotonic()
-    for bug in corpus:
+    for bug in bugs:
         kern = {"fixed": build_kernel(bug, False, args.make_jobs),
                 "buggy": build_kernel(bug, True, args.make_jobs)}
         kern["nofaults"] = kern["buggy"]
+        builds_of = kernel_builds(bug, kern, results_path, existing)
         for scname in bug.scenarios:
             det_note = why_not_deterministic(scname) if args.deterministic else None
             o = RunOptions(**{**opts_base.__dict__,
@@ -374,29 +363,37 @@ def campaign(args: BugsOptions):
             if det_note:
                 say(f"bugs: {bug.name}: {scname} runs without --deterministic: {det_note}")
             sides = ["buggy", "fixed"] + (["nofaults"] if args.no_faults else [])
-            runs = {s: [] for s in sides}
             base = os.path.join(out, bug.name, scname)
+            first_caught = None
             for side in sides:
                 for seed in seeds:
                     d = os.path.join(base, side, f"seed{seed}")
-                    r, reused = run_seed(scname, seed, side, kern[side], o, d, builds_of,
-                                         no_rules)
-                    runs[side].append((seed, r, d))
+                    r, reused = run_seed(scname, seed, side, kern[side], o, d,
+                                         builds_of[side], no_rules)
                     all_runs.append((r, d))
+                    rec = record(bug, scname, side, d, r)
+                    if rec is None:
+                        say(f"bugs: {d}: the run did not finish ({r.outcome}): no record")
+                    else:
+                        recs.append(rec)
+                        existing = save(results_path, [rec])
+                        if side == "buggy" and first_caught is None and \
+                                rec["broken_guarantee"] is not None:
+                            first_caught = (len(recs) - 1, d)
                     say(f"bugs: {bug.name} {scname} {side:8} seed {seed}: "
                         f"{'PASS' if r.status == EXIT_PASS else r.outcome.upper()}"
                         f" ({r.elapsed_s:.0f} s{', earlier run' if reused else ''})"
                         + ("" if r.status == EXIT_PASS else f": {r.reason[:100]}")
                         + f"  [{time.monotonic() - t0:.0f} s]")
-            first = None
-            failing = [x for x in runs["buggy"] if caught(x[1])]
-            if failing and not args.no_repro:
-                first = first_failure(failing[0][2], base, args.budget, True)
-            rows.append(row_of(bug, scname, seeds_text, runs, first, det_note))
-            write_outputs(out, rows, all_runs, seeds_text, args.deterministic, False)
-    write_outputs(out, rows, all_runs, seeds_text, args.deterministic, args.docs)
-    print(text_table(rows), flush=True)
-    say(f"bugs: {os.path.join(out, 'corpus.json')}, corpus.md, kcidb.json"
-        + (f"; {os.path.relpath(DOCS_MD, TOP)} updated" if args.docs else ""))
-    ok = all(r["buggy"]["failed"] > 0 and r["fixed"]["failed"] == 0 for r in rows)
+            if first_caught and not args.no_repro:
+                i, d = first_caught
+                recs[i] = with_repro(recs[i], first_failure(d, base, args.budget, True))
+                existing = save(results_path, [recs[i]])
+            write_outputs(out, recs, all_runs, seeds_text, args.deterministic, results_path)
+    rows = write_outputs(out, recs, all_runs, seeds_text, args.deterministic, results_path)
+    print(recall_table.text_table(rows), flush=True)
+    say(f"bugs: {os.path.join(out, 'corpus.json')}, corpus.md, kcidb.json; "
+        f"records in {records.display(results_path)}")
+    ok = all(r["buggy"]["failed"] > 0 and r["fixed"] and r["fixed"]["failed"] == 0
+             for r in rows)
     return EXIT_PASS if ok else EXIT_FAIL

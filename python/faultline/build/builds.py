@@ -80,6 +80,17 @@ def qemu_dir(variant="default", qtests=False):
     return run_script("build-qemu", *vargs, "--print-dir", capture=True)
 
 
+def qemu_key():
+    """The cache key of the QEMU build this checkout makes (its directory's
+    name, run.json's qemu_build), without building; "" when the QEMU
+    source is not fetched yet."""
+    try:
+        return subprocess.run([os.path.join(TOP, "scripts", "build-qemu"), "--print-key"],
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
 def guest_dir(kernel=None, modules=None, tools=()):
     """The guest image for @kernel and @modules (or Debian's), with @tools."""
     gargs = ["--print-dir"]
@@ -135,8 +146,7 @@ def version_lines():
         with open(os.path.join(CACHE, "src", "download", "VERSION")) as f:
             ver, suite = (f.read().split() + ["?", "?"])[:2]
         lines.append(f"QEMU {ver} (Debian {suite})")
-        key = subprocess.run([os.path.join(TOP, "scripts", "build-qemu"), "--print-key"],
-                             capture_output=True, text=True, timeout=60).stdout.strip()
+        key = qemu_key()
         built = key and os.path.exists(os.path.join(CACHE, "qemu", key, "bin",
                                                      "qemu-system-x86_64"))
         lines.append(f"QEMU build cache key {key or '?'} "

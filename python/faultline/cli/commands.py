@@ -8,7 +8,7 @@ import sys
 
 from faultline import scenario
 from faultline.bench import bench
-from faultline.bugs import recall
+from faultline.bugs import recall, recall_table
 from faultline.build.builds import build_all, run_script
 from faultline.errors import SetupError
 from faultline.host.messages import say
@@ -16,6 +16,7 @@ from faultline.judge import report
 from faultline.kernel import build, configure, fragments, store
 from faultline.lab import check, compare, lavajobs, libvirtxml, matrix
 from faultline.prog import tool as prog_tool
+from faultline.results import docs
 from faultline.run import inputs, runner
 from faultline.run.options import (BenchOptions, BugsOptions, CompareOptions, ExploreOptions,
                                    MatrixOptions, MinimizeOptions, RunOptions, from_args)
@@ -146,8 +147,21 @@ def cmd_bench(args):
     return bench.bench(from_args(BenchOptions, args))
 
 
+# The tables `faultline docs` generates: {results kind: (its records'
+# fields, render(records, set path) -> text)}.
+TABLE_KINDS = {"recall": (recall_table.RECORD_FIELDS, recall_table.render)}
+
+
 def cmd_bugs(args):
-    return recall.campaign(from_args(BugsOptions, args))
+    status = recall.campaign(from_args(BugsOptions, args))
+    if args.docs and not args.list:
+        docs.docs(TABLE_KINDS)
+    return status
+
+
+def cmd_docs(args):
+    return docs.docs(TABLE_KINDS, check=args.check, docs_dir=args.docs_dir,
+                     results_dir=args.results_dir)
 
 
 def cmd_kernel(args):
@@ -203,7 +217,7 @@ def cmd_check(args):
 
 COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd_check,
             "bench": cmd_bench, "repro": cmd_repro, "list": cmd_list,
-            "minimize": cmd_minimize, "bugs": cmd_bugs, "explore": cmd_explore,
+            "minimize": cmd_minimize, "bugs": cmd_bugs, "docs": cmd_docs, "explore": cmd_explore,
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,

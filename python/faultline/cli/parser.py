@@ -29,8 +29,9 @@
   faultline prog check FILE... | prog gen --seed S --count N --out DIR
                                       swap programs (docs/programs.md)
   faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
-                 [--backend qemu|libvirt|lava]
+                 [--backend qemu|libvirt|lava] [--results FILE] [--import DIR]
                                       recall on the real-bug corpus (docs/bugs.md)
+  faultline docs [--check]            rewrite docs/' generated tables from results/
   faultline build | setup
 
 Exit status of run/repro: 0 pass, 1 test failure, 2 setup or usage error,
@@ -43,6 +44,7 @@ docs/ci.md maps these (a setup error is "skip", not "bad").
 import argparse
 import os
 
+from faultline import TOP
 from faultline.bugs import recall
 from faultline.build.builds import version_lines
 from faultline.judge import mutate
@@ -307,6 +309,14 @@ def parser():
     bn.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
                     help="its run directories go here")
     bugs_parser(sub)
+    dc = sub.add_parser("docs", help="rewrite the generated tables of docs/ from results/ "
+                        "(docs/results.md)")
+    dc.add_argument("--check", action="store_true",
+                    help="rewrite nothing; exit 1 naming each table that differs")
+    dc.add_argument("--docs-dir", default=os.path.join(TOP, "docs"), metavar="DIR",
+                    help="the docs (default: the repository's docs/)")
+    dc.add_argument("--results-dir", default=os.path.join(TOP, "results"), metavar="DIR",
+                    help="the results (default: the repository's results/)")
     kernel_parser(sub)
     prog_parser(sub)
     sub.add_parser("build", parents=[kernel], help="build QEMU and the guest image")
@@ -334,9 +344,19 @@ def bugs_parser(sub):
     bp.add_argument("--make-jobs", type=inputs.positive_int, metavar="N",
                     help="make -jN for kernel builds (default: every core)")
     bp.add_argument("--out", default=os.path.join(DEFAULT_OUT, "bugs"), type=inputs.out_dir,
-                    help="results (default runs/bugs; reused on the next run: resume)")
+                    help="run directories and this campaign's table (default runs/bugs; "
+                         "reused on the next run: resume)")
+    bp.add_argument("--results", metavar="FILE",
+                    help="the results set the runs' records go to (default "
+                         "results/recall/default.jsonl, --deterministic: "
+                         "results/recall/deterministic.jsonl); runs of another QEMU or "
+                         "guest build are refused (docs/results.md)")
+    bp.add_argument("--import", dest="import_dir", metavar="DIR",
+                    help="run nothing: add the finished runs of an earlier campaign's "
+                         "--out DIR to --results")
     bp.add_argument("--docs", action="store_true",
-                    help="also write the table into docs/bugs.md")
+                    help="then rewrite the generated tables of docs/ from results/ "
+                         "(as `faultline docs`)")
     bp.add_argument("--backend", default="qemu", choices=BACKENDS,
                     help="run each seed as `run --backend` does (default qemu; lava: "
                          "through lava-run)")

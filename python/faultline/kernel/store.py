@@ -123,6 +123,17 @@ def resolve(kernel, modules=None):
     return os.path.realpath(image), modules or os.path.realpath(os.path.join(entry, "modules"))
 
 
+def key_of(image):
+    """The cache key of a built kernel's image (.../entries/KEY/bzImage,
+    as --kernel NAME resolves it), else None."""
+    if not image:
+        return None
+    entry = os.path.dirname(os.path.realpath(image))
+    if os.path.basename(os.path.dirname(entry)) != "entries":
+        return None
+    return os.path.basename(entry)
+
+
 def label(image):
     """The name of a built kernel's image (for table columns), else None:
     the first name, sorted, that links to the image's entry."""

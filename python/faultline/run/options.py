@@ -185,9 +185,11 @@ class BugsOptions:
     no_repro: bool = False
     budget: int = 40
     make_jobs: int | None = None    # make -jN of the kernel builds
-    docs: bool = False
+    docs: bool = False      # then rewrite docs/ from results/ (`faultline docs`)
     backend: str = "qemu"
     connect: str | None = None  # libvirt URI
+    results: str | None = None  # the results set (default results/recall/default.jsonl)
+    import_dir: str | None = None   # records of an earlier campaign's --out, nothing run
 
 
 @dataclass

@@ -1,0 +1,2 @@
+"""results/: the records of measured runs (records.py) and the tables of
+docs/ generated from them (docs.py)."""
