@@ -24,7 +24,7 @@ LAYERS = [
     {"faultline.build", "faultline.kernel", "faultline.judge"},
     {"faultline.vm"},
     {"faultline.run"},
-    {"faultline.search", "faultline.bench"},
+    {"faultline.search", "faultline.bench", "faultline.execute"},
     {"faultline.bugs"},
     {"faultline.lab"},
     {"faultline.cli"},
