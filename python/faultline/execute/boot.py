@@ -203,9 +203,8 @@ def run_programs(opts):
     status = max(status, status_of(outcomes))
     results.write_run_json(rundir, run_meta(opts, builds, order, status, release, replay))
     counts = {v: sum(o["verdict"] == v for o in outcomes) for v in results.VERDICTS}
-    print(f"{rundir}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-          + (f", {len(order) - len(outcomes)} not run" if len(outcomes) < len(order) else ""),
-          flush=True)
+    counts["not run"] = len(order) - len(outcomes)
+    print(f"{rundir}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n), flush=True)
     if replay:
         print(f"replay: {replay}", flush=True)
     return status
