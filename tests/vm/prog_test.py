@@ -35,8 +35,12 @@ def prog_run(target, *extra):
 
 
 def result(rundir, name):
-    with open(os.path.join(rundir, "programs", name, "result.json")) as f:
-        return json.load(f)
+    """The program's result.json, or None when it was not run."""
+    try:
+        with open(os.path.join(rundir, "programs", name, "result.json")) as f:
+            return json.load(f)
+    except OSError:
+        return None
 
 
 def main():
@@ -52,18 +56,23 @@ def main():
             problems.append(f"run.json programs {meta.get('programs')}, expected {names}")
         for n in names:
             r = result(rundir, n)
-            if r["verdict"] != "pass" or r["ops_run"] != r["ops"]:
+            if r is None:
+                problems.append(f"{n}: not run")
+            elif r["verdict"] != "pass" or r["ops_run"] != r["ops"]:
                 problems.append(f"{n}: {r['verdict']} ({r['ops_run']}/{r['ops']} ops, "
                                 f"{r['findings'][:2]}), expected pass with every op run")
     else:
         problems.append("no run directory")
 
+    if status == 3:
+        problems.append("the guest crashed or never ran a program: no mutation run")
+        return report(problems)
     first = os.path.join(PROGRAMS, names[0] + ".prog")
     status, rundir, _ = prog_run(first, "--mutate", "corrupt")
     if status != 1:
         problems.append(f"--mutate corrupt exited {status}, expected 1 (a failed program)")
-    if rundir:
-        r = result(rundir, names[0])
+    r = result(rundir, names[0]) if rundir else None
+    if r:
         hits = sum(f["hits"].get("mutate", 0) for f in r["faults"].values())
         content = [f for f in r["findings"] if f["check"] == "content"]
         if r["verdict"] != "fail" or not content or not hits:
@@ -75,7 +84,11 @@ def main():
         if "content" not in shown or names[0] not in shown:
             problems.append("prog show does not name the program and its content finding")
     else:
-        problems.append("--mutate corrupt: no run directory")
+        problems.append("--mutate corrupt: no result")
+    return report(problems)
+
+
+def report(problems):
     for p in problems:
         print(f"prog_test: {p}", file=sys.stderr)
     return 1 if problems else 0

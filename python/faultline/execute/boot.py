@@ -186,7 +186,7 @@ def run_programs(opts):
         budgets.ops = scenario.parse_duration(opts.timeout, "--timeout")
     builds = build_all(opts.kernel, opts.modules, opts.quiet)
     os.makedirs(opts.out, exist_ok=True)
-    rundir = new_dir(opts.out, "prog-" + (entries[0][0] if len(entries) == 1 else "dir"))
+    rundir = new_dir(opts.out, "prog-" + program_name(os.path.abspath(opts.target)))
     order = [name for name, _ in entries]
     written = {}
     for name, (path, reason, ops) in refused.items():
