@@ -236,6 +236,24 @@ class ProtocolTest(ChannelTestCase):
                                          "text": "WARNING: CPU: 1 PID: 9 at mm/swapfile.c:42 "
                                                  "f+0x1/0x2"}])
 
+    def test_an_oom_kill_dump_is_not_a_kernel_finding(self):
+        def guest(g):
+            g.say("hello progexec 1 kernel=k kcov=0")
+            g.until("end")
+            g.say("ready p1")
+            g.until("start")
+            self.console += ("[ 3.0] progexec invoked oom-killer: gfp_mask=0xcc0, order=0\n"
+                             "[ 3.0] CPU: 0 PID: 77 Comm: progexec\n[ 3.0] Call Trace:\n"
+                             "[ 3.0]  <TASK>\n[ 3.0]  dump_stack_lvl+0x1/0x2\n")
+            g.say("relaxed oom-kill line=5 obj=a page=0")
+            g.say("ops-done p1")
+            g.until("teardown")
+            g.say("result p1 pass 0")
+        g, s = self.session(guest)
+        s.hello()
+        out = s.run(prepared())
+        self.assertEqual((out.verdict, out.findings), ("pass", []))
+
     def test_mutation_adds_a_rule_on_every_device(self):
         prep = prepared(mutation="corrupt")
 

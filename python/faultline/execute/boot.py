@@ -115,9 +115,12 @@ def program_run_sh():
 
 
 def vm_scenario(opts):
-    """The machine's settings as the spec builder reads them."""
+    """The machine's settings as the spec builder reads them.  THP is the
+    kernel's default (the thp knobs change it); zswap starts off on every
+    kernel, so a program's swap-outs reach its devices unless it sets
+    zswap.enabled=Y."""
     sc = scenario.Scenario(name="prog", path="", description="swap programs",
-                           timeout_s=0, vm=scenario.Vm(cmdline=""), device=scenario.Device(),
+                           timeout_s=0, vm=scenario.Vm(cmdline="zswap.enabled=0"), device=scenario.Device(),
                            faults=scenario.Faults(seed=opts.seed), swap={}, tests=[])
     return scenario.apply_overrides(sc, opts.memory, opts.cpus, None)
 

@@ -191,7 +191,9 @@ class Session:
         out.verdict = "fail" if said == "fail" or out.findings else "pass"
 
     def _kernel_check(self, out, console_from):
-        """A splat on the console while the program ran is its finding."""
-        splat = splat_line(self.console()[console_from:])
+        """A splat on the console while the program ran is its finding.  A
+        bare stack dump is not: an OOM kill prints one, and the program may
+        meet its cgroup's limit (the oom-kill relaxation)."""
+        splat = splat_line(self.console()[console_from:], bare_dumps=False)
         if splat:
             out.findings.append({"check": "kernel", "why": "splat", "text": splat})
