@@ -202,6 +202,8 @@ class ProtocolTest(ChannelTestCase):
             g.until("end")
             g.say("refused p1 knob zswap.zpool=z3fold: not in this kernel")
             g.until("end")
+            g.say("refused p3 7: read a 0 8M: no such object")
+            g.until("end")
             g.say("ready p2")
             g.until("start")
             g.say("ops-done p2")
@@ -210,7 +212,9 @@ class ProtocolTest(ChannelTestCase):
         g, s = self.session(guest)
         s.hello()
         first = s.run(prepared(name="p1"))
+        third = s.run(prepared(name="p3"))
         second = s.run(prepared(name="p2"))
+        self.assertEqual(third.reason, "line 11 (read a 0 8M): read a 0 8M: no such object")
         self.assertEqual((first.verdict, first.reason),
                          ("refused", "knob zswap.zpool=z3fold: not in this kernel"))
         self.assertFalse([c for c, _ in self.qmp.log[:7] if c == "x-fault-add-rules"])

@@ -56,6 +56,13 @@ class Prepared:
         return None, None
 
 
+def mapped_reason(prep, reason):
+    """A refusal's reason with the guest's `LINE: why` as the file's line."""
+    head, sep, why = reason.partition(": ")
+    line, text = prep.file_line(head) if sep else (None, None)
+    return f"line {line} ({text}): {why}" if line is not None else reason
+
+
 @dataclass
 class Outcome:
     """What came of one program."""
@@ -158,7 +165,8 @@ class Session:
         self._send_program(prep)
         kind, rest = self._until(out, prep, ("ready",), self.budgets.ready)
         if kind == "refused":
-            out.verdict, out.reason = "refused", " ".join(rest[1:]) or "refused"
+            out.verdict = "refused"
+            out.reason = mapped_reason(prep, " ".join(rest[1:])) or "refused"
             return
         if kind == "result":
             raise BadLine(f"the guest sent result for {prep.name} before ready")
