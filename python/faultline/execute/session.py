@@ -181,7 +181,10 @@ class Session:
             kind, rest = self._until(out, prep, ("ops-done",), self.budgets.ops)
             for dev, disk in prep.bound.items():
                 stats = self.qmp("x-fault-query-stats", id=disk.injector)
-                out.faults[dev] = {"injector": disk.injector, "digest": stats.get("digest"),
+                digest = stats.get("digest")
+                out.faults[dev] = {"injector": disk.injector,
+                                   "digest": f"{digest:016x}" if isinstance(digest, int)
+                                   else digest,
                                    "hits": {r["name"]: r["hits"] for r in stats.get("rules", [])}}
         finally:
             for dev, injector, name in added:
