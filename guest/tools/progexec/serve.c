@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +44,42 @@ struct serve {
 	struct pe_report report;
 	const char *name;       /* of the program running (the hooks' lines) */
 	bool closing;           /* quit or EOF seen: exit after this program */
-	int kmsg;
+	bool connected;         /* the host has read our hello */
+	int fd, kmsg;
 };
+
+/*
+ * The report's writes: a write to a port whose host is not connected blocks
+ * in the kernel, so poll first.  Before the hello the host may not have
+ * connected yet: wait for it.  After it, a hang-up means the host is gone:
+ * what is left to say is dropped and the loop ends after this program.
+ */
+static ssize_t port_write(void *cookie, const char *buf, size_t len)
+{
+	struct serve *s = cookie;
+	size_t done = 0;
+
+	while (done < len && !(s->closing && s->connected)) {
+		struct pollfd pfd = { .fd = s->fd, .events = POLLOUT };
+		ssize_t n;
+
+		if (poll(&pfd, 1, s->connected ? -1 : 100) < 0 && errno != EINTR)
+			break;
+		if (!(pfd.revents & POLLOUT)) {
+			if (s->connected && (pfd.revents & (POLLHUP | POLLERR)))
+				s->closing = true;
+			else if (!s->connected)
+				gl_sleep_ms(50);        /* POLLHUP until the host connects */
+			continue;
+		}
+		n = write(s->fd, buf + done, len - done);
+		if (n < 0 && errno != EINTR && errno != EAGAIN)
+			break;
+		if (n > 0)
+			done += n;
+	}
+	return (ssize_t)len;    /* what cannot be delivered is dropped */
+}
 
 /* /dev/NAME of the virtio-serial port named @port_name ("vport0p1"). */
 static int find_port(const char *port_name, char *dev, size_t len)
@@ -120,7 +155,7 @@ static int await(struct serve *s, const char *want)
 	const char *rest;
 	int n = next_line(s, line, sizeof(line));
 
-	if (n == 0) {
+	if (n == 0 || s->closing) {
 		s->closing = true;
 		return -EPIPE;
 	}
@@ -310,8 +345,9 @@ int pe_serve(const char *port_name)
 		fprintf(stderr, "progexec: %s: %s\n", dev, strerror(errno));
 		return 2;
 	}
+	s.fd = fd;
 	s.in = fdopen(fd, "r");
-	out = fdopen(dup(fd), "w");
+	out = fopencookie(&s, "w", (cookie_io_functions_t){ .write = port_write });
 	sp.text = malloc(MAX_TEXT);
 	if (!s.in || !out || !sp.text) {
 		fprintf(stderr, "progexec: %s: %s\n", dev, strerror(errno));
@@ -325,6 +361,7 @@ int pe_serve(const char *port_name)
 	pe_say(&s.report, "hello progexec 1 kernel=%s kcov=%d", u.release,
 	       getenv("FAULTLINE_KCOV") && !strcmp(getenv("FAULTLINE_KCOV"), "1") &&
 	       access("/sys/kernel/debug/kcov", R_OK | W_OK) == 0);
+	s.connected = true;
 	err = serve_loop(&s, &sp);
 	free(sp.text);
 	fclose(out);
