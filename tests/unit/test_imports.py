@@ -27,7 +27,7 @@ LAYERS = [
     {"faultline.results"},
     {"faultline.vm"},
     {"faultline.run"},
-    {"faultline.search", "faultline.bench"},
+    {"faultline.search", "faultline.bench", "faultline.execute"},
     {"faultline.bugs"},
     {"faultline.lab"},
     {"faultline.cli"},

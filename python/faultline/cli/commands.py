@@ -11,6 +11,8 @@ from faultline.bench import bench
 from faultline.bugs import recall, recall_table
 from faultline.build.builds import build_all, run_script
 from faultline.errors import SetupError
+from faultline.execute import boot as program_boot
+from faultline.execute import results as program_results
 from faultline.host.messages import say
 from faultline.judge import report
 from faultline.kernel import build, configure, fragments, store
@@ -184,6 +186,16 @@ def cmd_kernel(args):
 def cmd_prog(args):
     if args.prog_cmd == "check":
         return prog_tool.check_files(args.files)
+    if args.prog_cmd == "show":
+        return program_results.show(args.rundir)
+    if args.prog_cmd == "run":
+        if args.modules and not args.kernel:
+            raise SetupError("--modules needs --kernel")
+        return program_boot.run_programs(program_boot.ProgOptions(
+            args.target, kernel=args.kernel, modules=args.modules,
+            deterministic=args.deterministic, mutate=args.mutate, out=args.out,
+            seed=args.seed if args.seed is not None else 1, timeout=args.timeout,
+            memory=args.memory, cpus=args.cpus, accel=args.accel, quiet=args.quiet))
     for path in prog_tool.write_programs(args.seed, args.count, args.out):
         print(path)
     return 0

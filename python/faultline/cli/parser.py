@@ -27,7 +27,8 @@
   faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
   faultline kernel config|build|list  guest kernels from source (docs/kernels.md)
   faultline prog check FILE... | prog gen --seed S --count N --out DIR
-                                      swap programs (docs/programs.md)
+  faultline prog run FILE|DIR [--kernel K] [--mutate lie|corrupt] [--deterministic]
+  faultline prog show RUNDIR          swap programs (docs/programs.md)
   faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
                  [--backend qemu|libvirt|lava] [--results FILE] [--import DIR]
                                       recall on the real-bug corpus (docs/bugs.md)
@@ -318,7 +319,7 @@ def parser():
     dc.add_argument("--results-dir", default=os.path.join(TOP, "results"), metavar="DIR",
                     help="the results (default: the repository's results/)")
     kernel_parser(sub)
-    prog_parser(sub)
+    prog_parser(sub, kernel, vm)
     sub.add_parser("build", parents=[kernel], help="build QEMU and the guest image")
     sub.add_parser("setup", help="install dependencies (root)")
     return p
@@ -394,9 +395,10 @@ def kernel_parser(sub):
     return k
 
 
-def prog_parser(sub):
-    """The `prog` subcommand: swap programs (check, gen; docs/programs.md)."""
-    pp = sub.add_parser("prog", help="swap programs: check them, generate them "
+def prog_parser(sub, kernel, vm):
+    """The `prog` subcommand: swap programs (check, gen, run, show;
+    docs/programs.md); @kernel, @vm: the parent parsers of a boot."""
+    pp = sub.add_parser("prog", help="swap programs: check, generate, run them "
                         "(docs/programs.md)")
     ps = pp.add_subparsers(dest="prog_cmd", required=True)
     c = ps.add_parser("check", help="check programs: exit 0, or 2 and FILE:LINE: reason")
@@ -408,4 +410,16 @@ def prog_parser(sub):
                    help="how many programs (1 to 100000)")
     g.add_argument("--out", type=inputs.out_dir, required=True, metavar="DIR",
                    help="directory for the programs (new or without them)")
+    r = ps.add_parser("run", parents=[kernel, vm],
+                      help="run a program, or every DIR/*.prog in name order, in one boot: "
+                      "exit 0 all passed, 1 a program failed, 2 setup error, 3 crash or hang")
+    r.add_argument("target", metavar="FILE|DIR")
+    r.add_argument("--mutate", choices=mutate.KINDS,
+                   help="self-test of the oracle: a rule that lies about (or corrupts) swap "
+                        "writes on every device of every program; they must fail")
+    r.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
+                   help="the run directory goes here (default: runs/)")
+    r.add_argument("--quiet", action="store_true", help="only the summary")
+    s = ps.add_parser("show", help="a program run: a line per program, then its findings")
+    s.add_argument("rundir", type=inputs.existing_dir)
     return pp

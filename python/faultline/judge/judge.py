@@ -36,17 +36,17 @@ _DUMP_HEADER = re.compile(r"^\s*(CPU: |Hardware name:|Tainted:|Modules linked in
 _STAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
 
-def splat_line(console):
+def splat_line(console, bare_dumps=True):
     """The first console line that opens a splat (BUG, KASAN, Oops,
     WARNING, hung task, soft lockup, RCU stall), from its marker on (the
     timestamp dropped); for a bare stack dump (an OOM kill, dump_stack())
-    the line its header follows; or None."""
+    the line its header follows, unless not @bare_dumps; or None."""
     lines = console.splitlines()
     for i, ln in enumerate(lines):
         hits = [ln.find(h) for h in _SPLAT_HEADS if h in ln]
         if hits:
             return ln[min(hits):].strip()
-        if "Call Trace:" in ln:
+        if "Call Trace:" in ln and bare_dumps:
             for prev in reversed(lines[:i]):
                 text = _STAMP.sub("", prev)
                 if not _DUMP_HEADER.match(text):

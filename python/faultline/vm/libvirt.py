@@ -334,7 +334,7 @@ class LibvirtMachine(Machine):
         except self._lv.libvirtError:
             return False
 
-    def qmp(self, command, **args):
+    def qmp(self, command, /, **args):
         if self.dom is None:
             raise QmpError(f"QMP {command}: no domain")
         cmd = json.dumps({"execute": command, "arguments": args})

@@ -89,7 +89,7 @@ class Machine:
         """The process still exists (a paused, powered-off guest counts)."""
         raise NotImplementedError
 
-    def qmp(self, command, **args):
+    def qmp(self, command, /, **args):
         """Run one QMP command; QmpError when the machine is not reachable."""
         raise QmpError(f"backend {self.backend} has no QMP")
 

@@ -47,7 +47,7 @@ class QemuMachine(Machine):
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def qmp(self, command, **args):
+    def qmp(self, command, /, **args):
         if self._qmp is None:
             if not self.running():
                 raise QmpError("QEMU is not running")

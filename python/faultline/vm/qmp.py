@@ -79,7 +79,7 @@ class Qmp:
                 self.events.append(msg)
                 del self.events[:-MAX_KEPT_EVENTS]
 
-    def send(self, name, **args):
+    def send(self, name, /, **args):
         """Send a command without reading its reply; returns its id.  Safe
         from a signal handler while the main thread waits in wait_event."""
         cid = next(self._ids)
@@ -90,7 +90,7 @@ class Qmp:
             raise QmpError(f"QMP {name}: {e}") from None
         return cid
 
-    def cmd(self, name, **args):
+    def cmd(self, name, /, **args):
         cid = self.send(name, **args)
         reply = self._read(lambda msg: msg.get("id") == cid)
         if "error" in reply:

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * progexec run FILE [--bind DEV=TARGET]... [--allow-failed-read DEV]...
+ *                   [--plant drop-write|stale-page|leak-slot]
+ * progexec serve PORT
+ *
+ * run: one program, the report on stdout; exit 0 pass, 1 fail, 2 refused or
+ * bad usage (one line on stderr).  serve: serve.c's loop.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+
+#define USAGE "usage: progexec run FILE [--bind DEV=TARGET]... [--allow-failed-read DEV]... " \
+	      "[--plant drop-write|stale-page|leak-slot] | progexec serve PORT"
+#define MAX_TEXT (1 << 20)
+
+static int usage(const char *why)
+{
+	fprintf(stderr, "progexec: %s (%s)\n", why, USAGE);
+	return 2;
+}
+
+/* The file's text, NUL-terminated; NULL with errno. */
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = malloc(MAX_TEXT + 1);
+	size_t n;
+
+	if (!f || !buf) {
+		if (f)
+			fclose(f);
+		free(buf);
+		return NULL;
+	}
+	n = fread(buf, 1, MAX_TEXT + 1, f);
+	fclose(f);
+	if (n > MAX_TEXT || memchr(buf, 0, n)) {
+		free(buf);
+		errno = EFBIG;
+		return NULL;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/* The program's name: the file's base name, in the channel's alphabet. */
+static void program_name(const char *path, char out[PE_PROGRAM_NAME_MAX])
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	int i;
+
+	for (i = 0; base[i] && i < PE_PROGRAM_NAME_MAX - 1; i++)
+		out[i] = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+				base[i]) ? base[i] : '_';
+	out[i] = 0;
+	if (!i)
+		strcpy(out, "program");
+}
+
+static int run(int argc, char **argv)
+{
+	static const char *const plants[] = { "", "drop-write", "stale-page", "leak-slot" };
+	struct pe_report report = { stdout, 0 };
+	char name[PE_PROGRAM_NAME_MAX], why[512];
+	struct pe_program *p;
+	enum pe_plant plant = PE_PLANT_NONE;
+	char *text;
+	int i, rc;
+
+	if (argc < 3 || argv[2][0] == '-')
+		return usage("run: no FILE");
+	/* The options first: bad usage says so before anything is read. */
+	for (i = 3; i < argc; i++) {
+		if (i + 1 >= argc || (strcmp(argv[i], "--bind") && strcmp(argv[i], "--plant") &&
+				      strcmp(argv[i], "--allow-failed-read")))
+			return usage(i + 1 >= argc && argv[i][0] == '-' ? "an option without its value"
+									  : "unknown option");
+		if (!strcmp(argv[i], "--bind") && !strchr(argv[i + 1], '='))
+			return usage("--bind takes DEV=TARGET");
+		if (!strcmp(argv[i], "--plant")) {
+			for (plant = PE_PLANT_DROP_WRITE; plant <= PE_PLANT_LEAK_SLOT; plant++)
+				if (!strcmp(argv[i + 1], plants[plant]))
+					break;
+			if (plant > PE_PLANT_LEAK_SLOT)
+				return usage("--plant: unknown kind");
+		}
+		i++;
+	}
+	text = read_text(argv[2]);
+	if (!text) {
+		fprintf(stderr, "progexec: %s: %s\n", argv[2], strerror(errno));
+		return 2;
+	}
+	program_name(argv[2], name);
+	p = pe_program_parse(name, text, why, sizeof(why));
+	free(text);
+	if (!p) {
+		printf("refused %s %s\n", name, why);
+		return 2;
+	}
+	p->plant = plant;
+	for (i = 3; i < argc; i += 2) {
+		char *eq = strchr(argv[i + 1], '=');
+
+		rc = 0;
+		if (!strcmp(argv[i], "--bind")) {
+			*eq = 0;
+			rc = pe_program_bind(p, argv[i + 1], eq + 1, why, sizeof(why));
+		} else if (!strcmp(argv[i], "--allow-failed-read")) {
+			rc = pe_program_allow_failed_read(p, argv[i + 1], why, sizeof(why));
+		}
+		if (rc) {
+			pe_program_free(p);
+			return usage(why);
+		}
+	}
+	rc = pe_program_run(p, NULL, &report);
+	pe_program_free(p);
+	return rc == PE_PASS ? 0 : rc == PE_FAIL ? 1 : 2;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "run"))
+		return run(argc, argv);
+	if (argc == 3 && !strcmp(argv[1], "serve"))
+		return pe_serve(argv[2]);
+	return usage(argc < 2 ? "no command" : "unknown command");
+}
