@@ -50,6 +50,7 @@ static struct handle {
 	uint8_t *addr;          /* NULL: not mapped */
 	size_t len;
 	int fd;                 /* -1: none (anon private) */
+	uint8_t *gone;          /* pages a partial munmap took, one byte a page (NULL: none) */
 } obj[PE_MAX_OBJECTS];
 static int chan[PE_MAX_ACTORS];         /* sockets this process holds: its own, its threads' */
 static int uffd = -1;
@@ -469,6 +470,28 @@ static void hide(struct out *out)
 	out->r.pid = pid;
 }
 
+/* munmap of the pages of [off, off + len) still mapped: what a partial
+ * munmap freed may hold another object's mapping by now. */
+static void unmap_part(struct handle *h, uint64_t off, uint64_t len, struct out *out)
+{
+	uint64_t first = off / PE_PAGE, end = (off + len) / PE_PAGE;
+
+	if (!h->addr)
+		return;
+	if (!h->gone && !(h->gone = calloc(h->len / PE_PAGE, 1)))
+		return fail(out, "calloc");
+	for (uint64_t pg = first; pg < end;) {
+		uint64_t run = pg;
+
+		while (run < end && !h->gone[run])
+			run++;
+		if (run > pg && munmap(h->addr + pg * PE_PAGE, (run - pg) * PE_PAGE))
+			return fail(out, "munmap");
+		memset(h->gone + pg, 1, run - pg);
+		pg = run + 1;
+	}
+}
+
 static void run_op(const struct pe_cmd *cmd, const uint16_t *owed, struct out *out)
 {
 	const struct pe_op *op = &prog->op[cmd->op];
@@ -491,25 +514,34 @@ static void run_op(const struct pe_cmd *cmd, const uint16_t *owed, struct out *o
 		return;
 	}
 	case PE_MREMAP: {
-		void *a = mremap(h->addr, h->len, op->size, MREMAP_MAYMOVE);
+		void *a;
+
+		/* mremap moves one VMA: a uffd registration split the mapping, so
+		 * it goes first (mremap drops a uffd context without
+		 * UFFD_FEATURE_EVENT_REMAP anyway). */
+		if (uffd >= 0) {
+			struct uffdio_range r = { (uint64_t)(uintptr_t)h->addr, h->len };
+
+			ioctl(uffd, UFFDIO_UNREGISTER, &r);
+		}
+		a = mremap(h->addr, h->len, op->size, MREMAP_MAYMOVE);
 
 		if (a == MAP_FAILED)
 			return fail(out, "mremap");
 		h->addr = a;
 		h->len = op->size;
+		free(h->gone);  /* a whole mapping: nothing was gone */
+		h->gone = NULL;
 		return;
 	}
 	case PE_MUNMAP:
-		if (!op->whole) {
-			if (munmap(h->addr + op->off, op->len))
-				fail(out, "munmap");
-			return;
-		}
-		if (h->addr && munmap(h->addr, h->len))
-			fail(out, "munmap");
+		if (!op->whole)
+			return unmap_part(h, op->off, op->len, out);
+		unmap_part(h, 0, h->len, out);
 		if (h->fd >= 0)
 			close(h->fd);
-		*h = (struct handle){ NULL, 0, -1 };
+		free(h->gone);
+		*h = (struct handle){ NULL, 0, -1, NULL };
 		return;
 	case PE_TRUNCATE:
 		if (ftruncate(h->fd, (off_t)op->size))
@@ -586,7 +618,7 @@ void pe_actor_main(const struct pe_program *p, int self, int fd)
 	self_proc = self;
 	if (first) {
 		for (int i = 0; i < PE_MAX_OBJECTS; i++)
-			obj[i] = (struct handle){ NULL, 0, -1 };
+			obj[i] = (struct handle){ NULL, 0, -1, NULL };
 		first = false;
 	}
 	for (int i = 0; i < PE_MAX_ACTORS; i++)
@@ -599,8 +631,9 @@ void pe_actor_main(const struct pe_program *p, int self, int fd)
 		int adj = open("/proc/self/oom_score_adj", O_WRONLY);
 
 		if (adj >= 0) {
-			if (write(adj, "0", 1) < 0)
-				adj = adj;      /* an old kernel: nothing to undo */
+			if (write(adj, "0", 1) < 0) {
+				/* an old kernel: nothing was changed to undo */
+			}
 			close(adj);
 		}
 	}

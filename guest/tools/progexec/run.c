@@ -330,14 +330,33 @@ static void run_one(struct runner *rn, const struct pe_op *op)
 	}
 }
 
-/* The operation --plant marks: the first write through a mapping. */
+static bool covers(const struct pe_op *op, int obj, uint64_t off)
+{
+	return op->obj == obj && op->off <= off && off < op->off + op->len;
+}
+
+/* The operation --plant marks: the first write through a mapping whose
+ * first page a later read of its process checks before anything else
+ * writes it (so the plant has a read to catch it). */
 static int plant_op(const struct pe_program *p)
 {
 	if (p->plant != PE_PLANT_DROP_WRITE && p->plant != PE_PLANT_STALE_PAGE)
 		return -1;
-	for (int i = 0; i < p->nops; i++)
-		if (p->op[i].verb == PE_WRITE)
-			return i;
+	for (int i = 0; i < p->nops; i++) {
+		const struct pe_op *w = &p->op[i];
+
+		if (w->verb != PE_WRITE)
+			continue;
+		for (int j = i + 1; j < p->nops; j++) {
+			const struct pe_op *o = &p->op[j];
+
+			if (o->verb == PE_READ && covers(o, w->obj, w->off) &&
+			    pe_actor_proc(p, o->actor) == pe_actor_proc(p, w->actor))
+				return i;
+			if (o->obj == w->obj && o->verb != PE_READ && o->verb != PE_PREAD)
+				break;
+		}
+	}
 	return -1;
 }
 
