@@ -7,6 +7,7 @@
  * process's own copies (`own`).  Each ruling on the kernel's semantics is a
  * comment where it is applied.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
