@@ -122,7 +122,7 @@ def host_text(program):
     for o in program.ops:
         if o.verb in HOST_ONLY:
             if o.background:
-                dropped.add(o.actor or o.args[0])
+                dropped.add(o.args[0] if o.verb == "swapoff" else o.actor)
             continue
         if o.verb == "wait" and o.args[0] in dropped:
             dropped.discard(o.args[0])

@@ -185,18 +185,34 @@ static void add_exc(struct out *o, uint32_t page, int seen, uint32_t word, uint6
 	o->exc[o->r.nexc++] = (struct pe_exc){ page, seen, word, 0, got, want };
 }
 
-/* Page @pg of @o read into @buf, owed version @want: an exception unless it holds it. */
-static void check_page(struct out *out, const uint64_t *buf, int o, uint32_t pg, int want)
+/* A page written while it was read: each word the old one's or the new one's. */
+static bool torn(const uint64_t *buf, const uint64_t *w, int o, uint32_t pg, int alt)
+{
+	uint64_t a[PE_WORDS];
+
+	pe_pattern_fill(a, o, pg, alt);
+	for (int i = 0; i < PE_WORDS; i++)
+		if (buf[i] != w[i] && buf[i] != a[i])
+			return false;
+	return true;
+}
+
+/* Page @pg of @o read into @buf: an exception unless it holds what it owes. */
+static void check_page(struct out *out, const uint64_t *buf, int o, uint32_t pg,
+		       const struct pe_owed *owed)
 {
 	uint64_t w[PE_WORDS];
-	int i;
+	int i, seen;
 
-	pe_pattern_fill(w, o, pg, want);
+	pe_pattern_fill(w, o, pg, owed->v);
 	if (!memcmp(w, buf, PE_PAGE))
 		return;
 	for (i = 0; i < PE_WORDS && w[i] == buf[i]; i++)
 		;
-	add_exc(out, pg, pe_pattern_version_of(buf, o, pg), (uint32_t)i, buf[i], w[i]);
+	seen = pe_pattern_version_of(buf, o, pg);
+	if (seen < 0 && owed->torn && torn(buf, w, o, pg, owed->alt))
+		seen = PE_SEEN_TORN;
+	add_exc(out, pg, seen, (uint32_t)i, buf[i], w[i]);
 }
 
 /* ---- the operations */
@@ -268,7 +284,7 @@ static void do_write(const struct pe_op *op, const struct pe_cmd *cmd, struct ou
 	}
 }
 
-static void do_read(const struct pe_op *op, const uint16_t *owed, struct out *out)
+static void do_read(const struct pe_op *op, const struct pe_owed *owed, struct out *out)
 {
 	struct handle *h = &obj[op->obj];
 	uint64_t first = op->off / PE_PAGE, n = op->len / PE_PAGE;
@@ -287,7 +303,7 @@ static void do_read(const struct pe_op *op, const uint16_t *owed, struct out *ou
 			add_exc(out, (uint32_t)pg, PE_SEEN_FAULT, EFAULT, 0, 0);
 			continue;
 		}
-		check_page(out, buf, op->obj + 1, (uint32_t)pg, owed[i]);
+		check_page(out, buf, op->obj + 1, (uint32_t)pg, &owed[i]);
 	}
 }
 
@@ -492,7 +508,7 @@ static void unmap_part(struct handle *h, uint64_t off, uint64_t len, struct out 
 	}
 }
 
-static void run_op(const struct pe_cmd *cmd, const uint16_t *owed, struct out *out)
+static void run_op(const struct pe_cmd *cmd, const struct pe_owed *owed, struct out *out)
 {
 	const struct pe_op *op = &prog->op[cmd->op];
 	struct handle *h = op->obj >= 0 ? &obj[op->obj] : NULL;
@@ -582,7 +598,7 @@ static void actor_loop(int fd, int self)
 	for (;;) {
 		struct pe_cmd cmd;
 		struct out out = { .fd = -1 };
-		uint16_t *owed = NULL;
+		struct pe_owed *owed = NULL;
 
 		if (pe_recv(fd, &cmd, sizeof(cmd), NULL) || cmd.kind == PE_CMD_EXIT ||
 		    (cmd.kind == PE_CMD_OP && (cmd.op < 0 || cmd.op >= prog->nops))) {

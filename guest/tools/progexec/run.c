@@ -117,7 +117,7 @@ static int send_op(struct runner *rn, const struct pe_op *op, int kind)
 {
 	struct live *l = &rn->live[op->actor];
 	struct pe_cmd cmd = { kind, (int32_t)(op - rn->p->op), 0, 0 };
-	uint16_t *owed = NULL;
+	struct pe_owed *owed = NULL;
 	int err;
 
 	if (kind == PE_CMD_OP && (op->verb == PE_READ || op->verb == PE_PREAD)) {
@@ -129,8 +129,12 @@ static int send_op(struct runner *rn, const struct pe_op *op, int kind)
 			return -ENOMEM;
 		}
 		pe_model_expected(rn->m, op, l->owed);
-		for (uint32_t i = 0; i < cmd.npages; i++)
-			owed[i] = l->owed[i].v[0];
+		for (uint32_t i = 0; i < cmd.npages; i++) {
+			const struct pe_vset *s = &l->owed[i];
+
+			owed[i] = (struct pe_owed){ s->v[0], s->v[s->n - 1],
+						    s->relax == PE_RELAX_CONCURRENT_WRITE && s->n > 1 };
+		}
 	}
 	if (kind == PE_CMD_OP && rn->plant_op == cmd.op)
 		cmd.plant = rn->p->plant;
@@ -166,7 +170,8 @@ static void judge_read(struct runner *rn, const struct pe_op *op, int a, const s
 
 	if (x->seen == PE_SEEN_FAULT)
 		return judge_fault(rn, op, a, x);
-	if (x->seen >= 0 && pe_vset_has(owed, x->seen)) {
+	if ((x->seen >= 0 && pe_vset_has(owed, x->seen)) ||
+	    (x->seen == PE_SEEN_TORN && owed->relax == PE_RELAX_CONCURRENT_WRITE)) {
 		pe_run_relaxed(rn, (enum pe_relax)owed->relax, op, op->obj, x->page);
 		return;
 	}
@@ -465,6 +470,9 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 	rn.oom_kills = pe_env_oom_kills(&p->env, -1);
 	gl_vmstat_read(&before);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* The OOM killer never picks the coordinator (main sets 0 again for
+	 * the program's processes); a kernel that refuses leaves it as it was. */
+	gl_write_file("/proc/self/oom_score_adj", "-1000");
 	if (!rn.m || start_main(&rn)) {
 		pe_finding(r, "content", "line=0 proc=main why=start errno=%s", strerrorname_np(errno));
 	} else if (!hooks || !hooks->ready || !hooks->ready(hooks->arg)) {
