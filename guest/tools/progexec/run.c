@@ -42,6 +42,19 @@ static void reap(void)
 		;
 }
 
+/* Wait until @pid (a child, or an orphan the subreaper adopted) is gone. */
+static void reap_pid(pid_t pid)
+{
+	for (long long end = now_ms() + END_TIMEOUT_MS; now_ms() < end; gl_sleep_ms(10)) {
+		pid_t got;
+
+		errno = 0;
+		got = waitpid(pid, NULL, WNOHANG);
+		if (got == pid || (got < 0 && errno == ECHILD && kill(pid, 0)))
+			return;
+	}
+}
+
 /* Wait for EOF on @fd (its process died) for at most @ms; true when it came. */
 static bool wait_eof(int fd, int ms)
 {
@@ -486,7 +499,7 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 	pe_env_teardown(&p->env, r);
 	if (rn.hidden > 0) {
 		kill(rn.hidden, SIGKILL);
-		reap();
+		reap_pid(rn.hidden);
 	}
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	pe_run_tmpfs_umount(&rn);
