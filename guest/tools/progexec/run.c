@@ -104,7 +104,6 @@ static void process_gone(struct runner *rn, int proc, enum pe_relax relax)
 		l->fd = -1;
 	}
 	pe_model_process_gone(rn->m, proc);
-	rn->live[proc].pid = 0;
 }
 
 /* The socket of @a closed while it owed a reply: an OOM kill (the oom-kill
@@ -426,20 +425,12 @@ static void end_all(struct runner *rn)
 			end_process(rn, &bye);
 		}
 	}
-	for (long long end = now_ms() + END_TIMEOUT_MS; now_ms() < end;) {
-		reap();
-		if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
-			break;
-		/* Orphans of the program may still be exiting (their parent went first). */
-		bool any = false;
-
-		for (int a = 0; a < rn->p->nactors; a++)
-			if (rn->live[a].pid > 0 && !kill(rn->live[a].pid, 0))
-				any = true;
-		if (!any)
-			break;
-		gl_sleep_ms(10);
-	}
+	/* Gone for good, not only their sockets: each is reaped (an orphan of
+	 * the program is the subreaper's, ours) before the leak checks. */
+	for (int a = 0; a < rn->p->nactors; a++)
+		if (!rn->p->actor[a].thread && rn->live[a].pid > 0)
+			reap_pid(rn->live[a].pid);
+	reap();
 }
 
 static void say_stat(struct runner *rn, const struct gl_vmstat *before, long long t0)
