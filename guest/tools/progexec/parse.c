@@ -5,6 +5,7 @@
  * this parser still refuses, with `LINE: reason`, anything it cannot read,
  * and model.c's dry run (pe_model_validate) refuses what cannot be done.
  */
+#define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>

@@ -2,10 +2,14 @@
 /*
  * progexec: the guest executor of swap programs (docs/programs.md).
  *
- * The pieces, each in its own file:
+ * The pieces, each in its own file (program.h: the parsed program):
  *   parse.c    canonical program text -> struct pe_program
- *   run.c      the operations, the processes and threads that do them
- *   model.c    what every page owes (the oracle) and the page checks
+ *   run.c      the coordinator: the operations, the model, the report
+ *   run-actor.c the processes and threads that do the operations (run.h)
+ *   run-env.c  the coordinator's environment operations (runner.h)
+ *   run-io.c   their sockets
+ *   model.c    what every page owes (the oracle; model.h)
+ *   pattern.c  the page pattern and its undo
  *   env.c      swap devices, knobs, cgroups, leak checks (pe-env.h)
  *   report.c   the report lines (one format for both modes)
  *   serve.c    the virtio-serial loop (`progexec serve PORT`)

@@ -50,69 +50,11 @@ static struct handle {
 	uint8_t *addr;          /* NULL: not mapped */
 	size_t len;
 	int fd;                 /* -1: none (anon private) */
+	uint8_t *gone;          /* pages a partial munmap took, one byte a page (NULL: none) */
 } obj[PE_MAX_OBJECTS];
 static int chan[PE_MAX_ACTORS];         /* sockets this process holds: its own, its threads' */
 static int uffd = -1;
 static __thread sigjmp_buf *fault_jmp;
-
-/* ---- socket I/O */
-
-int pe_send(int fd, const void *buf, size_t len, int pass_fd)
-{
-	const char *p = buf;
-
-	while (len) {
-		char ctl[CMSG_SPACE(sizeof(int))] = { 0 };
-		struct iovec iov = { (void *)p, len };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-		ssize_t n;
-
-		if (pass_fd >= 0) {
-			struct cmsghdr *c;
-
-			mh.msg_control = ctl;
-			mh.msg_controllen = sizeof(ctl);
-			c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-		}
-		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		pass_fd = -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int pe_recv(int fd, void *buf, size_t len, int *got_fd)
-{
-	char *p = buf;
-
-	while (len) {
-		char ctl[CMSG_SPACE(sizeof(int))];
-		struct iovec iov = { p, len };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-				     .msg_controllen = sizeof(ctl) };
-		ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_type == SCM_RIGHTS && got_fd)
-				memcpy(got_fd, CMSG_DATA(c), sizeof(int));
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 /* ---- SIGBUS: a failed swap read faults the accessing thread */
 
@@ -184,18 +126,34 @@ static void add_exc(struct out *o, uint32_t page, int seen, uint32_t word, uint6
 	o->exc[o->r.nexc++] = (struct pe_exc){ page, seen, word, 0, got, want };
 }
 
-/* Page @pg of @o read into @buf, owed version @want: an exception unless it holds it. */
-static void check_page(struct out *out, const uint64_t *buf, int o, uint32_t pg, int want)
+/* A page written while it was read: each word the old one's or the new one's. */
+static bool torn(const uint64_t *buf, const uint64_t *w, int o, uint32_t pg, int alt)
+{
+	uint64_t a[PE_WORDS];
+
+	pe_pattern_fill(a, o, pg, alt);
+	for (int i = 0; i < PE_WORDS; i++)
+		if (buf[i] != w[i] && buf[i] != a[i])
+			return false;
+	return true;
+}
+
+/* Page @pg of @o read into @buf: an exception unless it holds what it owes. */
+static void check_page(struct out *out, const uint64_t *buf, int o, uint32_t pg,
+		       const struct pe_owed *owed)
 {
 	uint64_t w[PE_WORDS];
-	int i;
+	int i, seen;
 
-	pe_pattern_fill(w, o, pg, want);
+	pe_pattern_fill(w, o, pg, owed->v);
 	if (!memcmp(w, buf, PE_PAGE))
 		return;
 	for (i = 0; i < PE_WORDS && w[i] == buf[i]; i++)
 		;
-	add_exc(out, pg, pe_pattern_version_of(buf, o, pg), (uint32_t)i, buf[i], w[i]);
+	seen = pe_pattern_version_of(buf, o, pg);
+	if (seen < 0 && owed->torn && torn(buf, w, o, pg, owed->alt))
+		seen = PE_SEEN_TORN;
+	add_exc(out, pg, seen, (uint32_t)i, buf[i], w[i]);
 }
 
 /* ---- the operations */
@@ -267,7 +225,7 @@ static void do_write(const struct pe_op *op, const struct pe_cmd *cmd, struct ou
 	}
 }
 
-static void do_read(const struct pe_op *op, const uint16_t *owed, struct out *out)
+static void do_read(const struct pe_op *op, const struct pe_owed *owed, struct out *out)
 {
 	struct handle *h = &obj[op->obj];
 	uint64_t first = op->off / PE_PAGE, n = op->len / PE_PAGE;
@@ -286,7 +244,7 @@ static void do_read(const struct pe_op *op, const uint16_t *owed, struct out *ou
 			add_exc(out, (uint32_t)pg, PE_SEEN_FAULT, EFAULT, 0, 0);
 			continue;
 		}
-		check_page(out, buf, op->obj + 1, (uint32_t)pg, owed[i]);
+		check_page(out, buf, op->obj + 1, (uint32_t)pg, &owed[i]);
 	}
 }
 
@@ -469,7 +427,29 @@ static void hide(struct out *out)
 	out->r.pid = pid;
 }
 
-static void run_op(const struct pe_cmd *cmd, const uint16_t *owed, struct out *out)
+/* munmap of the pages of [off, off + len) still mapped: what a partial
+ * munmap freed may hold another object's mapping by now. */
+static void unmap_part(struct handle *h, uint64_t off, uint64_t len, struct out *out)
+{
+	uint64_t first = off / PE_PAGE, end = (off + len) / PE_PAGE;
+
+	if (!h->addr)
+		return;
+	if (!h->gone && !(h->gone = calloc(h->len / PE_PAGE, 1)))
+		return fail(out, "calloc");
+	for (uint64_t pg = first; pg < end;) {
+		uint64_t run = pg;
+
+		while (run < end && !h->gone[run])
+			run++;
+		if (run > pg && munmap(h->addr + pg * PE_PAGE, (run - pg) * PE_PAGE))
+			return fail(out, "munmap");
+		memset(h->gone + pg, 1, run - pg);
+		pg = run + 1;
+	}
+}
+
+static void run_op(const struct pe_cmd *cmd, const struct pe_owed *owed, struct out *out)
 {
 	const struct pe_op *op = &prog->op[cmd->op];
 	struct handle *h = op->obj >= 0 ? &obj[op->obj] : NULL;
@@ -491,25 +471,34 @@ static void run_op(const struct pe_cmd *cmd, const uint16_t *owed, struct out *o
 		return;
 	}
 	case PE_MREMAP: {
-		void *a = mremap(h->addr, h->len, op->size, MREMAP_MAYMOVE);
+		void *a;
+
+		/* mremap moves one VMA: a uffd registration split the mapping, so
+		 * it goes first (mremap drops a uffd context without
+		 * UFFD_FEATURE_EVENT_REMAP anyway). */
+		if (uffd >= 0) {
+			struct uffdio_range r = { (uint64_t)(uintptr_t)h->addr, h->len };
+
+			ioctl(uffd, UFFDIO_UNREGISTER, &r);
+		}
+		a = mremap(h->addr, h->len, op->size, MREMAP_MAYMOVE);
 
 		if (a == MAP_FAILED)
 			return fail(out, "mremap");
 		h->addr = a;
 		h->len = op->size;
+		free(h->gone);  /* a whole mapping: nothing was gone */
+		h->gone = NULL;
 		return;
 	}
 	case PE_MUNMAP:
-		if (!op->whole) {
-			if (munmap(h->addr + op->off, op->len))
-				fail(out, "munmap");
-			return;
-		}
-		if (h->addr && munmap(h->addr, h->len))
-			fail(out, "munmap");
+		if (!op->whole)
+			return unmap_part(h, op->off, op->len, out);
+		unmap_part(h, 0, h->len, out);
 		if (h->fd >= 0)
 			close(h->fd);
-		*h = (struct handle){ NULL, 0, -1 };
+		free(h->gone);
+		*h = (struct handle){ NULL, 0, -1, NULL };
 		return;
 	case PE_TRUNCATE:
 		if (ftruncate(h->fd, (off_t)op->size))
@@ -550,7 +539,7 @@ static void actor_loop(int fd, int self)
 	for (;;) {
 		struct pe_cmd cmd;
 		struct out out = { .fd = -1 };
-		uint16_t *owed = NULL;
+		struct pe_owed *owed = NULL;
 
 		if (pe_recv(fd, &cmd, sizeof(cmd), NULL) || cmd.kind == PE_CMD_EXIT ||
 		    (cmd.kind == PE_CMD_OP && (cmd.op < 0 || cmd.op >= prog->nops))) {
@@ -586,7 +575,7 @@ void pe_actor_main(const struct pe_program *p, int self, int fd)
 	self_proc = self;
 	if (first) {
 		for (int i = 0; i < PE_MAX_OBJECTS; i++)
-			obj[i] = (struct handle){ NULL, 0, -1 };
+			obj[i] = (struct handle){ NULL, 0, -1, NULL };
 		first = false;
 	}
 	for (int i = 0; i < PE_MAX_ACTORS; i++)
@@ -599,8 +588,9 @@ void pe_actor_main(const struct pe_program *p, int self, int fd)
 		int adj = open("/proc/self/oom_score_adj", O_WRONLY);
 
 		if (adj >= 0) {
-			if (write(adj, "0", 1) < 0)
-				adj = adj;      /* an old kernel: nothing to undo */
+			if (write(adj, "0", 1) < 0) {
+				/* an old kernel: nothing was changed to undo */
+			}
 			close(adj);
 		}
 	}

@@ -219,7 +219,7 @@ void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 
 int pe_run_precheck(struct runner *rn, char *why, size_t len)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
 	why[0] = 0;
 	for (int i = 0; i < rn->p->nops; i++) {

@@ -42,6 +42,19 @@ static void reap(void)
 		;
 }
 
+/* Wait until @pid (a child, or an orphan the subreaper adopted) is gone. */
+static void reap_pid(pid_t pid)
+{
+	for (long long end = now_ms() + END_TIMEOUT_MS; now_ms() < end; gl_sleep_ms(10)) {
+		pid_t got;
+
+		errno = 0;
+		got = waitpid(pid, NULL, WNOHANG);
+		if (got == pid || (got < 0 && errno == ECHILD && kill(pid, 0)))
+			return;
+	}
+}
+
 /* Wait for EOF on @fd (its process died) for at most @ms; true when it came. */
 static bool wait_eof(int fd, int ms)
 {
@@ -91,7 +104,6 @@ static void process_gone(struct runner *rn, int proc, enum pe_relax relax)
 		l->fd = -1;
 	}
 	pe_model_process_gone(rn->m, proc);
-	rn->live[proc].pid = 0;
 }
 
 /* The socket of @a closed while it owed a reply: an OOM kill (the oom-kill
@@ -117,7 +129,7 @@ static int send_op(struct runner *rn, const struct pe_op *op, int kind)
 {
 	struct live *l = &rn->live[op->actor];
 	struct pe_cmd cmd = { kind, (int32_t)(op - rn->p->op), 0, 0 };
-	uint16_t *owed = NULL;
+	struct pe_owed *owed = NULL;
 	int err;
 
 	if (kind == PE_CMD_OP && (op->verb == PE_READ || op->verb == PE_PREAD)) {
@@ -129,8 +141,12 @@ static int send_op(struct runner *rn, const struct pe_op *op, int kind)
 			return -ENOMEM;
 		}
 		pe_model_expected(rn->m, op, l->owed);
-		for (uint32_t i = 0; i < cmd.npages; i++)
-			owed[i] = l->owed[i].v[0];
+		for (uint32_t i = 0; i < cmd.npages; i++) {
+			const struct pe_vset *s = &l->owed[i];
+
+			owed[i] = (struct pe_owed){ s->v[0], s->v[s->n - 1],
+						    s->relax == PE_RELAX_CONCURRENT_WRITE && s->n > 1 };
+		}
 	}
 	if (kind == PE_CMD_OP && rn->plant_op == cmd.op)
 		cmd.plant = rn->p->plant;
@@ -166,7 +182,8 @@ static void judge_read(struct runner *rn, const struct pe_op *op, int a, const s
 
 	if (x->seen == PE_SEEN_FAULT)
 		return judge_fault(rn, op, a, x);
-	if (x->seen >= 0 && pe_vset_has(owed, x->seen)) {
+	if ((x->seen >= 0 && pe_vset_has(owed, x->seen)) ||
+	    (x->seen == PE_SEEN_TORN && owed->relax == PE_RELAX_CONCURRENT_WRITE)) {
 		pe_run_relaxed(rn, (enum pe_relax)owed->relax, op, op->obj, x->page);
 		return;
 	}
@@ -330,14 +347,33 @@ static void run_one(struct runner *rn, const struct pe_op *op)
 	}
 }
 
-/* The operation --plant marks: the first write through a mapping. */
+static bool covers(const struct pe_op *op, int obj, uint64_t off)
+{
+	return op->obj == obj && op->off <= off && off < op->off + op->len;
+}
+
+/* The operation --plant marks: the first write through a mapping whose
+ * first page a later read of its process checks before anything else
+ * writes it (so the plant has a read to catch it). */
 static int plant_op(const struct pe_program *p)
 {
 	if (p->plant != PE_PLANT_DROP_WRITE && p->plant != PE_PLANT_STALE_PAGE)
 		return -1;
-	for (int i = 0; i < p->nops; i++)
-		if (p->op[i].verb == PE_WRITE)
-			return i;
+	for (int i = 0; i < p->nops; i++) {
+		const struct pe_op *w = &p->op[i];
+
+		if (w->verb != PE_WRITE)
+			continue;
+		for (int j = i + 1; j < p->nops; j++) {
+			const struct pe_op *o = &p->op[j];
+
+			if (o->verb == PE_READ && covers(o, w->obj, w->off) &&
+			    pe_actor_proc(p, o->actor) == pe_actor_proc(p, w->actor))
+				return i;
+			if (o->obj == w->obj && o->verb != PE_READ && o->verb != PE_PREAD)
+				break;
+		}
+	}
 	return -1;
 }
 
@@ -389,20 +425,12 @@ static void end_all(struct runner *rn)
 			end_process(rn, &bye);
 		}
 	}
-	for (long long end = now_ms() + END_TIMEOUT_MS; now_ms() < end;) {
-		reap();
-		if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)
-			break;
-		/* Orphans of the program may still be exiting (their parent went first). */
-		bool any = false;
-
-		for (int a = 0; a < rn->p->nactors; a++)
-			if (rn->live[a].pid > 0 && !kill(rn->live[a].pid, 0))
-				any = true;
-		if (!any)
-			break;
-		gl_sleep_ms(10);
-	}
+	/* Gone for good, not only their sockets: each is reaped (an orphan of
+	 * the program is the subreaper's, ours) before the leak checks. */
+	for (int a = 0; a < rn->p->nactors; a++)
+		if (!rn->p->actor[a].thread && rn->live[a].pid > 0)
+			reap_pid(rn->live[a].pid);
+	reap();
 }
 
 static void say_stat(struct runner *rn, const struct gl_vmstat *before, long long t0)
@@ -446,6 +474,9 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 	rn.oom_kills = pe_env_oom_kills(&p->env, -1);
 	gl_vmstat_read(&before);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* The OOM killer never picks the coordinator (main sets 0 again for
+	 * the program's processes); a kernel that refuses leaves it as it was. */
+	gl_write_file("/proc/self/oom_score_adj", "-1000");
 	if (!rn.m || start_main(&rn)) {
 		pe_finding(r, "content", "line=0 proc=main why=start errno=%s", strerrorname_np(errno));
 	} else if (!hooks || !hooks->ready || !hooks->ready(hooks->arg)) {
@@ -459,7 +490,7 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 	pe_env_teardown(&p->env, r);
 	if (rn.hidden > 0) {
 		kill(rn.hidden, SIGKILL);
-		reap();
+		reap_pid(rn.hidden);
 	}
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	pe_run_tmpfs_umount(&rn);

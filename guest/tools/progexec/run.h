@@ -24,9 +24,17 @@ struct pe_cmd {
 	int32_t kind;
 	int32_t op;             /* index in the program */
 	int32_t plant;          /* enum pe_plant for this operation, or 0 */
-	uint32_t npages;        /* read: uint16_t owed versions follow, one a page */
+	uint32_t npages;        /* read: struct pe_owed follow, one a page */
 };
 
+/* What a page owes a read: @v, or (@torn) a page written meanwhile whose
+ * words are each @v's or @alt's (concurrent-write). */
+struct pe_owed {
+	uint16_t v, alt;
+	uint32_t torn;
+};
+
+#define PE_SEEN_TORN (-3)       /* every word @v's or @alt's, the page neither */
 #define PE_SEEN_NONE (-1)       /* the page holds no version of its (O, P) */
 #define PE_SEEN_FAULT (-2)      /* SIGBUS (mapping) or an I/O error (file); word: errno */
 

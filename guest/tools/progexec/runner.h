@@ -18,7 +18,7 @@
 
 /* An actor as the coordinator sees it. */
 struct live {
-	pid_t pid;              /* its process; 0 when gone */
+	pid_t pid;              /* its process (kept once it is gone: to reap it); 0: none */
 	int fd;                 /* its socket; -1 when gone */
 	const struct pe_op *bg; /* its background operation, until wait */
 	struct pe_vset *owed;   /* a pending read's owed sets */
