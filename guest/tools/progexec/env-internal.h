@@ -60,8 +60,6 @@ int env_cgroups_check(struct pe_env *e);
 int env_cgroups_make(struct pe_env *e);
 /* /sys/fs/cgroup/PREFIX-NAME[/FILE] of cgroup @cg. */
 void env_cgroup_path(const struct pe_env *e, int cg, const char *file, char *buf, size_t len);
-/* Reclaim what cgroup @cg still holds (its lazily freed swap cache). */
-void env_cgroup_drain(struct pe_env *e, int cg);
 /* Move any process left in @cg out, rmdir it. */
 int env_cgroup_remove(struct pe_env *e, int cg);
 /* pe-PID-RUN: the prefix of this program's cgroup names (env.c sets it at

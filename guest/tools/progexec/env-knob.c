@@ -316,17 +316,6 @@ long long pe_env_oom_kills(struct pe_env *e, int cg)
 	return n;
 }
 
-void env_cgroup_drain(struct pe_env *e, int cg)
-{
-	char path[160];
-	long long cur;
-
-	env_cgroup_path(e, cg, "memory.current", path, sizeof(path));
-	cur = gl_read_u64(path);
-	if (cur > 0)
-		pe_env_reclaim(e, cg, (uint64_t)cur);
-}
-
 int env_cgroup_remove(struct pe_env *e, int cg)
 {
 	char path[160], procs[4096];
