@@ -479,6 +479,61 @@ class BuildQemuStops(unittest.TestCase):
             self.assert_nothing_left(fc, pids)
 
 
+class KernelMakeStops(unittest.TestCase):
+    """A stopped or killed launcher leaves no make of a kernel build behind,
+    sub-makes (started through a recipe's `sh -c`) included."""
+
+    def launcher(self, d, install_stop):
+        with open(os.path.join(d, "Makefile"), "w") as f:
+            # a shell runs the sub-make, as in kbuild's recipes
+            f.write("all:\n\tcd . && $(MAKE) -f sub.mk\n")
+        with open(os.path.join(d, "sub.mk"), "w") as f:
+            f.write(f"all:\n\tsleep 300 # {d}\n")
+        code = textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {os.path.join(TOP, 'python')!r})
+            from faultline.host import stop
+            from faultline.kernel.configure import run_make
+            {'stop.install()' if install_stop else ''}
+            try:
+                run_make({d!r}, {os.path.join(d, 'o')!r}, "all")
+            except stop.Aborted as e:
+                sys.exit(128 + e.signum)
+        """)
+        p = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,
+                             preexec_fn=default_dispositions)
+        deadline = time.monotonic() + 20
+        while not any("sleep" in open(f"/proc/{pid}/cmdline").read()
+                      for pid in procs.processes_mentioning(d)
+                      if os.path.exists(f"/proc/{pid}/cmdline")):
+            self.assertLess(time.monotonic(), deadline, "the sub-make never started")
+            time.sleep(0.05)
+        return p
+
+    def assert_nothing_left(self, d):
+        deadline = time.monotonic() + 10
+        while procs.processes_mentioning(d) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+                          for pid in procs.processes_mentioning(d)
+                          if (procs.start_ticks(pid) or (0, "X"))[1] not in ("Z", "X")], [])
+
+    def test_sigterm_to_the_launcher(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.launcher(d, install_stop=True)
+            p.terminate()
+            _, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+            self.assert_nothing_left(d)
+
+    def test_sigkill_to_the_launcher(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.launcher(d, install_stop=False)
+            p.kill()
+            p.wait()
+            self.assert_nothing_left(d)
+
+
 def default_dispositions():
     for sig in stop.SIGNALS:
         signal.signal(sig, signal.SIG_DFL)

@@ -58,9 +58,22 @@ def run_child(cmd, **kwargs):
         raise
 
 
-def run_captured(cmd, **kwargs):
+# Runs "$@" in the background of a shell that leads its own process group,
+# and passes a TERM on to the whole group.  make's recipes run sub-makes
+# through `sh -c`, which does not pass a TERM on: a stopped top-level make
+# leaves its sub-makes building, orphaned (seen: a kernel build went on
+# after its launcher was stopped).
+GROUP_WRAPPER = 'trap "trap - TERM; kill -TERM 0" TERM; "$@" & wait $!'
+
+
+def run_captured(cmd, group=False, **kwargs):
     """run_child() that returns a subprocess.CompletedProcess with what the
-    child wrote to pipes (stdout=/stderr= PIPE, as subprocess.run)."""
+    child wrote to pipes (stdout=/stderr= PIPE, as subprocess.run).  With
+    @group, a stop (or the launcher's death) ends the child's whole process
+    tree, not only the child."""
+    if group:
+        cmd = ["sh", "-c", GROUP_WRAPPER, "sh", *cmd]
+        kwargs["process_group"] = 0
     p = subprocess.Popen(cmd, preexec_fn=die_with_parent(signal.SIGTERM), **kwargs)
     try:
         out, err = p.communicate()

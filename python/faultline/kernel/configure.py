@@ -33,7 +33,7 @@ def run_make(tree, objdir, *targets, log=None, jobs=None, extra=()):
     cmd = ["make", "-C", tree, f"O={objdir}", *extra]
     if jobs:
         cmd.append(f"-j{jobs}")
-    return run_tool(cmd + list(targets), log=log)
+    return run_tool(cmd + list(targets), log=log, group=True)
 
 
 def check_base(base):
