@@ -167,6 +167,8 @@ class Campaign:
                     boot_failures = 0
                     history.clear()
                     self.count(boots=1)
+                    if self.over():
+                        break       # the budget ran out while it booted
                 program, origin = self.next_program(rng)
                 n += 1
                 try:
@@ -218,7 +220,7 @@ class Campaign:
                              if k in summary})
         say(f"fuzz: {sig}: replay {summary.get('replay', '?')}, minimized to "
             f"{summary.get('minimize', {}).get('ops', ['?', '?'])[1]} ops, deterministic "
-            f"{summary.get('deterministic', '?')}: {os.path.relpath(fdir)}")
+            f"{summary.get('deterministic', '?')}: {fdir}")
 
     # ------------------------------------------------------------ the whole
 

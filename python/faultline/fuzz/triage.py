@@ -298,6 +298,8 @@ class Triage:
         det = summary.get("deterministic") == "same"
         write_text(os.path.join(self.dir, "replay.sh"),
                    "#!/bin/sh\n# replays the minimized program from a fresh boot\n"
+                   + (f"# planted: the guest ran `progexec serve --plant {self.plant}`, which "
+                      "`prog run` does not: this replay passes\n" if self.plant else "")
                    + shlex.join(self.replay_argv(small_path, det)) + "\n")
         os.chmod(os.path.join(self.dir, "replay.sh"), 0o755)
         summary["reproducer"] = self.reproducer(small_path)
