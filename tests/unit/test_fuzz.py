@@ -126,8 +126,9 @@ class SignalTest(unittest.TestCase):
     def test_cover_field_and_no_kcov(self):
         out = Outcome("p", "pass", report=["result p pass 0"])
         self.assertEqual(signal.features(out, {}), set())
-        out.cover = ["FF", "ee"]
-        self.assertEqual(signal.features(out, {}), {"edge:ff", "edge:ee"})
+        out.cover = {0xFF, 0xee}        # the kcov branch's Outcome.cover: ints
+        out.report.append("cover 2 ff 0A0")
+        self.assertEqual(signal.features(out, {}), {"edge:ff", "edge:ee", "edge:a0"})
 
     def test_action_words(self):
         self.assertEqual(signal.action_words("any nth=3 delay=uniform(1us,2ms) drop complete=irq"),

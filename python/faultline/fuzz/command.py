@@ -45,4 +45,5 @@ def run(opts, kernel=None, modules=None, memory=None, cpus=None, accel="tcg"):
         return dataclasses.replace(prog_opts, deterministic=deterministic).replay_argv(path)
 
     ident = builds_identity(builds, kernel)
-    return manager.fuzz(opts, ident, make_vm, replay_argv)
+    return manager.fuzz(opts, ident, make_vm, replay_argv,
+                        {"builds": builds, "seed": seed, "memory": memory, "cpus": cpus})

@@ -110,8 +110,9 @@ class Campaign:
     clock.  @booter.boot(label, deterministic) -> a started VM;
     @replay_argv(path, deterministic) -> a replay command."""
 
-    def __init__(self, opts, st, corpus, book, booter, replay_argv):
+    def __init__(self, opts, st, corpus, book, booter, replay_argv, repro_options=None):
         self.opts, self.st = opts, st
+        self.repro_options = repro_options
         self.corpus, self.book, self.booter = corpus, book, booter
         self.replay_argv = replay_argv
         self.session = len(st["sessions"]) - 1
@@ -213,7 +214,7 @@ class Campaign:
         sig = signature(found.outcome, found.console, found.prep.name)
         fdir = os.path.join(self.book.dir, slug(sig))
         t = Triage(self.booter.boot, fdir, sig, self.opts.plant, self.replay_argv,
-                   self.opts.minimize_budget_s)
+                   self.opts.minimize_budget_s, self.repro_options)
         summary = t.run(found)
         self.book.done(sig, {k: summary[k] for k in ("class", "replay", "deterministic",
                                                      "minimize", "reproducer", "triage_error")
@@ -282,10 +283,11 @@ class Campaign:
         return snap
 
 
-def fuzz(opts, builds_meta, make_vm, replay_argv):
+def fuzz(opts, builds_meta, make_vm, replay_argv, repro_options=None):
     """Run a campaign (opts checked, builds done): @builds_meta (its
     identity), @make_vm(rundir, deterministic) -> a VM, @replay_argv(path,
-    deterministic) -> argv.  Exit status: 0 no failure, 1 a failure found."""
+    deterministic) -> argv, @repro_options: execute/repro.py's
+    write_reproducer keywords.  Exit status: 0 no failure, 1 a failure found."""
     out = opts.out
     ident = state.identity(builds_meta, opts.plant)
     if opts.resume:
@@ -308,7 +310,7 @@ def fuzz(opts, builds_meta, make_vm, replay_argv):
                            "started_s": round(float(st.get("elapsed_s", 0.0)), 1),
                            "plant": opts.plant})
     state.save(out, st)
-    c = Campaign(opts, st, corpus, book, Booter(out, make_vm), replay_argv)
+    c = Campaign(opts, st, corpus, book, Booter(out, make_vm), replay_argv, repro_options)
     if not opts.quiet:
         say(f"fuzz: {out}: {opts.jobs} job(s) for {state.hours(opts.budget_s)}, seed "
             f"{st['seed']}, corpus {len(corpus)}, {len(book.known)} failure(s) known"

@@ -38,15 +38,26 @@ def action_words(rule_text):
     return out
 
 
+def edge_hex(e):
+    """An edge hash (an int, or hex text) as lower-case hex; None if it is neither."""
+    if isinstance(e, int) and not isinstance(e, bool):
+        return f"{e:x}"
+    try:
+        return f"{int(str(e), 16):x}"
+    except ValueError:
+        return None
+
+
 def cover_edges(outcome):
-    """The kcov edges of @outcome (hex strings, lower case): its `cover`
-    field when the executor's Outcome has one, and the `cover` lines of its
-    report."""
-    edges = {str(e).lower() for e in (getattr(outcome, "cover", None) or [])}
+    """The kcov edges of @outcome as hex: its `cover` field when the
+    executor's Outcome has one (ints), and the `cover N HEX...` lines of its
+    report (the same edges: a set holds each once)."""
+    edges = {edge_hex(e) for e in (getattr(outcome, "cover", None) or ())}
     for line in outcome.report:
         words = line.split()
         if len(words) >= 2 and words[0] == "cover":
-            edges.update(w.lower() for w in words[2:])
+            edges.update(edge_hex(w) for w in words[2:])
+    edges.discard(None)
     return edges
 
 

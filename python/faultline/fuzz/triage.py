@@ -15,11 +15,12 @@ found it:
     candidate after candidate; rebooted when one kills it), within
     --minimize-budget;
  3. the minimized program once more on a fresh --deterministic boot;
- 4. the C reproducer (execute/repro.py, when this checkout has it).
+ 4. the C reproducer of the minimized program in repro/ (execute/repro.py's
+    write_reproducer, when this checkout has it).
 
 OUT/failures/SLUG/ holds program.prog (as found), minimized.prog,
 rules.txt, report.txt, result.json, console.txt, history/ (the programs
-the VM ran before it), replay.sh, reproducer files, and failure.json
+the VM ran before it), replay.sh, repro/ (the reproducer), and failure.json
 (signature, class, hits, what each step found).
 """
 
@@ -180,9 +181,11 @@ class Triage:
     started VM (machines.GuestVM's interface) or BootFailed; @replay_argv
     (path, deterministic) -> the command that replays a program file."""
 
-    def __init__(self, boot, fdir, sig, plant, replay_argv, minimize_budget_s):
+    def __init__(self, boot, fdir, sig, plant, replay_argv, minimize_budget_s,
+                 repro_options=None):
         self.boot, self.dir, self.sig, self.plant = boot, fdir, sig, plant
         self.replay_argv = replay_argv
+        self.repro_options = repro_options or {}
         self.minimize_budget_s = minimize_budget_s
         self.vm = None
 
@@ -248,15 +251,16 @@ class Triage:
             self._close()
         return "same" if seen == self.sig else "pass" if seen is None else f"other: {seen}"
 
-    def reproducer(self, path):
-        """The reproducer's files in the failure directory, or why there are none."""
+    def reproducer(self, path, deterministic):
+        """The reproducer's files in DIR/repro/, or why there are none."""
         if repro is None:
             return "not written: this checkout has no execute/repro.py (`faultline prog c`)"
         try:
-            repro.write_reproducer(path, self.dir)
+            repro.write_reproducer(path, os.path.join(self.dir, "repro"),
+                                   deterministic=deterministic, **self.repro_options)
         except Exception as e:  # noqa: BLE001 - another module's failure is one line here
             return f"not written: {type(e).__name__}: {e}"
-        return "written"
+        return "repro/"
 
     def run(self, found):
         """Every step for @found (manager.Found); the failure.json summary."""
@@ -302,6 +306,6 @@ class Triage:
                       "`prog run` does not: this replay passes\n" if self.plant else "")
                    + shlex.join(self.replay_argv(small_path, det)) + "\n")
         os.chmod(os.path.join(self.dir, "replay.sh"), 0o755)
-        summary["reproducer"] = self.reproducer(small_path)
+        summary["reproducer"] = self.reproducer(small_path, det)
         write_text(os.path.join(self.dir, "failure.json"), json.dumps(summary, indent=1) + "\n")
         return summary
