@@ -236,6 +236,20 @@ class ManagerTest(unittest.TestCase):
         self.assertIn("kernel: Kernel panic - not syncing: fake oops at N",
                       [f["signature"] for f in st["failures"]])
 
+    def test_jobs_share_the_corpus_and_the_failures(self):
+        out = os.path.join(tempfile.mkdtemp(), "c")
+        _, log, _ = campaign(out, budget_s=3.0, jobs=2)
+        labels = {b[1].split("-", 1)[1] for b in log if b[0] == "boot"}
+        self.assertTrue({"fuzz0", "fuzz1"} <= labels, labels)
+        jobs = {name.split("s", 1)[0] for kind, name in
+                ((e[0], e[1]) for e in log if e[0] == "run") if name.startswith("j")}
+        self.assertEqual(jobs, {"j0", "j1"})
+        with open(os.path.join(out, "failures", "index.json")) as f:
+            index = json.load(f)["failures"]
+        sigs = [f["signature"] for f in index]
+        self.assertEqual(len(sigs), len(set(sigs)))
+        self.assertEqual(len(os.listdir(os.path.join(out, "failures"))), len(sigs) + 1)
+
     def test_boots_that_keep_failing_end_the_campaign(self):
         out = os.path.join(tempfile.mkdtemp(), "c")
         with self.assertRaises(SetupError) as e:

@@ -14,7 +14,7 @@ from faultline.execute.channel import ChannelError
 from faultline.execute.session import Outcome
 from faultline.execute.vm import ProgramVM, read_text
 from faultline.fuzz.triage import BootFailed
-from faultline.host import scratchdirs
+from faultline.host import scratchdirs, stop
 from faultline.vm.qmp import QmpError
 
 
@@ -75,6 +75,7 @@ class Booter:
         self.lock = threading.Lock()
 
     def boot(self, label, deterministic=False):
+        stop.check()            # no new guest once the launcher is told to stop
         with self.lock:
             self.count += 1
             rundir = os.path.join(self.dir, f"{self.count:04d}-{label}")

@@ -178,6 +178,8 @@ class Campaign:
                     self.count(refused=1)
                     continue
                 out, console, alive = vm.run(prep)
+                if self.stopping.is_set():
+                    break           # a stop powered the guest off: no failure of the kernel
                 if not alive:
                     vm.close()
                     vm = None
