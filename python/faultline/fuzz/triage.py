@@ -102,6 +102,8 @@ def failure_class(sig, plant):
         return f"planted ({plant}): faultline's self-test"
     if sig.startswith("kernel: "):
         return "kernel splat: a kernel bug, or a device model's"
+    if sig.endswith(" model"):
+        return "the executor's model refused its own state (why=model): a faultline defect"
     if sig.startswith(("hang", "crash")):
         return "the guest stopped: a kernel bug, a device model's, or the executor's"
     return f"oracle ({sig.split()[0]}): a kernel bug, or the executor's model (check the report)"
