@@ -28,6 +28,8 @@ LAYERS = [
     {"faultline.vm"},
     {"faultline.run"},
     {"faultline.search", "faultline.bench", "faultline.execute"},
+    # fuzz/ runs programs on execute/'s guests and reads search/'s buckets.
+    {"faultline.fuzz"},
     {"faultline.bugs"},
     {"faultline.lab"},
     {"faultline.cli"},

@@ -64,7 +64,8 @@ class FakeQmp:
             self.rules[args["id"]].remove(args["name"])
         elif command == "x-fault-query-stats":
             return {"digest": 0xabc if args["id"] == "fi-nvme0" else 1,
-                    "rules": [{"name": n, "hits": 2} for n in self.rules.get(args["id"], [])]}
+                    "rules": [{"name": n, "hits": 2} for n in self.rules.get(args["id"], [])],
+                    "io": [{"op": "write", "count": 7, "lba-min": 0, "lba-max": 8}]}
         return {}
 
 
@@ -192,7 +193,7 @@ class ProtocolTest(ChannelTestCase):
         self.assertEqual((f["check"], f["file_line"], f["op"], f["page"], f["seen"]),
                          ("content", 11, "read a 0 8M", "3", "v0"))
         self.assertEqual(out.faults["s0"], {"injector": "fi-nvme0", "digest": "0000000000000abc",
-                                            "hits": {"rfail": 2}})
+                                            "hits": {"rfail": 2}, "io": {"write": 7}})
         self.assertEqual(out.stats["pages_written"], "2048")
         self.assertEqual(out.report[-1], "result p1 fail 1")
 

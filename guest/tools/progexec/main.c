@@ -2,7 +2,7 @@
 /*
  * progexec run FILE [--bind DEV=TARGET]... [--allow-failed-read DEV]...
  *                   [--plant drop-write|stale-page|leak-slot]
- * progexec serve PORT
+ * progexec serve PORT [--plant drop-write|stale-page|leak-slot]
  *
  * run: one program, the report on stdout; exit 0 pass, 1 fail, 2 refused or
  * bad usage (one line on stderr).  serve: serve.c's loop.
@@ -15,7 +15,7 @@
 #include "program.h"
 
 #define USAGE "usage: progexec run FILE [--bind DEV=TARGET]... [--allow-failed-read DEV]... " \
-	      "[--plant drop-write|stale-page|leak-slot] | progexec serve PORT"
+	      "[--plant drop-write|stale-page|leak-slot] | progexec serve PORT [--plant KIND]"
 #define MAX_TEXT (1 << 20)
 
 static int usage(const char *why)
@@ -62,9 +62,22 @@ static void program_name(const char *path, char out[PE_PROGRAM_NAME_MAX])
 		strcpy(out, "program");
 }
 
-static int run(int argc, char **argv)
+/* --plant KIND: 0 and *plant set, or -EINVAL for a kind there is not. */
+static int parse_plant(const char *kind, enum pe_plant *plant)
 {
 	static const char *const plants[] = { "", "drop-write", "stale-page", "leak-slot" };
+	enum pe_plant k;
+
+	for (k = PE_PLANT_DROP_WRITE; k <= PE_PLANT_LEAK_SLOT; k++)
+		if (!strcmp(kind, plants[k])) {
+			*plant = k;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int run(int argc, char **argv)
+{
 	struct pe_report report = { stdout, 0 };
 	char name[PE_PROGRAM_NAME_MAX], why[512];
 	struct pe_program *p;
@@ -82,13 +95,8 @@ static int run(int argc, char **argv)
 									  : "unknown option");
 		if (!strcmp(argv[i], "--bind") && !strchr(argv[i + 1], '='))
 			return usage("--bind takes DEV=TARGET");
-		if (!strcmp(argv[i], "--plant")) {
-			for (plant = PE_PLANT_DROP_WRITE; plant <= PE_PLANT_LEAK_SLOT; plant++)
-				if (!strcmp(argv[i + 1], plants[plant]))
-					break;
-			if (plant > PE_PLANT_LEAK_SLOT)
-				return usage("--plant: unknown kind");
-		}
+		if (!strcmp(argv[i], "--plant") && parse_plant(argv[i + 1], &plant))
+			return usage("--plant: unknown kind");
 		i++;
 	}
 	text = read_text(argv[2]);
@@ -128,7 +136,16 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "run"))
 		return run(argc, argv);
-	if (argc == 3 && !strcmp(argv[1], "serve"))
-		return pe_serve(argv[2]);
+	if (argc >= 2 && !strcmp(argv[1], "serve")) {
+		/* --plant: every program served runs planted (the fuzzer's self-test). */
+		enum pe_plant plant = PE_PLANT_NONE;
+
+		if (argc == 3)
+			return pe_serve(argv[2], plant);
+		if (argc == 5 && !strcmp(argv[3], "--plant"))
+			return parse_plant(argv[4], &plant) ? usage("--plant: unknown kind")
+							    : pe_serve(argv[2], plant);
+		return usage("serve takes PORT [--plant KIND]");
+	}
 	return usage(argc < 2 ? "no command" : "unknown command");
 }

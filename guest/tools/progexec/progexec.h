@@ -73,7 +73,8 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 			       struct pe_report *r);
 void pe_program_free(struct pe_program *p);
 
-/* serve.c: `progexec serve PORT`; returns the process exit code. */
-int pe_serve(const char *port_name);
+/* serve.c: `progexec serve PORT`; returns the process exit code.  @plant (an
+ * enum pe_plant, program.h) is set on every program served: self-tests only. */
+int pe_serve(const char *port_name, int plant);
 
 #endif /* PROGEXEC_H */

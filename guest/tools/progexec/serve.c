@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "../lib/guestlib.h"
-#include "progexec.h"
+#include "program.h"
 
 #define PORTS_DIR "/sys/class/virtio-ports"
 #define PORT_WAIT_MS 10000
@@ -45,6 +45,7 @@ struct serve {
 	const char *name;       /* of the program running (the hooks' lines) */
 	bool closing;           /* quit or EOF seen: exit after this program */
 	bool connected;         /* the host has read our hello */
+	enum pe_plant plant;    /* serve --plant: set on every program */
 	int fd, kmsg;
 };
 
@@ -264,6 +265,7 @@ static void run_program(struct serve *s, struct serve_program *sp)
 		pe_program_free(p);
 		return;
 	}
+	p->plant = s->plant;
 	s->name = sp->name;
 	s->report.findings = 0;
 	kmsg_say(s, sp->name, "start");
@@ -325,10 +327,10 @@ static int serve_loop(struct serve *s, struct serve_program *sp)
 	return 0;
 }
 
-int pe_serve(const char *port_name)
+int pe_serve(const char *port_name, int plant)
 {
 	struct serve_program sp = { 0 };
-	struct serve s = { .kmsg = -1 };
+	struct serve s = { .kmsg = -1, .plant = plant };
 	char dev[300];
 	struct utsname u;
 	int fd, err;

@@ -13,6 +13,9 @@ from faultline.build.builds import build_all, run_script
 from faultline.errors import SetupError
 from faultline.execute import boot as program_boot
 from faultline.execute import results as program_results
+from faultline.fuzz import command as fuzz_command
+from faultline.fuzz import manager as fuzz_manager
+from faultline.fuzz import state as fuzz_state
 from faultline.host.messages import say
 from faultline.judge import report
 from faultline.kernel import build, configure, fragments, store
@@ -151,7 +154,8 @@ def cmd_bench(args):
 
 # The tables `faultline docs` generates: {results kind: (its records'
 # fields, render(records, set path) -> text)}.
-TABLE_KINDS = {"recall": (recall_table.RECORD_FIELDS, recall_table.render)}
+TABLE_KINDS = {"recall": (recall_table.RECORD_FIELDS, recall_table.render),
+               "fuzz": (fuzz_state.RECORD_FIELDS, fuzz_state.render)}
 
 
 def cmd_bugs(args):
@@ -201,6 +205,22 @@ def cmd_prog(args):
     return 0
 
 
+def cmd_fuzz(args):
+    if args.modules and not args.kernel:
+        raise SetupError("--modules needs --kernel")
+    if args.resume and args.out:
+        raise SetupError("--resume DIR is the campaign's directory: no --out with it")
+    opts = fuzz_manager.FuzzOptions(
+        out=args.resume or args.out or "", budget_s=fuzz_manager.parse_budget(args.budget),
+        jobs=args.jobs, seed=args.seed, resume=bool(args.resume), plant=args.plant,
+        results=args.results, quiet=args.quiet,
+        minimize_budget_s=fuzz_manager.parse_budget(args.minimize_budget, "--minimize-budget"))
+    opts.check()
+    opts.out = opts.out or runner.new_dir(DEFAULT_OUT, "fuzz")
+    return fuzz_command.run(opts, kernel=args.kernel, modules=args.modules, memory=args.memory,
+                            cpus=args.cpus, accel=args.accel)
+
+
 def resolve_kernels(args):
     """Resolve every kernel name in parsed CLI arguments in place: --kernel
     (one or a list), with its --modules, and compare's --baseline/--series."""
@@ -233,5 +253,5 @@ COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd
             "show": cmd_show, "cmdline": cmd_cmdline, "compare": cmd_compare,
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
-            "kernel": cmd_kernel, "prog": cmd_prog,
+            "kernel": cmd_kernel, "prog": cmd_prog, "fuzz": cmd_fuzz,
             "setup": lambda a: run_script("setup") or 0}

@@ -29,6 +29,8 @@
   faultline prog check FILE... | prog gen --seed S --count N --out DIR
   faultline prog run FILE|DIR [--kernel K] [--mutate lie|corrupt] [--deterministic]
   faultline prog show RUNDIR          swap programs (docs/programs.md)
+  faultline fuzz [--kernel K] [--budget 30m] [--jobs N] [--out DIR] [--resume DIR]
+                 [--seed S] [--results FILE]   search programs and faults (docs/fuzz.md)
   faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
                  [--backend qemu|libvirt|lava] [--results FILE] [--import DIR]
                                       recall on the real-bug corpus (docs/bugs.md)
@@ -63,6 +65,7 @@ EXIT_CODES = """exit status:
   matrix                         0 all pass, 1 any failure, 2 a run could not be
                                  set up, 3 any crash or hang
   check                          0 every suite passed, 1 otherwise
+  fuzz                           0 no failure found, 1 a failure found, 2 setup error
 `faultline COMMAND --help` for a command's options; docs/launcher.md."""
 
 
@@ -320,6 +323,7 @@ def parser():
                     help="the results (default: the repository's results/)")
     kernel_parser(sub)
     prog_parser(sub, kernel, vm)
+    fuzz_parser(sub, kernel)
     sub.add_parser("build", parents=[kernel], help="build QEMU and the guest image")
     sub.add_parser("setup", help="install dependencies (root)")
     return p
@@ -423,3 +427,34 @@ def prog_parser(sub, kernel, vm):
     s = ps.add_parser("show", help="a program run: a line per program, then its findings")
     s.add_argument("rundir", type=inputs.existing_dir)
     return pp
+
+
+def fuzz_parser(sub, kernel):
+    """`faultline fuzz` (fuzz/manager.py; docs/fuzz.md)."""
+    fz = sub.add_parser("fuzz", parents=[kernel],
+                        help="search swap programs, their fault rules and knobs for kernel "
+                        "failures: exit 0 none found, 1 found (docs/fuzz.md)")
+    fz.add_argument("--budget", default="30m",
+                    help="wall time of the campaign, e.g. 90s, 30m, 4h (default 30m)")
+    fz.add_argument("--jobs", type=inputs.positive_int, default=1,
+                    help="guests fuzzing at a time (default 1)")
+    fz.add_argument("--out", type=inputs.out_dir,
+                    help="the campaign directory (default: runs/DATE-fuzz)")
+    fz.add_argument("--resume", metavar="DIR", type=inputs.existing_dir,
+                    help="go on with the campaign in DIR (its corpus and failures)")
+    fz.add_argument("--seed", type=inputs.seed_value,
+                    help="seed of the campaign (default 1)")
+    fz.add_argument("--results", metavar="FILE",
+                    help="add the campaign's record to this results set, e.g. "
+                    "results/fuzz/default.jsonl (docs/results.md)")
+    fz.add_argument("--minimize-budget", default="10m", metavar="DURATION",
+                    help="wall time to minimize each new failure (default 10m)")
+    fz.add_argument("--plant", choices=["drop-write", "stale-page", "leak-slot"],
+                    help="self-test: the guest's executor is wrong on purpose "
+                    "(progexec serve --plant); fuzz must find it")
+    fz.add_argument("--memory", type=inputs.memory_size, help="guest RAM, e.g. 1G")
+    fz.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs")
+    fz.add_argument("--accel", default="tcg", choices=["tcg", "kvm"],
+                    help="tcg (default) or kvm (needs /dev/kvm)")
+    fz.add_argument("--quiet", action="store_true", help="no progress line")
+    return fz

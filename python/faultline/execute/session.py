@@ -185,7 +185,9 @@ class Session:
                 out.faults[dev] = {"injector": disk.injector,
                                    "digest": f"{digest:016x}" if isinstance(digest, int)
                                    else digest,
-                                   "hits": {r["name"]: r["hits"] for r in stats.get("rules", [])}}
+                                   "hits": {r["name"]: r["hits"] for r in stats.get("rules", [])},
+                                   # the device's I/Os per operation (the fuzzer's signal)
+                                   "io": {i["op"]: i["count"] for i in stats.get("io", [])}}
         finally:
             for dev, injector, name in added:
                 try:

@@ -1,0 +1,1 @@
+"""`faultline fuzz`: a campaign of generated and mutated swap programs (docs/fuzz.md)."""

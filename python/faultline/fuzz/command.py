@@ -1,0 +1,49 @@
+"""`faultline fuzz`'s front: bad input refused in one line before anything
+is built or booted, then the builds, the campaign's identity, and the
+guests it boots (the machine `faultline prog run` boots)."""
+
+import dataclasses
+import os
+
+from faultline.build.builds import build_all
+from faultline.execute import boot
+from faultline.execute.session import Budgets
+from faultline.fuzz import manager, state
+from faultline.fuzz.corpus import Corpus
+from faultline.fuzz.machines import GuestVM
+from faultline.host.versions import sha256, versions
+from faultline.results import records
+
+
+def builds_identity(builds, kernel):
+    """What a corpus was measured on: the QEMU build, the guest build, the kernel."""
+    meta = {"kernel": kernel, "versions": versions(), "kernel_sha256": sha256(builds.kernel)}
+    return {"qemu_build": os.path.basename(builds.qemu_dir),
+            "guest_build": os.path.basename(builds.guest_dir),
+            "kernel_key": records.kernel_key(meta)}
+
+
+def run(opts, kernel=None, modules=None, memory=None, cpus=None, accel="tcg"):
+    """The command; its exit status (manager.fuzz)."""
+    opts.check()
+    if opts.resume:         # a bad campaign directory is one line before any build
+        state.load(opts.out)
+        Corpus(os.path.join(opts.out, "corpus")).load()
+    builds = build_all(kernel, modules, opts.quiet)
+    seed = opts.seed or 1
+    if opts.resume:
+        seed = state.load(opts.out)["seed"]
+    prog_opts = boot.ProgOptions("", kernel=kernel, modules=modules, seed=seed, memory=memory,
+                                 cpus=cpus, accel=accel)
+    sc = boot.vm_scenario(prog_opts)
+
+    def make_vm(rundir, deterministic):
+        return GuestVM(sc, builds, rundir, seed=seed, deterministic=deterministic, accel=accel,
+                       budgets=Budgets(), plant=opts.plant)
+
+    def replay_argv(path, deterministic):
+        return dataclasses.replace(prog_opts, deterministic=deterministic).replay_argv(path)
+
+    ident = builds_identity(builds, kernel)
+    return manager.fuzz(opts, ident, make_vm, replay_argv,
+                        {"builds": builds, "seed": seed, "memory": memory, "cpus": cpus})

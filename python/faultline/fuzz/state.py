@@ -1,0 +1,124 @@
+"""A campaign's own files and its results record.
+
+OUT/fuzz.json: the campaign's identity (the QEMU build, guest build and
+kernel its corpus was measured on, and the plant), its seed, its sessions
+(one per start or --resume), the totals and the stats over time.  A
+resumed campaign must run on the same identity: a corpus kept by the
+features of another QEMU or guest build is another measurement.
+
+The results record (results/fuzz/SET.jsonl, docs/results.md): one per
+campaign, the fields every record has plus the campaign's numbers;
+`faultline docs` renders a set with render().
+"""
+
+import json
+import os
+
+from faultline.errors import SetupError
+from faultline.results import records
+
+STATE = "fuzz.json"
+# The fields a fuzz record adds to records.REQUIRED.
+RECORD_FIELDS = {"programs": (int,), "programs_per_hour": records.NUMBER,
+                 "corpus": (int,), "edges": (int,), "features": (int,),
+                 "failures": (int,), "signatures": (list,), "jobs": (int,),
+                 "budget_s": records.NUMBER}
+
+
+def identity(builds_meta, plant):
+    """@builds_meta: {qemu_build, guest_build, kernel_key, kernel_release}."""
+    return {**builds_meta, "plant": plant}
+
+
+def load(out):
+    """The fuzz.json of an earlier campaign in @out; SetupError (one line)
+    when @out holds none."""
+    path = os.path.join(out, STATE)
+    try:
+        with open(path) as f:
+            state = json.load(f)
+        missing = [k for k in ("identity", "seed", "sessions", "stats") if k not in state]
+    except FileNotFoundError:
+        raise SetupError(f"--resume {out}: no {STATE} (not a fuzz campaign's --out)") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SetupError(f"--resume {out}: {STATE} is not a campaign's ({e})") from None
+    if missing:
+        raise SetupError(f"--resume {out}: {STATE} has no {missing[0]!r}")
+    return state
+
+
+def check_same(out, old, new):
+    """SetupError (one line naming both) unless identity @new is @old's."""
+    for key, what in (("qemu_build", "QEMU build"), ("guest_build", "guest build"),
+                      ("kernel_key", "kernel"), ("plant", "--plant")):
+        a, b = old.get(key), new.get(key)
+        if key == "guest_build" and a and b:
+            a, b = records.guest_base(a), records.guest_base(b)
+        if a != b:
+            raise SetupError(f"--resume {out}: its corpus was made with {what} {a}, this run "
+                             f"has {b} (a corpus belongs to one build: start a new --out)")
+
+
+def save(out, state):
+    path = os.path.join(out, STATE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(state, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def check_results(path, ident):
+    """Refuse, before any run, a results set of another build."""
+    if path and os.path.exists(path):
+        records.check_builds(records.display(path), records.read_set(path, RECORD_FIELDS),
+                             ident["qemu_build"], {ident["kernel_key"]: ident["guest_build"]})
+
+
+def record(state, subject):
+    """The campaign's results record from its fuzz.json @state."""
+    ident, last = state["identity"], (state["stats"] or [{}])[-1]
+    failures = state.get("failures", [])
+    elapsed = float(state.get("elapsed_s", 0.0))
+    first = min((f["first_s"] for f in failures), default=None)
+    return {"subject": subject, "kernel_key": ident["kernel_key"],
+            "qemu_build": ident["qemu_build"], "guest_build": ident["guest_build"],
+            "seed": state["seed"], "deterministic": False,
+            "verdict": "fail" if failures else "pass", "elapsed_s": round(elapsed, 1),
+            "time_to_failure_s": first, "digest": None,
+            "signature": failures[0]["signature"] if failures else None,
+            "programs": last.get("programs", 0),
+            "programs_per_hour": round(3600 * last.get("programs", 0) / max(elapsed, 1), 1),
+            "corpus": last.get("corpus", 0), "edges": last.get("edges", 0),
+            "features": last.get("features", 0), "failures": len(failures),
+            "signatures": [f["signature"] for f in failures],
+            "jobs": state["sessions"][-1]["jobs"],
+            "budget_s": sum(s["budget_s"] for s in state["sessions"]),
+            "kernel_release": ident.get("kernel_release")}
+
+
+def write_record(path, state, subject):
+    return records.write_set(path, [record(state, subject)], ("subject", "kernel_key", "seed"),
+                             RECORD_FIELDS)
+
+
+def hours(s):
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
+
+
+def render(recs, set_path):
+    """The docs table of a fuzz set."""
+    head = (f"Fuzz campaigns of `{set_path}` (`faultline fuzz --results {set_path}`; "
+            "`faultline docs` writes this table).\n\n")
+    if not recs:
+        return head + ("No campaign recorded yet: run `faultline fuzz --budget 4h --results "
+                       f"{set_path}`, then `faultline docs`.\n")
+    rows = ["| campaign | kernel | seed | jobs | budget | programs | per hour | corpus | edges "
+            "| features | failures | first failure after | signatures |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in recs:
+        first = "" if r["time_to_failure_s"] is None else hours(r["time_to_failure_s"])
+        sigs = "; ".join(f"`{s}`" for s in r["signatures"]) or "none"
+        rows.append(f"| {r['subject']} | {r.get('kernel_release') or r['kernel_key']} "
+                    f"| {r['seed']} | {r['jobs']} | {hours(r['budget_s'])} | {r['programs']} "
+                    f"| {r['programs_per_hour']:.0f} | {r['corpus']} | {r['edges']} "
+                    f"| {r['features']} | {r['failures']} | {first} | {sigs} |")
+    return head + "\n".join(rows) + "\n"
