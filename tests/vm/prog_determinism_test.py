@@ -25,9 +25,10 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vmtest import FAULTLINE, OUT, kernel_args  # noqa: E402
 
+# Equal priorities: swap-outs alternate between the two devices.
 SEEDED = """\
 program v1
-swap s0 nvme size=64M
+swap s0 nvme size=64M prio=5
 swap s1 syncblk completion=irq size=64M prio=5
 cgroup g memory.max=12M
 rule s0 jitter: write prob=0.3 delay=uniform(50us,2ms)
