@@ -389,7 +389,7 @@ class JsonTest(unittest.TestCase):
         self.assertEqual(res.returncode, 2)
         self.assertEqual(res.stderr.strip().splitlines(),
                          ["faultline: error: --only bogus: groups are "
-                          "engine, latency, overhead, deterministic, restore"])
+                          "engine, latency, overhead, deterministic, restore, programs"])
 
 
 class ScenarioTest(unittest.TestCase):

@@ -27,9 +27,11 @@ LAYERS = [
     {"faultline.results"},
     {"faultline.vm"},
     {"faultline.run"},
-    {"faultline.search", "faultline.bench", "faultline.execute"},
-    # fuzz/ runs programs on execute/'s guests and reads search/'s buckets.
-    {"faultline.fuzz"},
+    {"faultline.search", "faultline.execute"},
+    # bench measures what is below it (its programs group: programs run by
+    # execute/ against explore's scenario runs); fuzz/ runs programs on
+    # execute/'s guests and reads search/'s buckets.
+    {"faultline.bench", "faultline.fuzz"},
     {"faultline.bugs"},
     {"faultline.lab"},
     {"faultline.cli"},

@@ -32,6 +32,9 @@ Rows, by group:
                  --deterministic against the same run without the rule.
   restore        runs per hour of a smoke sweep (20 seeds, --quick 4):
                  restored runs against cold boots (restored.bench_rows).
+  programs       generated swap programs per hour per VM (many in one boot)
+                 against explore's smoke runs per hour (one boot per
+                 schedule), in interleaved rounds (programs.bench_rows).
 """
 
 import json
@@ -45,7 +48,7 @@ import time
 from dataclasses import dataclass
 
 from faultline import TOP, rules, scenario
-from faultline.bench import restored
+from faultline.bench import programs, restored
 from faultline.bench.cpu import proc_cpu_seconds, proc_thread_cpu_seconds
 from faultline.bench.figures import (COOLING_KIB, DELAYS_US, GROUPS, MAX_ROUNDS, Sizes,
                                      cooling_rows, deterministic_rows, engine_rows, latency_rows,
@@ -453,8 +456,13 @@ def bench(opts: BenchOptions):
         seeds = 4 if opts.quick else 20
         log(f"restore: {seeds}-seed smoke sweep, cold boot and restored runs taking turns")
         group("restore", lambda: restored.bench_rows(seeds, out, log))
+    if "programs" in only:
+        rounds, per_round, runs = (2, 8, 1) if opts.quick else (3, 20, 2)
+        log(f"programs: {rounds} rounds of one boot with {per_round} generated programs "
+            f"and {runs} explore run(s) of {programs.EXPLORE_SCENARIO}")
+        group("programs", lambda: programs.bench_rows(rounds, per_round, runs, out, log))
     rows.sort(key=lambda r: ("engine", "latency", "idle", "wakeup", "overhead", "boot",
-                             "deterministic", "restore").index(r.group))
+                             "deterministic", "restore", "programs").index(r.group))
     print(format_rows(rows))
     meta = {"failed": failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git": git_describe(),

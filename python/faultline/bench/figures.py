@@ -12,7 +12,7 @@ from faultline.errors import SetupError
 from faultline.judge.stats import (LEVEL, ci_verdict, mean, mean_interval, median, paired_ratio,
                                    ratio, tolerance_verdict)
 
-GROUPS = ("engine", "latency", "overhead", "deterministic", "restore")
+GROUPS = ("engine", "latency", "overhead", "deterministic", "restore", "programs")
 ENGINE_TARGET_NS = 30.0
 DEVICE_TOLERANCE_US = 15.0
 MATCH_FRACTION = 0.10   # a reference write this close to the injected one's time

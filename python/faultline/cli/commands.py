@@ -10,12 +10,16 @@ from faultline import scenario
 from faultline.bench import bench
 from faultline.bugs import recall, recall_table
 from faultline.build.builds import build_all, run_script
-from faultline.errors import SetupError
+from faultline.errors import EXIT_SETUP, SetupError
 from faultline.execute import boot as program_boot
+from faultline.execute import repro as program_repro
 from faultline.execute import results as program_results
 from faultline.fuzz import command as fuzz_command
 from faultline.fuzz import manager as fuzz_manager
 from faultline.fuzz import state as fuzz_state
+
+
+from faultline.execute import shrink as program_shrink
 from faultline.host.messages import say
 from faultline.judge import report
 from faultline.kernel import build, configure, fragments, store
@@ -192,6 +196,15 @@ def cmd_prog(args):
         return prog_tool.check_files(args.files)
     if args.prog_cmd == "show":
         return program_results.show(args.rundir)
+    if args.prog_cmd == "c":
+        return cmd_prog_c(args)
+    if args.prog_cmd == "minimize":
+        if args.modules and not args.kernel:
+            raise SetupError("--modules needs --kernel")
+        return program_shrink.minimize_run(
+            args.rundir, args.name, kernel=args.kernel, modules=args.modules,
+            deterministic=args.deterministic, max_runs=args.max_runs, memory=args.memory,
+            cpus=args.cpus, accel=args.accel, quiet=args.quiet)
     if args.prog_cmd == "run":
         if args.modules and not args.kernel:
             raise SetupError("--modules needs --kernel")
@@ -219,6 +232,29 @@ def cmd_fuzz(args):
     opts.out = opts.out or runner.new_dir(DEFAULT_OUT, "fuzz")
     return fuzz_command.run(opts, kernel=args.kernel, modules=args.modules, memory=args.memory,
                             cpus=args.cpus, accel=args.accel)
+
+
+def cmd_prog_c(args):
+    if args.modules and not args.kernel:
+        raise SetupError("--modules needs --kernel")
+    if not os.path.isfile(args.file):
+        raise SetupError(f"{args.file}: no such file")
+    if args.initramfs and not os.path.isfile(args.initramfs):
+        raise SetupError(f"--initramfs {args.initramfs}: no such file")
+    if prog_tool.check_files([args.file]):
+        return EXIT_SETUP
+    program_repro.check_runnable(args.file, args.mutate)
+    builds = build_all(args.kernel, args.modules, quiet=True)
+    out = os.path.abspath(args.out or runner.new_dir(
+        DEFAULT_OUT, "c-" + program_boot.program_name(args.file)))
+    paths = program_repro.write_reproducer(
+        args.file, out, kernel=args.kernel, initramfs=args.initramfs, builds=builds,
+        seed=args.seed if args.seed is not None else 1, deterministic=args.deterministic,
+        mutation=args.mutate, memory=args.memory, cpus=args.cpus)
+    for path in paths.values():
+        print(path)
+    print(program_repro.instructions(out, args.initramfs or builds.initramfs))
+    return 0
 
 
 def resolve_kernels(args):

@@ -31,6 +31,9 @@
   faultline prog show RUNDIR          swap programs (docs/programs.md)
   faultline fuzz [--kernel K] [--budget 30m] [--jobs N] [--out DIR] [--resume DIR]
                  [--seed S] [--results FILE]   search programs and faults (docs/fuzz.md)
+  faultline prog c FILE [--out DIR]   a standalone C reproducer and its QEMU command line
+  faultline prog minimize RUNDIR [NAME] [--deterministic]
+                                      shrink a failing program of a prog run
   faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
                  [--backend qemu|libvirt|lava] [--results FILE] [--import DIR]
                                       recall on the real-bug corpus (docs/bugs.md)
@@ -426,6 +429,31 @@ def prog_parser(sub, kernel, vm):
     r.add_argument("--quiet", action="store_true", help="only the summary")
     s = ps.add_parser("show", help="a program run: a line per program, then its findings")
     s.add_argument("rundir", type=inputs.existing_dir)
+    c = ps.add_parser("c", parents=[kernel],
+                      help="a standalone C reproducer of a program: repro.c, rules.txt, "
+                      "run.sh and qemu.sh (the VM of prog run)")
+    c.add_argument("file", metavar="FILE")
+    c.add_argument("--out", type=inputs.out_dir, metavar="DIR",
+                   help="where to write them (default: runs/c-NAME-DATE)")
+    c.add_argument("--initramfs",
+                   help="the initramfs qemu.sh boots by default (default: faultline's guest "
+                   "image)")
+    c.add_argument("--seed", type=inputs.seed_value, help="the injectors' seed (default 1)")
+    c.add_argument("--memory", type=inputs.memory_size, help="guest RAM, e.g. 1G")
+    c.add_argument("--cpus", type=inputs.cpu_count, help="vCPUs")
+    c.add_argument("--deterministic", action="store_true",
+                   help="qemu.sh runs under -icount, as prog run --deterministic")
+    c.add_argument("--mutate", choices=mutate.KINDS,
+                   help="add prog run --mutate's rule to every device")
+    m = ps.add_parser("minimize", parents=[kernel, vm],
+                      help="shrink a failing program of a prog run directory (operations and "
+                      "faults together): RUNDIR/programs/NAME/minimized.prog")
+    m.add_argument("rundir", type=inputs.existing_dir, metavar="RUNDIR")
+    m.add_argument("name", nargs="?", metavar="NAME",
+                   help="the program (default: the run's only failed or crashed one)")
+    m.add_argument("--max-runs", type=inputs.positive_int, default=200, metavar="N",
+                   help="at most N candidate runs (default 200)")
+    m.add_argument("--quiet", action="store_true", help="only the result")
     return pp
 
 
