@@ -167,34 +167,43 @@ def refuse(options, what):
             raise SetupError(f"{flag} is not an option of {what}")
 
 
-def cmd_bugs(args):
+def bugs_options(args):
+    """The typed options of `faultline bugs`: BugsFuzzOptions with --fuzz,
+    BugsOptions else; an option of the other mode is one line."""
     recall_only = [("--deterministic", args.deterministic), ("--no-faults", args.no_faults),
                    ("--no-repro", args.no_repro), ("--import", args.import_dir),
                    ("--backend", args.backend != "qemu"), ("--connect", args.connect)]
-    fuzz_only = [("--jobs", args.jobs is not None), ("--rerun", args.rerun)]
-    if args.fuzz_verdict:
-        refuse([("NAME", args.names), ("--fuzz", args.fuzz), ("--list", args.list)]
-               + recall_only + fuzz_only, "bugs --fuzz-verdict (it runs nothing)")
-        return recall_fuzz.set_verdict(args.results, *args.fuzz_verdict, failure=args.failure)
     refuse([("--failure", args.failure != 1)], "bugs without --fuzz-verdict")
     if args.fuzz and not args.list:
         refuse(recall_only, "bugs --fuzz (the fuzzer's defaults, no scenario)")
-        status = recall_fuzz.campaign(BugsFuzzOptions(
+        return BugsFuzzOptions(
             names=args.names, seeds=recall.parse_seeds(args.seeds or recall_fuzz.DEFAULT_SEEDS),
             out=args.out or os.path.join(DEFAULT_OUT, "bugs-fuzz"),
             budget_s=fuzz_manager.parse_budget(args.budget or recall_fuzz.DEFAULT_BUDGET),
             jobs=args.jobs or 1, rerun=args.rerun, make_jobs=args.make_jobs,
-            results=args.results, docs=args.docs))
+            results=args.results, docs=args.docs)
+    refuse([("--jobs", args.jobs is not None), ("--rerun", args.rerun)], "bugs without --fuzz")
+    try:
+        budget = int(args.budget or recall.DEFAULT_BUDGET)
+    except ValueError:
+        raise SetupError(f"--budget {args.budget!r}: expected minimize's number of runs "
+                         "(a duration is --fuzz's)") from None
+    return from_args(BugsOptions, args, seeds=args.seeds or str(recall.DEFAULT_SEEDS),
+                     out=args.out or os.path.join(DEFAULT_OUT, "bugs"), budget=budget)
+
+
+def cmd_bugs(args):
+    if args.fuzz_verdict:
+        refuse([("NAME", args.names), ("--fuzz", args.fuzz), ("--list", args.list),
+                ("--seeds", args.seeds), ("--budget", args.budget), ("--jobs", args.jobs),
+                ("--rerun", args.rerun), ("--out", args.out)],
+               "bugs --fuzz-verdict (it runs nothing)")
+        return recall_fuzz.set_verdict(args.results, *args.fuzz_verdict, failure=args.failure)
+    opts = bugs_options(args)
+    if isinstance(opts, BugsFuzzOptions):
+        status = recall_fuzz.campaign(opts)
     else:
-        refuse(fuzz_only, "bugs without --fuzz")
-        try:
-            budget = int(args.budget or recall.DEFAULT_BUDGET)
-        except ValueError:
-            raise SetupError(f"--budget {args.budget!r}: expected minimize's number of runs "
-                             "(a duration is --fuzz's)") from None
-        status = recall.campaign(from_args(
-            BugsOptions, args, seeds=args.seeds or str(recall.DEFAULT_SEEDS),
-            out=args.out or os.path.join(DEFAULT_OUT, "bugs"), budget=budget))
+        status = recall.campaign(opts)
     if args.docs and not args.list:
         docs.docs(TABLE_KINDS)
     return status
