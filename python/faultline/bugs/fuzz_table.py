@@ -138,15 +138,17 @@ def caption(recs):
     return text + "."
 
 
-def verdict_notes(recs, markdown=True):
-    """The reasons given with each verdict, one line each."""
+def verdict_notes(recs):
+    """The reasons given with each verdict, a list item each (outside the
+    table: a `|` needs no escape there)."""
     out = []
     for r in recs:
         if r["side"] == "buggy" and r["bug_failure"] in ("yes", "no"):
             i = r.get("bug_failure_index") or 1
             sig = r["failures"][i - 1]["signature"] if i <= len(r["failures"]) else "?"
             out.append(f"- {r['subject']} seed {r['seed']}, failure {i} "
-                       f"{_code(sig, markdown)}: {r['bug_failure']}, {r['bug_failure_why']}")
+                       f"`{sig.replace('`', chr(39))}`: {r['bug_failure']}, "
+                       f"{r['bug_failure_why']}")
     return out
 
 
