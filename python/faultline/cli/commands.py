@@ -198,12 +198,14 @@ def cmd_bugs(args):
                 ("--seeds", args.seeds), ("--budget", args.budget), ("--jobs", args.jobs),
                 ("--rerun", args.rerun), ("--out", args.out)],
                "bugs --fuzz-verdict (it runs nothing)")
-        return recall_fuzz.set_verdict(args.results, *args.fuzz_verdict, failure=args.failure)
-    opts = bugs_options(args)
-    if isinstance(opts, BugsFuzzOptions):
-        status = recall_fuzz.campaign(opts)
+        status = recall_fuzz.set_verdict(args.results, *args.fuzz_verdict,
+                                         failure=args.failure)
     else:
-        status = recall.campaign(opts)
+        opts = bugs_options(args)
+        if isinstance(opts, BugsFuzzOptions):
+            status = recall_fuzz.campaign(opts)
+        else:
+            status = recall.campaign(opts)
     if args.docs and not args.list:
         docs.docs(TABLE_KINDS)
     return status
