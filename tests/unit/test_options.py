@@ -14,10 +14,10 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline.cli import parser
-from faultline.cli.commands import compare_options
+from faultline.cli.commands import bugs_options, compare_options
 from faultline.run import runner
-from faultline.run.options import (BenchOptions, BugsOptions, CompareOptions, MatrixOptions,
-                                   RunOptions, from_args)
+from faultline.run.options import (BenchOptions, BugsFuzzOptions, BugsOptions, CompareOptions,
+                                   MatrixOptions, RunOptions, from_args)
 
 CASES = [
     RunOptions(),
@@ -85,11 +85,23 @@ class CommandOptionsTest(unittest.TestCase):
                                            rounds=3, json="b.json"))
 
     def test_bugs(self):
-        got = from_args(BugsOptions, self.parse(
+        got = bugs_options(self.parse(
             "bugs", "a", "b", "--seeds", "2..3", "--no-faults", "--budget", "5", "--docs"))
         self.assertEqual(got, BugsOptions(
             names=["a", "b"], seeds="2..3", out=os.path.join(runner.DEFAULT_OUT, "bugs"),
             no_faults=True, budget=5, docs=True))
+        self.assertEqual(bugs_options(self.parse("bugs")), BugsOptions(
+            names=[], seeds="10", out=os.path.join(runner.DEFAULT_OUT, "bugs"), budget=40))
+
+    def test_bugs_fuzz(self):
+        got = bugs_options(self.parse("bugs", "a", "--fuzz", "--budget", "90s", "--seeds", "2",
+                                      "--jobs", "2", "--rerun", "--results", "r.jsonl"))
+        self.assertEqual(got, BugsFuzzOptions(
+            names=["a"], seeds=[1, 2], out=os.path.join(runner.DEFAULT_OUT, "bugs-fuzz"),
+            budget_s=90.0, jobs=2, rerun=True, results="r.jsonl"))
+        self.assertEqual(bugs_options(self.parse("bugs", "--fuzz")), BugsFuzzOptions(
+            names=[], seeds=[1, 2, 3], out=os.path.join(runner.DEFAULT_OUT, "bugs-fuzz"),
+            budget_s=1800.0))
 
     def test_a_field_without_its_option_is_an_error(self):
         with self.assertRaises(AttributeError):

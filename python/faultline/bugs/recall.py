@@ -45,6 +45,7 @@ from faultline.vm.backends import backend_class
 from faultline.vm.lava import lava_run_path
 
 DEFAULT_SEEDS = 10
+DEFAULT_BUDGET = 40     # minimize's runs
 SIDES = recall_table.SIDES
 
 

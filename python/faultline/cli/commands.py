@@ -8,7 +8,7 @@ import sys
 
 from faultline import scenario
 from faultline.bench import bench
-from faultline.bugs import recall, recall_table
+from faultline.bugs import fuzz_table, recall, recall_fuzz, recall_table
 from faultline.build.builds import build_all, run_script
 from faultline.errors import EXIT_SETUP, SetupError
 from faultline.execute import boot as program_boot
@@ -27,8 +27,9 @@ from faultline.lab import check, compare, lavajobs, libvirtxml, matrix
 from faultline.prog import tool as prog_tool
 from faultline.results import docs
 from faultline.run import inputs, runner
-from faultline.run.options import (BenchOptions, BugsOptions, CompareOptions, ExploreOptions,
-                                   MatrixOptions, MinimizeOptions, RunOptions, from_args)
+from faultline.run.options import (BenchOptions, BugsFuzzOptions, BugsOptions, CompareOptions,
+                                   ExploreOptions, MatrixOptions, MinimizeOptions, RunOptions,
+                                   from_args)
 from faultline.run.runner import DEFAULT_OUT
 from faultline.run.spec_builder import prepare_spec
 from faultline.search import explore, minimize
@@ -159,11 +160,56 @@ def cmd_bench(args):
 # The tables `faultline docs` generates: {results kind: (its records'
 # fields, render(records, set path) -> text)}.
 TABLE_KINDS = {"recall": (recall_table.RECORD_FIELDS, recall_table.render),
+               "recall-fuzz": (fuzz_table.RECORD_FIELDS, fuzz_table.render),
                "fuzz": (fuzz_state.RECORD_FIELDS, fuzz_state.render)}
 
 
+def refuse(options, what):
+    """SetupError naming the first of @options ([(flag, given)]) given."""
+    for flag, given in options:
+        if given:
+            raise SetupError(f"{flag} is not an option of {what}")
+
+
+def bugs_options(args):
+    """The typed options of `faultline bugs`: BugsFuzzOptions with --fuzz,
+    BugsOptions else; an option of the other mode is one line."""
+    recall_only = [("--deterministic", args.deterministic), ("--no-faults", args.no_faults),
+                   ("--no-repro", args.no_repro), ("--import", args.import_dir),
+                   ("--backend", args.backend != "qemu"), ("--connect", args.connect)]
+    refuse([("--failure", args.failure != 1)], "bugs without --fuzz-verdict")
+    if args.fuzz and not args.list:
+        refuse(recall_only, "bugs --fuzz (the fuzzer's defaults, no scenario)")
+        return BugsFuzzOptions(
+            names=args.names, seeds=recall.parse_seeds(args.seeds or recall_fuzz.DEFAULT_SEEDS),
+            out=args.out or os.path.join(DEFAULT_OUT, "bugs-fuzz"),
+            budget_s=fuzz_manager.parse_budget(args.budget or recall_fuzz.DEFAULT_BUDGET),
+            jobs=args.jobs or 1, rerun=args.rerun, make_jobs=args.make_jobs,
+            results=args.results, docs=args.docs)
+    refuse([("--jobs", args.jobs is not None), ("--rerun", args.rerun)], "bugs without --fuzz")
+    try:
+        budget = int(args.budget or recall.DEFAULT_BUDGET)
+    except ValueError:
+        raise SetupError(f"--budget {args.budget!r}: expected minimize's number of runs "
+                         "(a duration is --fuzz's)") from None
+    return from_args(BugsOptions, args, seeds=args.seeds or str(recall.DEFAULT_SEEDS),
+                     out=args.out or os.path.join(DEFAULT_OUT, "bugs"), budget=budget)
+
+
 def cmd_bugs(args):
-    status = recall.campaign(from_args(BugsOptions, args))
+    if args.fuzz_verdict:
+        refuse([("NAME", args.names), ("--fuzz", args.fuzz), ("--list", args.list),
+                ("--seeds", args.seeds), ("--budget", args.budget), ("--jobs", args.jobs),
+                ("--rerun", args.rerun), ("--out", args.out)],
+               "bugs --fuzz-verdict (it runs nothing)")
+        status = recall_fuzz.set_verdict(args.results, *args.fuzz_verdict,
+                                         failure=args.failure)
+    else:
+        opts = bugs_options(args)
+        if isinstance(opts, BugsFuzzOptions):
+            status = recall_fuzz.campaign(opts)
+        else:
+            status = recall.campaign(opts)
     if args.docs and not args.list:
         docs.docs(TABLE_KINDS)
     return status

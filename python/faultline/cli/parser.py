@@ -37,6 +37,10 @@
   faultline bugs [NAME ...] [--seeds N|A..B] [--deterministic] [--no-faults] [--list]
                  [--backend qemu|libvirt|lava] [--results FILE] [--import DIR]
                                       recall on the real-bug corpus (docs/bugs.md)
+  faultline bugs [NAME ...] --fuzz [--budget 30m] [--seeds 1..3] [--jobs N] [--rerun]
+                                      recall from no scenario: the fuzzer's defaults
+  faultline bugs --fuzz-verdict BUG SEED yes|no WHY [--failure N]
+                                      a person's verdict: is that failure the bug's?
   faultline docs [--check]            rewrite docs/' generated tables from results/
   faultline build | setup
 
@@ -51,7 +55,7 @@ import argparse
 import os
 
 from faultline import TOP
-from faultline.bugs import recall
+from faultline.bugs import recall, recall_fuzz
 from faultline.build.builds import version_lines
 from faultline.judge import mutate
 from faultline.kernel import fragments
@@ -338,8 +342,9 @@ def bugs_parser(sub):
                         "kernels, seeds, repro and minimize (docs/bugs.md)")
     bp.add_argument("names", nargs="*", metavar="NAME", help="corpus bugs (default: all)")
     bp.add_argument("--list", action="store_true", help="list the corpus and stop")
-    bp.add_argument("--seeds", default=str(recall.DEFAULT_SEEDS), metavar="N|A..B",
-                    help=f"seeds 1..N or A..B (default {recall.DEFAULT_SEEDS})")
+    bp.add_argument("--seeds", metavar="N|A..B",
+                    help=f"seeds 1..N or A..B (default {recall.DEFAULT_SEEDS}; --fuzz: search "
+                         f"seeds {recall_fuzz.DEFAULT_SEEDS})")
     bp.add_argument("--deterministic", action="store_true",
                     help="runs --deterministic where the scenario allows (needed by minimize)")
     bp.add_argument("--no-faults", action="store_true",
@@ -347,17 +352,19 @@ def bugs_parser(sub):
                          "removed (--rules /dev/null): what the fault device adds")
     bp.add_argument("--no-repro", action="store_true",
                     help="skip repro and minimize of the first failure")
-    bp.add_argument("--budget", type=int, default=40,
-                    help="minimize's run budget (default 40)")
+    bp.add_argument("--budget", metavar="RUNS|DURATION",
+                    help="minimize's run budget (default 40); --fuzz: each campaign's wall "
+                         f"time, e.g. 90s, 30m, 4h (default {recall_fuzz.DEFAULT_BUDGET})")
     bp.add_argument("--make-jobs", type=inputs.positive_int, metavar="N",
                     help="make -jN for kernel builds (default: every core)")
-    bp.add_argument("--out", default=os.path.join(DEFAULT_OUT, "bugs"), type=inputs.out_dir,
-                    help="run directories and this campaign's table (default runs/bugs; "
-                         "reused on the next run: resume)")
+    bp.add_argument("--out", type=inputs.out_dir,
+                    help="run directories and this campaign's table (default runs/bugs, "
+                         "--fuzz: runs/bugs-fuzz; reused on the next run: resume)")
     bp.add_argument("--results", metavar="FILE",
                     help="the results set the runs' records go to (default "
                          "results/recall/default.jsonl, --deterministic: "
-                         "results/recall/deterministic.jsonl); runs of another QEMU or "
+                         "results/recall/deterministic.jsonl, --fuzz: "
+                         "results/recall-fuzz/default.jsonl); runs of another QEMU or "
                          "guest build are refused (docs/results.md)")
     bp.add_argument("--import", dest="import_dir", metavar="DIR",
                     help="run nothing: add the finished runs of an earlier campaign's "
@@ -370,6 +377,19 @@ def bugs_parser(sub):
                          "through lava-run)")
     bp.add_argument("--connect", type=inputs.libvirt_uri,
                     help="libvirt URI for --backend libvirt (default: qemu:///system)")
+    fz = bp.add_argument_group("recall from no scenario (docs/bugs.md)")
+    fz.add_argument("--fuzz", action="store_true",
+                    help="instead of the bug's scenarios, `faultline fuzz` with its defaults "
+                         "on the buggy and the fixed kernel, a campaign per search seed")
+    fz.add_argument("--jobs", type=inputs.positive_int, metavar="N",
+                    help="--fuzz: guests fuzzing at a time in each campaign (default 1)")
+    fz.add_argument("--rerun", action="store_true",
+                    help="--fuzz: run again the campaigns the set has of this build")
+    fz.add_argument("--fuzz-verdict", nargs=4, metavar=("BUG", "SEED", "yes|no", "WHY"),
+                    help="run nothing: record whether the failure of BUG's buggy kernel "
+                         "with search seed SEED is the bug's, and why")
+    fz.add_argument("--failure", type=inputs.positive_int, default=1, metavar="N",
+                    help="--fuzz-verdict: the campaign's Nth failure found (default 1)")
     return bp
 
 

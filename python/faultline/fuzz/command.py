@@ -23,13 +23,14 @@ def builds_identity(builds, kernel):
             "kernel_key": records.kernel_key(meta)}
 
 
-def run(opts, kernel=None, modules=None, memory=None, cpus=None, accel="tcg"):
-    """The command; its exit status (manager.fuzz)."""
+def run(opts, kernel=None, modules=None, memory=None, cpus=None, accel="tcg", builds=None):
+    """The command; its exit status (manager.fuzz).  @builds: the QEMU
+    build and guest image of @kernel when the caller has them already."""
     opts.check()
     if opts.resume:         # a bad campaign directory is one line before any build
         state.load(opts.out)
         Corpus(os.path.join(opts.out, "corpus")).load()
-    builds = build_all(kernel, modules, opts.quiet)
+    builds = builds or build_all(kernel, modules, opts.quiet)
     seed = opts.seed or 1
     if opts.resume:
         seed = state.load(opts.out)["seed"]

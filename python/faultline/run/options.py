@@ -193,6 +193,21 @@ class BugsOptions:
 
 
 @dataclass
+class BugsFuzzOptions:
+    """`faultline bugs --fuzz`: recall of the corpus by the fuzzer's
+    defaults, no scenario (bugs/recall_fuzz.py)."""
+    names: list
+    seeds: list             # the search seeds
+    out: str
+    budget_s: float         # each campaign's wall time
+    jobs: int = 1           # guests fuzzing at a time (fuzz --jobs)
+    rerun: bool = False     # run again what the set has of this build
+    make_jobs: int | None = None    # make -jN of the kernel builds
+    results: str | None = None  # the set (default results/recall-fuzz/default.jsonl)
+    docs: bool = False      # then rewrite docs/ from results/
+
+
+@dataclass
 class MinimizeOptions:
     """`faultline minimize`: shrink a failing --deterministic run."""
     rundir: str

@@ -1,0 +1,245 @@
+"""faultline bugs --fuzz: recall of the real-bug corpus from no scenario.
+
+For each bug: its buggy and fixed kernels, built (or taken from the kernel
+cache) exactly as `faultline bugs` builds them (recall.build_kernel), then
+one `faultline fuzz` campaign (fuzz/command.py) per search seed on each,
+with the fuzzer's defaults: no scenario, no rule, weight or knob of the
+bug's, the same options for every kernel.  A failure on the buggy kernel
+may or may not be the bug's: a person reads its minimized program and
+says so (`--fuzz-verdict`); a failure on the fixed kernel is a false
+alarm.
+
+  OUT/NAME/{buggy,fixed}/seedN/     each campaign's --out (docs/fuzz.md)
+  results/recall-fuzz/SET.jsonl     a record per campaign (fuzz_table.py)
+
+Resume: a campaign whose record is in the set, of this QEMU build, guest
+build and kernel, with this budget and jobs, is not run again (--rerun
+runs it again).  A campaign directory without such a record (an
+interrupted campaign, another build's) is removed and run anew.  The set
+takes campaigns of one QEMU build (and one guest build per kernel): a run
+of another build is refused before its first kernel is built.
+"""
+
+import os
+import shutil
+import time
+
+from faultline.bugs import fuzz_table, recall
+from faultline.build.builds import build_all, qemu_key
+from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
+from faultline.fuzz import command as fuzz_command
+from faultline.fuzz import manager as fuzz_manager
+from faultline.fuzz import state as fuzz_state
+from faultline.host.messages import say
+from faultline.host.versions import git_describe
+from faultline.results import records
+
+DEFAULT_SEEDS = "1..3"
+DEFAULT_BUDGET = "30m"
+SIDES = fuzz_table.SIDES
+
+
+def default_results():
+    return os.path.join(records.RESULTS_DIR, "recall-fuzz", "default.jsonl")
+
+
+def read_results(path):
+    """The records already in the set @path ([] when it does not exist)."""
+    return records.read_set(path, fuzz_table.RECORD_FIELDS) if os.path.exists(path) else []
+
+
+def save(path, recs):
+    return records.write_set(path, recs, fuzz_table.IDENTITY, fuzz_table.RECORD_FIELDS)
+
+
+def find(existing, bug, side, seed):
+    return next((r for r in existing if (r["subject"], r["side"], r["seed"]) == (bug, side, seed)),
+                None)
+
+
+def recorded(rec, ident, budget_s, jobs):
+    """Does @rec measure what this campaign would: the same builds of the
+    same kernel, the same budget and jobs?"""
+    return (rec is not None and rec["qemu_build"] == ident["qemu_build"]
+            and records.guest_base(rec["guest_build"]) == records.guest_base(ident["guest_build"])
+            and rec["kernel_key"] == ident["kernel_key"]
+            and rec["budget_s"] == budget_s and rec["jobs"] == jobs)
+
+
+# ---------------------------------------------------------------- one campaign
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def failures_of(out, st):
+    """The failures of the campaign in @out (its fuzz.json @st), first
+    found first: signature, campaign time, hits, class, the minimized
+    program's path and text (the program as found when triage could not
+    minimize it)."""
+    got = []
+    for f in sorted(st.get("failures", []), key=lambda f: f["first_s"]):
+        fdir = os.path.join(out, "failures", f["dir"])
+        path = next((p for p in (os.path.join(fdir, n) for n in ("minimized.prog",
+                                                                  "program.prog"))
+                     if os.path.exists(p)), None)
+        got.append({"signature": f["signature"], "first_s": f["first_s"],
+                    "hits": f.get("hits", 1), "class": f.get("class"),
+                    "replay": f.get("replay"), "deterministic": f.get("deterministic"),
+                    "minimized": records.display(path) if path else None,
+                    "program": read_text(path) if path else None})
+    return got
+
+
+def record(bug, side, seed, kernel_name, out, opts):
+    """The results record of the finished campaign in @out."""
+    st = fuzz_state.load(out)
+    ident, last = st["identity"], (st["stats"] or [{}])[-1]
+    failures = failures_of(out, st)
+    first = failures[0] if failures else None
+    rec = {"subject": bug.name, "kernel_key": ident["kernel_key"],
+           "qemu_build": ident["qemu_build"], "guest_build": ident["guest_build"],
+           "seed": seed, "deterministic": False,
+           "verdict": "fail" if failures else "pass",
+           "elapsed_s": round(float(st.get("elapsed_s", 0.0)), 1),
+           "time_to_failure_s": first["first_s"] if first else None,
+           "signature": first["signature"] if first else None, "digest": None,
+           "side": side, "kernel": kernel_name,
+           "base": bug.base + (" +KASAN" if bug.kasan else ""),
+           "budget_s": opts.budget_s, "jobs": opts.jobs, "programs": last.get("programs", 0),
+           "fuzz_out": records.display(out), "failures": failures,
+           "minimized": first["minimized"] if first else None,
+           # Only a person can say whether a buggy kernel's failure is the bug's.
+           "bug_failure": "untriaged" if first and side == "buggy" else None,
+           "bug_failure_why": None, "bug_failure_index": None,
+           "date": time.strftime("%Y-%m-%d", time.gmtime()), "faultline": git_describe()}
+    return rec
+
+
+def run_campaign(bug, side, seed, kern, builds, opts, out):
+    """One fuzz campaign in @out, from scratch: its record."""
+    image, modules = kern
+    shutil.rmtree(out, ignore_errors=True)
+    fopts = fuzz_manager.FuzzOptions(out=out, budget_s=opts.budget_s, jobs=opts.jobs, seed=seed)
+    fopts.check()
+    fuzz_command.run(fopts, kernel=image, modules=modules, builds=builds)
+    fixed_name, buggy_name = recall.kernel_names(bug)
+    return record(bug, side, seed, buggy_name if side == "buggy" else fixed_name, out, opts)
+
+
+# ---------------------------------------------------------------- the command
+
+def check_options(opts):
+    if opts.budget_s <= 0:
+        raise SetupError("--budget must be > 0")
+    if min(opts.seeds) < 1:
+        raise SetupError("--seeds: search seeds start at 1 (fuzz --seed 0 is seed 1)")
+    if not 1 <= opts.jobs <= fuzz_manager.MAX_JOBS:
+        raise SetupError(f"--jobs {opts.jobs}: expected 1 to {fuzz_manager.MAX_JOBS}")
+
+
+def summary_line(rec):
+    if rec["verdict"] == "pass":
+        return "no failure"
+    more = len(rec["failures"]) - 1
+    return (f"first failure after {fuzz_table.duration(rec['time_to_failure_s'])}: "
+            f"{rec['signature']}" + (f" (+{more} more)" if more else ""))
+
+
+def campaign(opts):
+    """`faultline bugs --fuzz`: 0 when every buggy kernel failed on a seed
+    and no fixed kernel did, 1 otherwise, 2 when a campaign could not run
+    (the others still ran)."""
+    check_options(opts)
+    bugs = recall.select(opts.names)
+    results_path = os.path.abspath(opts.results or default_results())
+    existing = read_results(results_path)
+    # A set holds one QEMU build: refused now, not after hours of kernel builds.
+    records.check_builds(records.display(results_path), existing, qemu_key())
+    out = os.path.abspath(opts.out)
+    os.makedirs(out, exist_ok=True)
+    recs, errors, t0 = [], [], time.monotonic()
+    for bug in bugs:
+        kern = {"buggy": recall.build_kernel(bug, True, opts.make_jobs),
+                "fixed": recall.build_kernel(bug, False, opts.make_jobs)}
+        builds, ident = {}, {}
+        for side in SIDES:
+            image, modules = kern[side]
+            builds[side] = build_all(image, modules, True)
+            ident[side] = fuzz_command.builds_identity(builds[side], image)
+            records.check_builds(records.display(results_path), existing,
+                                 ident[side]["qemu_build"],
+                                 {ident[side]["kernel_key"]: ident[side]["guest_build"]})
+        for side in SIDES:
+            for seed in opts.seeds:
+                where = f"bugs: {bug.name} {side:5} seed {seed}"
+                old = find(existing, bug.name, side, seed)
+                if not opts.rerun and recorded(old, ident[side], opts.budget_s, opts.jobs):
+                    recs.append(old)
+                    say(f"{where}: recorded already ({summary_line(old)}; --rerun runs it "
+                        "again)")
+                    continue
+                d = os.path.join(out, bug.name, side, f"seed{seed}")
+                say(f"{where}: fuzz {fuzz_table.duration(opts.budget_s)} in {d}")
+                try:
+                    rec = run_campaign(bug, side, seed, kern[side], builds[side], opts, d)
+                except SetupError as e:
+                    errors.append(f"{where}: {e}")
+                    say(f"{where}: the campaign did not run to its end: {e}")
+                    continue
+                recs.append(rec)
+                existing = save(results_path, [rec])
+                say(f"{where}: {summary_line(rec)}  [{time.monotonic() - t0:.0f} s]")
+    rows = fuzz_table.rows(recs)
+    if rows:
+        print(fuzz_table.text_table(rows), flush=True)
+    say(f"bugs: records in {records.display(results_path)}; `faultline bugs --fuzz-verdict "
+        "BUG SEED yes|no WHY` says whether a buggy kernel's failure is the bug's")
+    if errors:
+        for e in errors:
+            say(e)
+        return EXIT_SETUP
+    ok = all(any(r["verdict"] != "pass" for r in row["buggy"])
+             and all(r["verdict"] == "pass" for r in row["fixed"]) for row in rows)
+    return EXIT_PASS if ok else EXIT_FAIL
+
+
+# ---------------------------------------------------------------- the verdict
+
+def set_verdict(results, bug, seed, verdict, why, failure=1):
+    """`faultline bugs --fuzz-verdict BUG SEED yes|no WHY [--failure N]`:
+    a person's verdict on whether failure N (1: the first found) of the
+    buggy kernel's campaign of seed SEED is the bug's, into its record."""
+    path = os.path.abspath(results or default_results())
+    where = records.display(path)
+    try:
+        seed = int(seed)
+    except ValueError:
+        raise SetupError(f"--fuzz-verdict: seed {seed!r} is not a number") from None
+    if verdict not in ("yes", "no"):
+        raise SetupError(f"--fuzz-verdict: verdict {verdict!r}: expected yes or no")
+    if not why.strip():
+        raise SetupError("--fuzz-verdict: say why (the symptom the minimized program "
+                         "shows, or does not)")
+    if not os.path.exists(path):
+        raise SetupError(f"--fuzz-verdict: no results set {where}")
+    rec = find(read_results(path), bug, "buggy", seed)
+    if rec is None:
+        raise SetupError(f"--fuzz-verdict: {where} has no campaign of {bug!r} on its buggy "
+                         f"kernel with seed {seed}")
+    n = len(rec["failures"])
+    if not n:
+        raise SetupError(f"--fuzz-verdict: {bug} seed {seed} found no failure on the buggy "
+                         "kernel: nothing to judge")
+    if not 1 <= failure <= n:
+        raise SetupError(f"--failure {failure}: {bug} seed {seed} has failures 1 to {n}")
+    rec = {**rec, "bug_failure": verdict, "bug_failure_why": why.strip(),
+           "bug_failure_index": failure}
+    save(path, [rec])
+    say(f"bugs: {bug} seed {seed}, failure {failure} ({rec['failures'][failure - 1]['signature']}):"
+        f" {verdict}, in {where}")
+    return EXIT_PASS
