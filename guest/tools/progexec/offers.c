@@ -116,17 +116,22 @@ static int by_size(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
-/* The mTHP sizes (hugepages-SIZEkB), ascending, in kB. */
+/* The anonymous mTHP sizes (hugepages-SIZEkB/enabled; a size with only
+ * shmem_enabled is no mthp.SIZE.enabled knob), ascending, in kB. */
 static int mthp_sizes(int *kb, int max)
 {
 	DIR *d = opendir(THP_DIR);
 	struct dirent *e;
 	int n = 0, size;
-	char tail[8];
+	char tail[8], path[300];
 
-	while (d && (e = readdir(d)) && n < max)
-		if (sscanf(e->d_name, "hugepages-%dkB%7s", &size, tail) == 1)
+	while (d && (e = readdir(d)) && n < max) {
+		if (sscanf(e->d_name, "hugepages-%dkB%7s", &size, tail) != 1)
+			continue;
+		snprintf(path, sizeof(path), THP_DIR "/%s/enabled", e->d_name);
+		if (!access(path, R_OK))
 			kb[n++] = size;
+	}
 	if (d)
 		closedir(d);
 	qsort(kb, (size_t)n, sizeof(*kb), by_size);
@@ -175,11 +180,8 @@ int pe_offers(char *buf, size_t len)
 	for (int i = 0; plain_knobs[i]; i++)
 		if (!env_knob_path(plain_knobs[i], path, sizeof(path)) && !access(path, R_OK))
 			line_word(&l, "%s", plain_knobs[i]);
-	for (int i = 0; i < nsizes; i++) {
-		snprintf(key, sizeof(key), "mthp.%dkB.enabled", kb[i]);
-		if (!env_knob_path(key, path, sizeof(path)) && !access(path, R_OK))
-			line_word(&l, "%s", key);
-	}
+	for (int i = 0; i < nsizes; i++)
+		line_word(&l, "mthp.%dkB.enabled", kb[i]);
 	line_end(&l);
 	tried_line(&l, "zswap.compressor", compressors);
 	tried_line(&l, "zswap.zpool", zpools);
