@@ -16,7 +16,7 @@ struct pe_report;
 
 /* Once, in the executor before any program: whether this kernel traces
  * (debugfs kcov opens, takes a buffer and enables), and the shared map.
- * 0, or -errno (coverage stays off). */
+ * 0, or -errno (coverage stays off; FAULTLINE_KCOV=0 turns it off). */
 int pe_kcov_setup(void);
 bool pe_kcov_on(void);
 /* A new program: the map is emptied. */
