@@ -391,6 +391,118 @@ class BadLineTest(ChannelTestCase):
             s.chan.send("text a\nb")
 
 
+class OffersAndCoverTest(ChannelTestCase):
+    """`offers` lines after the hello (its offers=N), `cover` lines before
+    `result`, and where they end up (run.json offers; result.json cover
+    and edges; `prog show`)."""
+
+    OFFERS = ["offers knobs zswap.enabled zswap.compressor thp.enabled mthp.64kB.enabled",
+              "offers zswap.compressor lzo zstd",
+              "offers thp.enabled always madvise never",
+              "offers mthp.sizes 16kB 64kB",
+              "offers cgroup.files memory.max memory.swap.max",
+              "offers cpus 2",
+              "offers memory 536870912"]
+
+    def program_with_cover(self, cover_lines):
+        def guest(g):
+            g.say(f"hello progexec 1 kernel=k kcov=1 offers={len(self.OFFERS)}")
+            for ln in self.OFFERS:
+                g.say(ln)
+            g.until("end")
+            g.say("ready p1")
+            g.until("start")
+            g.say("at 5")
+            g.say("ops-done p1")
+            g.until("teardown")
+            g.say("stat elapsed_ms=9")
+            for ln in cover_lines:
+                g.say(ln)
+            g.say("result p1 pass 0")
+        g, s = self.session(guest)
+        s.hello()
+        return g, s, s.run(prepared())
+
+    def test_offers_and_cover(self):
+        g, s, out = self.program_with_cover(["cover 3 00ff 1a2b ffff", "cover 2 0001 00ff"])
+        self.assertTrue(s.kcov)
+        self.assertEqual(s.offers, {
+            "knobs": ["zswap.enabled", "zswap.compressor", "thp.enabled", "mthp.64kB.enabled"],
+            "zswap.compressor": ["lzo", "zstd"], "thp.enabled": ["always", "madvise", "never"],
+            "mthp.sizes": ["16kB", "64kB"], "cgroup.files": ["memory.max", "memory.swap.max"],
+            "cpus": 2, "memory": 512 << 20})
+        self.assertEqual(out.verdict, "pass")
+        self.assertEqual(out.cover, {0x1, 0xff, 0x1a2b, 0xffff})
+        rundir = os.path.join(self.tmp, "run")
+        prog = os.path.join(self.tmp, "p1.prog")
+        with open(prog, "w") as f:
+            f.write(PROGRAM)
+        results.write_program(rundir, "p1", prog, out, 5)
+        results.write_run_json(rundir, {"programs": ["p1"], "kernel_release": "k",
+                                        "offers": s.offers})
+        path = os.path.join(rundir, "programs", "p1", "result.json")
+        with open(path) as f:
+            text = f.read()
+        saved = json.loads(text)
+        self.assertEqual(saved["cover"], [0x1, 0xff, 0x1a2b, 0xffff])
+        self.assertEqual(saved["edges"], 4)
+        self.assertIn('"cover": [1,255,6699,65535]', text)     # one line, however many
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            results.show(rundir)
+        self.assertRegex(buf.getvalue().splitlines()[1],
+                         r"^p1 +pass +1/5 ops +0 findings, 4 edges$")
+        meta, _ = results.load(rundir)
+        self.assertEqual(meta["offers"]["cpus"], 2)
+
+    def test_no_kcov_no_offers_no_cover(self):
+        """An executor that announces nothing: the old hello still works."""
+        def guest(g):
+            g.say("hello progexec 1 kernel=k kcov=0")
+            g.until("end")
+            g.say("ready p1")
+            g.until("start")
+            g.say("ops-done p1")
+            g.until("teardown")
+            g.say("result p1 pass 0")
+        g, s = self.session(guest)
+        s.hello()
+        out = s.run(prepared())
+        self.assertEqual((s.kcov, s.offers, out.cover), (False, {}, set()))
+
+    def test_bad_cover_lines(self):
+        for line, what in (("cover 3 00ff 1a2b", "malformed 'cover'"),
+                           ("cover 1 xyz", "malformed 'cover'"),
+                           ("cover two 00ff", "malformed 'cover'")):
+            with self.subTest(line=line):
+                self.setUp()
+                with self.assertRaises(BadLine) as cm:
+                    self.program_with_cover([line])
+                self.assertIn(what, str(cm.exception))
+                self.tearDown()
+
+    def test_bad_offers(self):
+        for lines, what in ((["hello progexec 1 kernel=k kcov=0 offers=2", "offers cpus 2",
+                              "ready p1"], "where its offers were due"),
+                            (["hello progexec 1 kernel=k kcov=0 offers=1", "offers cpus two"],
+                             "bad cpus"),
+                            (["hello progexec 1 kernel=k kcov=0 offers=x"], "bad offers count")):
+            with self.subTest(lines=lines):
+                self.setUp()
+                g, s = self.session(lambda g, lines=lines: [g.say(ln) for ln in lines])
+                with self.assertRaises(BadLine) as cm:
+                    s.hello()
+                self.assertIn(what, str(cm.exception))
+                self.tearDown()
+
+    def test_offers_never_sent(self):
+        """A hello that announces offers it never sends: silence, not a hang."""
+        g, s = self.session(lambda g: g.say("hello progexec 1 kernel=k kcov=0 offers=3"),
+                            ready=0.5)
+        with self.assertRaises(GuestSilent):
+            s.hello()
+
+
 class BindTest(unittest.TestCase):
     def refusal(self, text):
         with self.assertRaises(devices.Refusal) as cm:

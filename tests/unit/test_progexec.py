@@ -18,6 +18,8 @@ import unittest
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
+from faultline.execute.channel import parse_message  # noqa: E402
+from faultline.execute.session import offer_value  # noqa: E402
 from faultline.prog import gen, lang  # noqa: E402
 
 SEEDS = int(os.environ.get("FAULTLINE_PROGEXEC_SEEDS", "60"))
@@ -213,6 +215,36 @@ class Progexec(unittest.TestCase):
             self.assertEqual(res.returncode, 2, args)
             self.assertEqual(res.stdout, "")
             self.assertEqual(len(res.stderr.splitlines()), 1, res.stderr)
+
+    def test_offers_are_this_kernel(self):
+        """`progexec offers` on the build host: the lines the host parses,
+        saying what this kernel's files say."""
+        res = subprocess.run([self.exe, "offers"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        offers = {}
+        for line in res.stdout.splitlines():
+            kind, rest = parse_message(line)
+            self.assertEqual(kind, "offers")
+            self.assertNotIn(rest[0], offers)
+            offers[rest[0]] = offer_value(rest[0], rest[1:])
+        self.assertEqual(offers["cpus"], os.sysconf("SC_NPROCESSORS_ONLN"))
+        with open("/proc/meminfo") as f:
+            total = int(f.readline().split()[1]) * 1024
+        self.assertEqual(offers["memory"], total)
+        self.assertIn("vm.swappiness", offers["knobs"])
+        thp = "/sys/kernel/mm/transparent_hugepage"
+        if os.path.exists(f"{thp}/enabled"):
+            with open(f"{thp}/enabled") as f:
+                self.assertEqual(offers["thp.enabled"], f.read().replace("[", "").replace(
+                    "]", "").split())
+        sizes = sorted((d[len("hugepages-"):] for d in os.listdir(thp) if
+                        os.path.exists(f"{thp}/{d}/enabled")), key=lambda s: int(s[:-2])) \
+            if os.path.isdir(thp) else []
+        self.assertEqual(offers.get("mthp.sizes", []), sizes)
+        self.assertEqual([k for k in offers["knobs"] if k.startswith("mthp.")],
+                         [f"mthp.{s}.enabled" for s in sizes])
+        for value in offers.get("zswap.compressor", []):
+            self.assertIn(value, lang.COMPRESSORS)
 
 
 if __name__ == "__main__":

@@ -3,19 +3,24 @@
  * progexec run FILE [--bind DEV=TARGET]... [--allow-failed-read DEV]...
  *                   [--plant drop-write|stale-page|leak-slot]
  * progexec serve PORT [--plant drop-write|stale-page|leak-slot]
+ * progexec offers
  *
  * run: one program, the report on stdout; exit 0 pass, 1 fail, 2 refused or
- * bad usage (one line on stderr).  serve: serve.c's loop.
+ * bad usage (one line on stderr).  serve: serve.c's loop.  offers: the
+ * `offers` lines serve sends after its hello, on stdout.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kcov.h"
+#include "offers.h"
 #include "program.h"
 
 #define USAGE "usage: progexec run FILE [--bind DEV=TARGET]... [--allow-failed-read DEV]... " \
-	      "[--plant drop-write|stale-page|leak-slot] | progexec serve PORT [--plant KIND]"
+	      "[--plant drop-write|stale-page|leak-slot] | progexec serve PORT [--plant KIND] | " \
+	      "progexec offers"
 #define MAX_TEXT (1 << 20)
 
 static int usage(const char *why)
@@ -127,6 +132,7 @@ static int run(int argc, char **argv)
 			return usage(why);
 		}
 	}
+	pe_kcov_setup();        /* none: no cover lines */
 	rc = pe_program_run(p, NULL, &report);
 	pe_program_free(p);
 	return rc == PE_PASS ? 0 : rc == PE_FAIL ? 1 : 2;
@@ -146,6 +152,13 @@ int main(int argc, char **argv)
 			return parse_plant(argv[4], &plant) ? usage("--plant: unknown kind")
 							    : pe_serve(argv[2], plant);
 		return usage("serve takes PORT [--plant KIND]");
+	}
+	if (argc == 2 && !strcmp(argv[1], "offers")) {
+		static char offers[1 << 16];
+
+		pe_offers(offers, sizeof(offers));
+		fputs(offers, stdout);
+		return 0;
 	}
 	return usage(argc < 2 ? "no command" : "unknown command");
 }

@@ -30,7 +30,7 @@ static const char *const map_names[] = { "shared", "private", "none", NULL };
 static const char *const swap_kinds[] = { "nvme", "syncblk", "virtio-blk", NULL };
 static const char *const completions[] = { "task", "irq", "thread", NULL };
 static const char *const tmpfs_huge[] = { "never", "always", "within_size", "advise", NULL };
-static const char *const cg_keys[] = {
+const char *const pe_cgroup_keys[] = {
 	"memory.max", "memory.high", "memory.swap.max", "memory.zswap.max",
 	"memory.zswap.writeback", NULL,
 };
@@ -248,7 +248,7 @@ static int header_cgroup(struct parser *ps, char **w, int n)
 		if (copy_kv(ps, w[i], c->key[c->nlimits], sizeof(c->key[0]), c->value[c->nlimits],
 			    sizeof(c->value[0])))
 			return -EINVAL;
-		if (word_index(cg_keys, c->key[c->nlimits]) < 0)
+		if (word_index(pe_cgroup_keys, c->key[c->nlimits]) < 0)
 			return bad(ps, "cgroup: unknown key %s", c->key[c->nlimits]);
 		val = c->value[c->nlimits];
 		if (limit_value(ps, c->key[c->nlimits], val, val))
@@ -453,7 +453,7 @@ static int op_words(struct parser *ps, struct pe_op *op, char **w, int n)
 		if (n != 3 || ref(ps, w[1], N_CG, &op->cg) ||
 		    copy_kv(ps, w[2], op->key, sizeof(op->key), op->value, sizeof(op->value)))
 			return n != 3 ? bad(ps, "cgset: expected `cgset CG KEY=V`") : -EINVAL;
-		if (word_index(cg_keys, op->key) < 0)
+		if (word_index(pe_cgroup_keys, op->key) < 0)
 			return bad(ps, "cgset: unknown key %s", op->key);
 		return limit_value(ps, op->key, op->value, op->value);
 	case PE_RECLAIM:

@@ -12,6 +12,8 @@
  *   pattern.c  the page pattern and its undo
  *   env.c      swap devices, knobs, cgroups, leak checks (pe-env.h)
  *   report.c   the report lines (one format for both modes)
+ *   kcov.c     the program's kernel coverage (`cover` lines; kcov.h)
+ *   offers.c   what the kernel offers a program (`offers` lines; offers.h)
  *   serve.c    the virtio-serial loop (`progexec serve PORT`)
  *   main.c     `progexec run FILE` and `progexec serve PORT`
  *

@@ -92,6 +92,8 @@ struct pe_program {
 
 extern const char *const pe_verb_names[PE_VERB_COUNT];
 extern const char *const pe_advice_names[];
+/* The cgroup limit files a program may set (NULL-terminated). */
+extern const char *const pe_cgroup_keys[];
 
 /* Whether the object has one content for every process (file or shmem). */
 static inline bool pe_object_is_file(const struct pe_object *o)

@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "kcov.h"
 #include "model.h"
 #include "run.h"
 
@@ -205,6 +206,7 @@ static void do_write(const struct pe_op *op, const struct pe_cmd *cmd, struct ou
 		uint64_t pg = first + i;
 
 		out->r.pages++;
+		pe_kcov_poll();
 		if (i == 0 && cmd->plant == PE_PLANT_DROP_WRITE)
 			continue;       /* planted: a store lost */
 		if (op->verb == PE_PWRITE) {
@@ -235,6 +237,7 @@ static void do_read(const struct pe_op *op, const struct pe_owed *owed, struct o
 		uint64_t pg = first + i;
 
 		out->r.pages++;
+		pe_kcov_poll();
 		if (op->verb == PE_PREAD) {
 			if (pread(h->fd, buf, PE_PAGE, (off_t)(pg * PE_PAGE)) != PE_PAGE) {
 				add_exc(out, (uint32_t)pg, PE_SEEN_FAULT, (uint32_t)errno, 0, 0);
@@ -553,8 +556,11 @@ static void actor_loop(int fd, int self)
 		out.r.op = cmd.op;
 		if (cmd.kind == PE_CMD_HIDE)
 			hide(&out);
-		else
+		else {
+			pe_kcov_op_begin();
 			run_op(&cmd, owed, &out);
+			pe_kcov_op_end();
+		}
 		free(owed);
 		out.r.has_fd = out.fd >= 0;
 		if (pe_send(fd, &out.r, sizeof(out.r), out.fd) ||

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kcov.h"
 #include "run.h"
 #include "runner.h"
 
@@ -112,7 +113,11 @@ static void swapoff_bg(struct runner *rn, const struct pe_op *op)
 	fflush(NULL);
 	pid = fork();
 	if (!pid) {
-		int rc = pe_env_swapoff(&rn->p->env, dev);
+		int rc;
+
+		pe_kcov_op_begin();
+		rc = pe_env_swapoff(&rn->p->env, dev);
+		pe_kcov_op_end();
 
 		close(pfd[0]);
 		if (write(pfd[1], &rc, sizeof(rc)) != sizeof(rc))

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../lib/guestlib.h"
+#include "kcov.h"
 #include "model.h"
 #include "run.h"
 #include "runner.h"
@@ -339,9 +340,12 @@ static void run_one(struct runner *rn, const struct pe_op *op)
 	case PE_WAIT:
 		return wait_op(rn, op);
 	case PE_KILL_SWAPOFF: case PE_SWAPON: case PE_MOVE: case PE_CGSET: case PE_KNOB:
-		return pe_run_env_op(rn, op);
 	case PE_SWAPOFF:
-		return pe_run_env_op(rn, op);
+		/* The coordinator's own operations are the program's coverage too. */
+		pe_kcov_op_begin();
+		pe_run_env_op(rn, op);
+		pe_kcov_op_end();
+		return;
 	default:
 		return actor_op(rn, op);
 	}
@@ -469,6 +473,7 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 		pe_run_tmpfs_umount(&rn);
 		return PE_REFUSED;
 	}
+	pe_kcov_program_begin();
 	rn.m = pe_model_new(p);
 	rn.plant_op = plant_op(p);
 	rn.oom_kills = pe_env_oom_kills(&p->env, -1);
@@ -495,6 +500,7 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	pe_run_tmpfs_umount(&rn);
 	say_stat(&rn, &before, t0);
+	pe_kcov_report(r);
 	pe_model_free(rn.m);
 	pe_say(r, "result %s %s %d", p->name, r->findings > findings0 ? "fail" : "pass",
 	       r->findings - findings0);

@@ -20,12 +20,16 @@
 #include <unistd.h>
 
 #include "../lib/guestlib.h"
+#include "kcov.h"
+#include "offers.h"
 #include "program.h"
+#include "progexec.h"
 
 #define PORTS_DIR "/sys/class/virtio-ports"
 #define PORT_WAIT_MS 10000
 #define MAX_BINDS 16
 #define MAX_TEXT (1 << 20)
+#define MAX_OFFERS (1 << 16)
 
 /* One program as the host sends it, before `end`. */
 struct serve_program {
@@ -333,7 +337,8 @@ int pe_serve(const char *port_name, int plant)
 	struct serve s = { .kmsg = -1, .plant = plant };
 	char dev[300];
 	struct utsname u;
-	int fd, err;
+	char *offers;
+	int fd, err, noffers;
 	FILE *out;
 
 	err = find_port(port_name, dev, sizeof(dev));
@@ -358,11 +363,18 @@ int pe_serve(const char *port_name, int plant)
 	s.report.out = out;
 	s.kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
 	uname(&u);
+	pe_kcov_setup();        /* none: kcov=0, no cover lines */
+	offers = malloc(MAX_OFFERS);
+	noffers = offers ? pe_offers(offers, MAX_OFFERS) : 0;
 	/* Blocks until the host is connected: then reads see its lines, and a
 	 * read of 0 bytes means it has gone. */
-	pe_say(&s.report, "hello progexec 1 kernel=%s kcov=%d", u.release,
-	       getenv("FAULTLINE_KCOV") && !strcmp(getenv("FAULTLINE_KCOV"), "1") &&
-	       access("/sys/kernel/debug/kcov", R_OK | W_OK) == 0);
+	pe_say(&s.report, "hello progexec 1 kernel=%s kcov=%d offers=%d", u.release, pe_kcov_on(),
+	       noffers);
+	if (noffers) {
+		fputs(offers, out);
+		fflush(out);
+	}
+	free(offers);
 	s.connected = true;
 	err = serve_loop(&s, &sp);
 	free(sp.text);

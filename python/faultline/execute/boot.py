@@ -107,9 +107,10 @@ def vm_scenario(opts):
     return scenario.apply_overrides(sc, opts.memory, opts.cpus, None)
 
 
-def run_meta(opts, builds, order, status=None, kernel_release=None, replay=None):
+def run_meta(opts, builds, order, status=None, guest=None, replay=None):
+    """run.json; @guest: ProgramVM.facts() (kernel release, kcov, offers)."""
     meta = {"command": "prog run", "target": os.path.abspath(opts.target),
-            "kernel_release": kernel_release, "kernel_image": builds.kernel,
+            "kernel_release": None, **(guest or {}), "kernel_image": builds.kernel,
             "kernel_sha256": sha256(builds.kernel),
             "initramfs_sha256": sha256(builds.initramfs),
             "qemu_build": os.path.basename(builds.qemu_dir),
@@ -154,12 +155,12 @@ def run_programs(opts):
     results.write_run_json(rundir, run_meta(opts, builds, order))
     scratch = scratchdirs.new_scratch()
     try:
-        status, release, replay = boot(opts, builds, rundir, scratch, ready, budgets, written)
+        status, guest, replay = boot(opts, builds, rundir, scratch, ready, budgets, written)
     finally:
         scratchdirs.remove_scratch(scratch)
     outcomes = [written[n] for n in order if n in written]
     status = max(status, status_of(outcomes))
-    results.write_run_json(rundir, run_meta(opts, builds, order, status, release, replay))
+    results.write_run_json(rundir, run_meta(opts, builds, order, status, guest, replay))
     counts = {v: sum(o["verdict"] == v for o in outcomes) for v in results.VERDICTS}
     counts["not run"] = len(order) - len(outcomes)
     print(f"{rundir}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n), flush=True)
@@ -169,8 +170,9 @@ def run_programs(opts):
 
 
 def boot(opts, builds, rundir, scratch, ready, budgets, written):
-    """Boot once and run @ready in order; (status, kernel release, replay
-    command or None).  Each program's result goes into @written."""
+    """Boot once and run @ready in order; (status, the guest's facts
+    (ProgramVM.facts), replay command or None).  Each program's result
+    goes into @written."""
     if not ready:
         return EXIT_PASS, None, None
     current = None
@@ -179,7 +181,8 @@ def boot(opts, builds, rundir, scratch, ready, budgets, written):
         try:
             vm.start()
             if not opts.quiet:
-                say(f"guest up: progexec on kernel {vm.release}; {len(ready)} program(s)")
+                say(f"guest up: progexec on kernel {vm.release}"
+                    f"{' with kcov' if vm.session.kcov else ''}; {len(ready)} program(s)")
             for prep in ready:
                 current = prep
                 out = vm.run(prep)
@@ -194,12 +197,12 @@ def boot(opts, builds, rundir, scratch, ready, budgets, written):
             out = getattr(e, "outcome", None)
             if current is None:
                 say(f"the guest never ran a program: {e}")
-                return EXIT_CRASH, vm.release, None
+                return EXIT_CRASH, vm.facts(), None
             out = out or Outcome(current.name, "crash", str(e))
             written[current.name] = results.write_program(rundir, current.name, current.path,
                                                           out, len(current.program.ops))
             replay = shlex.join(opts.replay_argv(os.path.join(
                 results.program_dir(rundir, current.name), "program.prog")))
             say(f"{current.name}: crash ({out.reason})")
-            return EXIT_CRASH, vm.release, replay
-    return EXIT_PASS, vm.release, None
+            return EXIT_CRASH, vm.facts(), replay
+    return EXIT_PASS, vm.facts(), None

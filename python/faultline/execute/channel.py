@@ -14,8 +14,8 @@ import time
 MAX_LINE = 4096
 POLL_S = 0.5
 # Guest to host: kind -> the fewest words after the kind.
-GUEST_KINDS = {"hello": 2, "ready": 1, "refused": 1, "at": 1, "finding": 1, "relaxed": 1,
-               "ops-done": 1, "stat": 0, "cover": 1, "result": 3}
+GUEST_KINDS = {"hello": 2, "offers": 1, "ready": 1, "refused": 1, "at": 1, "finding": 1,
+               "relaxed": 1, "ops-done": 1, "stat": 0, "cover": 1, "result": 3}
 
 
 class ChannelError(Exception):
@@ -51,9 +51,20 @@ def parse_message(line):
     if len(rest) < GUEST_KINDS[kind]:
         raise BadLine(f"the guest sent a short {kind!r} line: {line[:200]!r}")
     if kind == "at" and not rest[0].isdigit() or \
+            kind == "cover" and not cover_words(rest) or \
             kind == "result" and (rest[1] not in ("pass", "fail") or not rest[2].isdigit()):
         raise BadLine(f"the guest sent a malformed {kind!r} line: {line[:200]!r}")
     return kind, rest
+
+
+def cover_words(rest):
+    """Whether `cover N HEX...` holds N edge hashes in hex."""
+    if not rest[0].isdigit() or int(rest[0]) != len(rest) - 1:
+        return False
+    try:
+        return all(int(h, 16) >= 0 for h in rest[1:])
+    except ValueError:
+        return False
 
 
 def keyvals(words):

@@ -31,10 +31,19 @@ def write_program(rundir, name, path, outcome, ops):
     result = {"name": name, "file": os.path.abspath(path), "verdict": outcome.verdict,
               "reason": outcome.reason, "ops": ops, "ops_run": outcome.ops_run,
               "findings": outcome.findings, "faults": outcome.faults,
-              "stats": outcome.stats, "elapsed_s": round(outcome.elapsed_s, 2)}
+              "stats": outcome.stats, "elapsed_s": round(outcome.elapsed_s, 2),
+              "edges": len(outcome.cover), "cover": sorted(outcome.cover)}
     with open(os.path.join(d, "result.json"), "w") as f:
-        json.dump(result, f, indent=1)
+        f.write(compact_json(result, "cover"))
     return result
+
+
+def compact_json(obj, flat_key):
+    """@obj indented, its list @flat_key on one line (thousands of edges
+    would take a line each)."""
+    mark = "\0flat\0"
+    text = json.dumps({**obj, flat_key: mark}, indent=1)
+    return text.replace(json.dumps(mark), json.dumps(obj[flat_key], separators=(",", ":")), 1)
 
 
 def write_run_json(rundir, meta):
@@ -100,6 +109,7 @@ def show(rundir):
         ops = f"{r.get('ops_run', 0)}/{r.get('ops', '?')} ops"
         print(f"{r['name']:24} {r['verdict']:8} {ops:12} {len(r['findings'])} finding"
               f"{'s' if len(r['findings']) != 1 else ''}"
+              + (f", {r['edges']} edges" if r.get("edges") else "")
               + (f"  ({r['reason']})" if r.get("reason") else ""))
         for f in r["findings"]:
             print("\n".join(finding_lines(f)))

@@ -63,6 +63,15 @@ def mapped_reason(prep, reason):
     return f"line {line} ({text}): {why}" if line is not None else reason
 
 
+def offer_value(key, words):
+    """An `offers` line's value: the machine's sizes as ints, else the words."""
+    if key in ("cpus", "memory"):
+        if len(words) != 1 or not words[0].isdigit():
+            raise BadLine(f"the guest offers a bad {key}: {' '.join(words)!r}")
+        return int(words[0])
+    return words
+
+
 @dataclass
 class Outcome:
     """What came of one program."""
@@ -75,6 +84,7 @@ class Outcome:
     ops_run: int = 0
     stats: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
+    cover: set = field(default_factory=set)       # kcov edge hashes (ints) of the program
 
 
 class Session:
@@ -88,13 +98,29 @@ class Session:
         self.console = console
         self.budgets = budgets or Budgets()
         self.kernel = None
+        self.kcov = False
+        self.offers = {}
 
     def hello(self):
-        """Wait for the executor's hello; its kernel release."""
+        """Wait for the executor's hello and the `offers` lines it
+        announces; its kernel release.  self.kcov: whether programs come
+        with `cover` lines; self.offers: {KEY: [VALUE...]} (cpus and
+        memory: ints)."""
         kind, rest = parse_message(self.chan.receive(self.budgets.hello, "hello"))
         if kind != "hello" or rest[0] != "progexec":
             raise BadLine(f"the guest's first line is not a hello: {kind} {' '.join(rest)}")
-        self.kernel = keyvals(rest).get("kernel", "?")
+        said = keyvals(rest)
+        self.kernel = said.get("kernel", "?")
+        self.kcov = said.get("kcov") == "1"
+        count = said.get("offers", "0")
+        if not count.isdigit():
+            raise BadLine(f"the guest's hello has a bad offers count: {' '.join(rest)}")
+        for _ in range(int(count)):
+            line = self.chan.receive(self.budgets.ready, "offers")
+            kind, rest = parse_message(line)
+            if kind != "offers":
+                raise BadLine(f"the guest sent {kind} where its offers were due: {line[:200]!r}")
+            self.offers[rest[0]] = offer_value(rest[0], rest[1:])
         return self.kernel
 
     def quit(self):
@@ -116,6 +142,8 @@ class Session:
                 out.ops_run += 1
             elif kind == "stat":
                 out.stats.update(keyvals(rest))
+            elif kind == "cover":
+                out.cover.update(int(h, 16) for h in rest[1:])
             if kind in wanted or kind in ("refused", "result"):
                 if kind != "hello" and rest[0] != prep.name:
                     raise BadLine(f"the guest answered {kind} for {rest[0]!r} while "

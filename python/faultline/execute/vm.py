@@ -95,6 +95,13 @@ class ProgramVM:
         self.release = self.session.hello()
         return self.release
 
+    def facts(self):
+        """What the guest said of itself in its hello, for run.json."""
+        if self.session is None:
+            return {"kernel_release": None}
+        return {"kernel_release": self.release, "kcov": self.session.kcov,
+                "offers": self.session.offers}
+
     def run(self, prep):
         """One program's Outcome; ChannelError/QmpError when the guest died
         or went silent on it (then the VM is of no further use)."""

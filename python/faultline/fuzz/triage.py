@@ -271,7 +271,8 @@ class Triage:
         write_text(os.path.join(self.dir, "program.prog"), prep.program.text())
         write_text(os.path.join(self.dir, "report.txt"), "".join(ln + "\n" for ln in out.report))
         write_text(os.path.join(self.dir, "result.json"),
-                   json.dumps(dataclasses.asdict(out), indent=1) + "\n")
+                   json.dumps(dataclasses.asdict(out), indent=1,
+                              default=sorted) + "\n")   # cover is a set
         write_text(os.path.join(self.dir, "console.txt"), found.console)
         for i, p in enumerate(found.history, 1):
             write_text(os.path.join(self.dir, "history", f"{i:02d}-{p.name}.prog"),

@@ -3,8 +3,13 @@
 generate(seed) draws everything from random.Random(seed) and the weights
 in weights.toml, so the same seed writes the same program byte for byte.
 Every statement is tried on the checker before it is kept: a program the
-generator writes is one the checker accepts.
+generator writes is one the checker accepts.  With a guest's `offers`
+(docs/programs.md, "The executor and its channel"; Session.offers) it
+writes only knob values, mTHP sizes and cgroup files that guest's kernel
+offers.
 """
+
+import copy
 
 import math
 import os
@@ -12,11 +17,47 @@ import random
 import tomllib
 
 from faultline.prog.check import Checker
-from faultline.prog.lang import CGROUP_LIMITS, OPS, PAGE, Op, ProgramError, Program, parse
+from faultline.prog.lang import (CGROUP_LIMITS, MTHP_RE, OPS, PAGE, Op, ProgramError, Program,
+                                 parse)
 
 WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights.toml")
 MIB = 1 << 20
 ATTEMPTS = 12       # tries to find a statement the checker takes, then skip it
+
+
+def offered_weights(weights, offers):
+    """@weights without what @offers ({KEY: [VALUE...]} from the guest)
+    says the kernel lacks: knobs it has no file for (`knobs`), values a
+    knob does not take, mTHP sizes it has not (`mthp.sizes`), cgroup
+    limit files a new cgroup has not (`cgroup.files`).  A key @offers does
+    not name is left as it is."""
+    w = copy.deepcopy(weights)
+    values = w["knobs"]["values"]
+    for key in list(values):
+        size = MTHP_RE.match(key)
+        kept = [v for v in values[key] if v in offers.get(key, values[key])]
+        if not kept or key not in offers.get("knobs", [key]) or \
+                size and size.group(1) not in offers.get("mthp.sizes", [size.group(1)]):
+            del values[key]
+        else:
+            values[key] = kept
+    files = offers.get("cgroup.files")
+    if files is not None:
+        cg = w["cgroup"]
+        for key, table in (("memory.swap.max", "swap_max"), ("memory.zswap.max", "zswap_max"),
+                           ("memory.zswap.writeback", "zswap_writeback")):
+            if key not in files:
+                cg[table] = {"absent": 1}
+        if "memory.high" not in files:
+            cg["high"] = 0.0
+    return w
+
+
+def offered_limits(offers):
+    """The limit files `cgset` may change (CGROUP_LIMITS unless @offers
+    leaves some out)."""
+    files = (offers or {}).get("cgroup.files")
+    return CGROUP_LIMITS if files is None else tuple(k for k in CGROUP_LIMITS if k in files)
 
 
 def load_weights(path=WEIGHTS):
@@ -48,8 +89,9 @@ def option(op_opts, **kw):
 class Generator:
     """Builds statements from the checker's state: what exists now."""
 
-    def __init__(self, rng, weights, checker):
+    def __init__(self, rng, weights, checker, limits=CGROUP_LIMITS):
         self.rng, self.w, self.c = rng, weights, checker
+        self.cgset_keys = limits
         self.version = 0
         self.uses_fork = rng.random() < weights["program"]["fork"]
         self.uses_threads = rng.random() < weights["program"]["threads"]
@@ -222,7 +264,9 @@ class Generator:
                 return self.make(verb, (cg,), actor)
             if verb == "reclaim":
                 return self.make(verb, (cg, pages_of(ws * rng.uniform(0.1, 1.0))), actor, bg)
-            key = rng.choice(CGROUP_LIMITS)
+            if not self.cgset_keys:
+                return None
+            key = rng.choice(self.cgset_keys)
             floor = self.w["cgroup"]["memory_max_floor_kb"] * 1024
             return self.make(verb, (cg, (key, "max" if self.chance(0.2) else pages_of(
                 max(floor, ws * rng.uniform(0.2, 1.2))))), actor)
@@ -239,6 +283,8 @@ class Generator:
                              self.chance(0.5) else None)
         if verb == "knob":
             values = self.w["knobs"]["values"]
+            if not values:
+                return None
             key = rng.choice(list(values))
             return self.make(verb, ((key, rng.choice(values[key])),), actor)
         if verb == "drop_caches":
@@ -278,12 +324,16 @@ class Generator:
                 self.try_op(self.make(verb, (name, 0, limit)), out)
 
 
-def generate(seed, weights=None, path="<gen>"):
-    """The program of SEED: same seed, same weights, same text."""
+def generate(seed, weights=None, path="<gen>", offers=None):
+    """The program of SEED: same seed, same weights, same offers, same
+    text.  @offers: a guest's Session.offers (None: the language's every
+    value)."""
     rng = random.Random(seed)
     w = weights or load_weights()
+    if offers:
+        w = offered_weights(w, offers)
     c = Checker(path)
-    g = Generator(rng, w, c)
+    g = Generator(rng, w, c, offered_limits(offers))
     sizes = g.object_sizes()
     header = g.header(sum(sizes))
     for st in header:
