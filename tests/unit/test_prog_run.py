@@ -326,8 +326,8 @@ class DeadGuestTest(ChannelTestCase):
         def guest(g):
             g.say("hello progexec 1 kernel=k kcov=0")
             g.until("end")
+            self.qmp.dead = True        # before ready: the host's next call is QMP's
             g.say("ready p1")
-            self.qmp.dead = True
         g, s = self.session(guest)
         s.hello()
         with self.assertRaises(QmpError) as cm:
