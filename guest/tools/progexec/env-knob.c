@@ -127,7 +127,7 @@ static int knob_try(struct pe_env *e, const char *key, const char *path, const c
 	return 0;
 }
 
-int env_knob_check(struct pe_env *e, const char *key, const char *value)
+int pe_env_knob_check(struct pe_env *e, const char *key, const char *value)
 {
 	char path[160], text[256], cur[64];
 	static char crypto[1 << 16];

@@ -96,7 +96,7 @@ int pe_env_check(struct pe_env *e)
 		err = env_cgroups_check(e);
 	/* Last: zswap.compressor and zswap.zpool may be tried (and put back). */
 	for (int i = 0; i < e->nknob && !err; i++)
-		err = env_knob_check(e, e->knob[i].key, e->knob[i].value);
+		err = pe_env_knob_check(e, e->knob[i].key, e->knob[i].value);
 	return err;
 }
 

@@ -73,6 +73,9 @@ struct pe_env {
 /* Refuse before anything changes: every knob exists here (and takes the
  * value), every device is bound, found and large enough. */
 int pe_env_check(struct pe_env *e);
+/* Refuse one knob the kernel lacks or does not take (a header's, or a
+ * `knob` operation's: both are refused before the program starts). */
+int pe_env_knob_check(struct pe_env *e, const char *key, const char *value);
 /* Baseline, then mkswap + swapon of each device in header order, header
  * knobs, cgroups made with their limits. */
 int pe_env_setup(struct pe_env *e);

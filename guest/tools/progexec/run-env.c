@@ -230,6 +230,12 @@ int pe_run_precheck(struct runner *rn, char *why, size_t len)
 				 op->line, rn->p->actor[op->target].name, op->cpu, cpus);
 			return -ENODEV;
 		}
+		/* A knob the kernel lacks is refused as the header's are: the
+		 * program never starts, rather than failing halfway. */
+		if (op->verb == PE_KNOB && pe_env_knob_check(&rn->p->env, op->key, op->value)) {
+			snprintf(why, len, "line %d: %s", op->line, rn->p->env.why);
+			return -ENOENT;
+		}
 	}
 	return 0;
 }

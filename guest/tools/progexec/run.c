@@ -306,16 +306,27 @@ static bool actor_alive(struct runner *rn, int a)
 	return rn->live[a].fd >= 0 && pe_model_alive(rn->m, a);
 }
 
-/* Whether @op is skipped: its actor (or the process it names) was OOM-killed. */
+/* Whether @op is skipped: its actor (or the process it names) was OOM-killed,
+ * or it waits for or kills a background swapoff skipped for that reason. */
 static bool skipped(struct runner *rn, const struct pe_op *op)
 {
+	bool *swapoff_skipped = op->dev >= 0 ? &rn->swapoff_skipped[op->dev] : NULL;
+
 	switch (op->verb) {
 	case PE_EXIT: case PE_KILL:
 		return !actor_alive(rn, op->target);
-	case PE_WAIT:
-		return op->target >= 0 && !actor_alive(rn, op->target);
-	case PE_KILL_SWAPOFF:
-		return false;
+	case PE_WAIT: case PE_KILL_SWAPOFF:
+		if (op->verb == PE_WAIT && op->target >= 0)
+			return !actor_alive(rn, op->target);
+		if (!*swapoff_skipped)
+			return false;
+		*swapoff_skipped = false;
+		return true;
+	case PE_SWAPOFF:
+		if (actor_alive(rn, op->actor))
+			return false;
+		*swapoff_skipped = op->bg;
+		return true;
 	default:
 		return !actor_alive(rn, op->actor);
 	}
