@@ -106,6 +106,22 @@ static int knob_read(const char *key, const char *path, char *cur, size_t len)
 	return 0;
 }
 
+/* A kernel booted with zswap off leaves zswap uninitialized until it is
+ * first enabled, and until then takes any compressor or zpool name without
+ * a check (it falls back to its defaults when enabled).  Enabling it once
+ * (and disabling it again at once) makes every later write the checked
+ * one, the same before and during a program.  Nothing is swapped meanwhile:
+ * no program runs. */
+static void zswap_initialize(void)
+{
+	char on[8];
+
+	if (gl_read_file(ZSWAP_DIR "/enabled", on, sizeof(on)) || strcmp(on, "N"))
+		return;
+	if (!gl_write_file(ZSWAP_DIR "/enabled", "Y"))
+		gl_write_file(ZSWAP_DIR "/enabled", "N");
+}
+
 /* zswap.compressor and zswap.zpool: whether the kernel takes @value is its
  * own answer to a write (it may load a module for it); the old value is
  * written back at once. */
@@ -116,6 +132,7 @@ static int knob_try(struct pe_env *e, const char *key, const char *path, const c
 
 	if (!strcmp(value, cur))
 		return 0;
+	zswap_initialize();
 	err = gl_write_file(path, value);
 	if (err)
 		return env_fail(e, err, "knob %s=%s: this kernel does not offer it (%s)", key, value,
@@ -293,15 +310,18 @@ int pe_env_reclaim(struct pe_env *e, int cg, uint64_t bytes)
 	return 0;
 }
 
+/* The `oom_kill N` line of memory.events or /proc/vmstat (0 without one). */
 static long long events_oom_kill(const char *path)
 {
-	char text[512];
+	static char text[16384];        /* /proc/vmstat is a few kB */
 	const char *p;
 
 	if (gl_read_file(path, text, sizeof(text)))
 		return 0;
-	p = strstr(text, "oom_kill ");
-	return p ? strtoll(p + 9, NULL, 10) : 0;
+	for (p = text; strncmp(p, "oom_kill ", 9); p++)
+		if (!(p = strchr(p, '\n')))
+			return 0;
+	return strtoll(p + 9, NULL, 10);
 }
 
 long long pe_env_oom_kills(struct pe_env *e, int cg)
@@ -313,6 +333,11 @@ long long pe_env_oom_kills(struct pe_env *e, int cg)
 		env_cgroup_path(e, c, "memory.events", path, sizeof(path));
 		n += events_oom_kill(path);
 	}
+	/* The machine's too: a process of the program outside its cgroups (or
+	 * in one under no limit) dies of a global OOM kill, which only
+	 * /proc/vmstat counts.  Its count grows before the SIGKILL is sent. */
+	if (cg < 0)
+		n += events_oom_kill("/proc/vmstat");
 	return n;
 }
 
