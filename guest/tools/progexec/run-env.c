@@ -21,6 +21,11 @@
 #include "runner.h"
 
 #define SWAPOFF_KILL_MS 10000   /* docs/programs.md: a killed swapoff ends within 10 s */
+/* A swapoff (not `&`) that has not returned after this long is a finding,
+ * then killed: try_to_unuse() retries without end when it cannot bring a
+ * slot back, and the host gives the whole program 300 s.  The kernel's own
+ * hung-task limit is 120 s, but a retrying swapoff is not in D state. */
+#define SWAPOFF_FOREGROUND_MS 120000
 
 static const char *err_name(int err)
 {
@@ -172,6 +177,22 @@ static void kill_swapoff(struct runner *rn, const struct pe_op *op)
 	judge_swapoff(rn, op, dev, rc);
 }
 
+/* A swapoff without `&` runs in a child as a background one does, so that
+ * one that never returns is a finding and is killed, not a silent guest. */
+static void swapoff_foreground(struct runner *rn, const struct pe_op *op)
+{
+	int dev = op->dev, rc;
+
+	if (rn->swapoff_fd[dev] < 0)
+		return;         /* no child: swapoff_bg judged it */
+	rc = swapoff_result(rn, dev, SWAPOFF_FOREGROUND_MS);
+	if (rc != -ETIMEDOUT)
+		return judge_swapoff(rn, op, dev, rc);
+	pe_finding(rn->r, "swapoff", "line=%d proc=main dev=%s why=timeout ms=%d", op->line,
+		   rn->p->env.swap[dev].name, SWAPOFF_FOREGROUND_MS);
+	kill_swapoff(rn, op);
+}
+
 void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 {
 	struct pe_env *e = &rn->p->env;
@@ -185,9 +206,10 @@ void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 			e->swap[op->dev].on = false;
 			return;
 		}
-		if (op->bg)
-			return swapoff_bg(rn, op);
-		return judge_swapoff(rn, op, op->dev, pe_env_swapoff(e, op->dev));
+		swapoff_bg(rn, op);
+		if (!op->bg)
+			swapoff_foreground(rn, op);
+		return;
 	case PE_KILL_SWAPOFF:
 		return kill_swapoff(rn, op);
 	case PE_SWAPON:
