@@ -327,18 +327,14 @@ static long long events_oom_kill(const char *path)
 long long pe_env_oom_kills(struct pe_env *e, int cg)
 {
 	char path[160];
-	long long n = 0;
 
-	for (int c = cg < 0 ? 0 : cg; c < (cg < 0 ? e->ncg : cg + 1); c++) {
-		env_cgroup_path(e, c, "memory.events", path, sizeof(path));
-		n += events_oom_kill(path);
-	}
-	/* The machine's too: a process of the program outside its cgroups (or
-	 * in one under no limit) dies of a global OOM kill, which only
-	 * /proc/vmstat counts.  Its count grows before the SIGKILL is sent. */
+	/* Every OOM kill, of a cgroup's or the machine's: a process of the
+	 * program outside its cgroups dies of a global one, which only
+	 * /proc/vmstat counts (memory.events would count a cgroup's twice). */
 	if (cg < 0)
-		n += events_oom_kill("/proc/vmstat");
-	return n;
+		return events_oom_kill("/proc/vmstat");
+	env_cgroup_path(e, cg, "memory.events", path, sizeof(path));
+	return events_oom_kill(path);
 }
 
 int env_cgroup_remove(struct pe_env *e, int cg)

@@ -91,8 +91,8 @@ int pe_env_move(struct pe_env *e, int cg, pid_t pid);
 int pe_env_reclaim(struct pe_env *e, int cg, uint64_t bytes);
 int pe_env_compact(struct pe_env *e);
 int pe_env_drop_caches(struct pe_env *e, int what);
-/* memory.events oom_kill of cgroup @cg (-1: every cgroup of the program plus
- * the machine's OOM kills, /proc/vmstat oom_kill). */
+/* memory.events oom_kill of cgroup @cg; -1: every OOM kill on the machine,
+ * a cgroup's or global (/proc/vmstat oom_kill). */
 long long pe_env_oom_kills(struct pe_env *e, int cg);
 /* Every object is gone: `finding leak ...` for what did not return to the
  * baseline, a final swapoff of every device (a failure is a finding),

@@ -107,14 +107,16 @@ static void process_gone(struct runner *rn, int proc, enum pe_relax relax)
 }
 
 /* The socket of @a closed while it owed a reply: an OOM kill (the oom-kill
- * relaxation) when a cgroup of the program counted one, else a finding. */
+ * relaxation) when the kernel counted one not yet matched to a death, else
+ * a finding.  One kill explains one death: two processes killed together
+ * are two kills, and the second death must find its own. */
 static void actor_died(struct runner *rn, int a, const struct pe_op *op)
 {
 	int proc = rn->p->actor[a].proc;
 	long long ooms = pe_env_oom_kills(&rn->p->env, -1);
 
 	if (ooms > rn->oom_kills) {
-		rn->oom_kills = ooms;
+		rn->oom_kills++;
 		pe_run_relaxed(rn, PE_RELAX_OOM_KILL, op, op->obj, (uint32_t)(op->off / PE_PAGE));
 		process_gone(rn, proc, PE_RELAX_OOM_KILL);
 		return;
