@@ -310,18 +310,36 @@ int pe_env_reclaim(struct pe_env *e, int cg, uint64_t bytes)
 	return 0;
 }
 
-/* The `oom_kill N` line of memory.events or /proc/vmstat (0 without one). */
-static long long events_oom_kill(const char *path)
+/* The `KEY N` line of memory.events or /proc/vmstat (0 without one). */
+static long long events_count(const char *path, const char *key)
 {
 	static char text[16384];        /* /proc/vmstat is a few kB */
+	size_t n = strlen(key);
 	const char *p;
 
 	if (gl_read_file(path, text, sizeof(text)))
 		return 0;
-	for (p = text; strncmp(p, "oom_kill ", 9); p++)
+	for (p = text; strncmp(p, key, n) || p[n] != ' '; p++)
 		if (!(p = strchr(p, '\n')))
 			return 0;
-	return strtoll(p + 9, NULL, 10);
+	return strtoll(p + n + 1, NULL, 10);
+}
+
+static long long events_oom_kill(const char *path)
+{
+	return events_count(path, "oom_kill");
+}
+
+long long pe_env_high_events(struct pe_env *e)
+{
+	char path[160];
+	long long n = 0;
+
+	for (int c = 0; c < e->ncg; c++) {
+		env_cgroup_path(e, c, "memory.events", path, sizeof(path));
+		n += events_count(path, "high");
+	}
+	return n;
 }
 
 long long pe_env_oom_kills(struct pe_env *e, int cg)

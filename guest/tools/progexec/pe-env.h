@@ -94,6 +94,9 @@ int pe_env_drop_caches(struct pe_env *e, int what);
 /* memory.events oom_kill of cgroup @cg; -1: every OOM kill on the machine,
  * a cgroup's or global (/proc/vmstat oom_kill). */
 long long pe_env_oom_kills(struct pe_env *e, int cg);
+/* memory.events high of every cgroup of the program: how often a process
+ * was throttled over memory.high. */
+long long pe_env_high_events(struct pe_env *e);
 /* Every object is gone: `finding leak ...` for what did not return to the
  * baseline, a final swapoff of every device (a failure is a finding),
  * knobs restored, cgroups removed.  Returns the number of findings. */

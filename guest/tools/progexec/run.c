@@ -27,6 +27,11 @@
 #include "runner.h"
 
 #define END_TIMEOUT_MS 10000    /* a killed process or swapoff must end within this */
+/* An operation not back after this long is looked at: throttled over
+ * memory.high (the `throttled` relaxation), or left to run.  The host gives
+ * the whole program 300 s. */
+#define STALL_MS 30000
+#define THROTTLE_PROBE_MS 2000
 
 static long long now_ms(void)
 {
@@ -201,6 +206,50 @@ static void judge_read(struct runner *rn, const struct pe_op *op, int a, const s
 		   x->word, (unsigned long long)x->got, (unsigned long long)x->want);
 }
 
+/* Whether @fd has something to read within @ms. */
+static bool readable(int fd, int ms)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+
+	return poll(&pfd, 1, ms) != 0;
+}
+
+/*
+ * Wait for @a's reply to @op.  A cgroup over memory.high whose memory
+ * cannot be reclaimed (no swap it may use: memory.zswap.max=0 with
+ * memory.zswap.writeback=0, say) throttles its processes without end and
+ * is never OOM-killed: the kernel does what memory.high says.  An operation
+ * stalled that long while a program cgroup's `high` events grow has its
+ * process SIGKILLed by the executor (the `throttled` relaxation: gone as by
+ * `kill`, its later operations skipped); false then.
+ */
+static bool await_reply(struct runner *rn, int a, const struct pe_op *op)
+{
+	int proc = rn->p->actor[a].proc;
+	struct live *l = &rn->live[a];
+	long long high;
+
+	while (!readable(l->fd, STALL_MS)) {
+		high = pe_env_high_events(&rn->p->env);
+		if (readable(l->fd, THROTTLE_PROBE_MS))
+			break;
+		if (pe_env_high_events(&rn->p->env) == high)
+			continue;       /* not throttled: it may be slow, the host's budget rules */
+		pe_run_relaxed(rn, PE_RELAX_THROTTLED, op, op->obj,
+			       op->obj >= 0 ? (uint32_t)(op->off / PE_PAGE) : 0);
+		kill(rn->live[proc].pid, SIGKILL);
+		if (!wait_eof(l->fd, END_TIMEOUT_MS))
+			pe_finding(rn->r, "content", "line=%d proc=%s why=timeout", op->line,
+				   actor_name(rn, a));
+		pe_model_end(rn->m, op, NULL, PE_RELAX_THROTTLED);
+		free(l->owed);
+		l->owed = NULL;
+		process_gone(rn, proc, PE_RELAX_THROTTLED);
+		return false;
+	}
+	return true;
+}
+
 /* Take @a's reply to @op and judge it; false when the actor died. */
 static bool take_reply(struct runner *rn, int a, const struct pe_op *op)
 {
@@ -211,6 +260,8 @@ static bool take_reply(struct runner *rn, int a, const struct pe_op *op)
 	int fd = -1;
 	uint32_t first = (uint32_t)(op->off / PE_PAGE);
 
+	if (!await_reply(rn, a, op))
+		return false;
 	if (pe_recv(l->fd, &rep, sizeof(rep), &fd) || rep.nexc > (1u << 24) ||
 	    (rep.nexc && (!(exc = malloc(rep.nexc * sizeof(*exc))) ||
 			  pe_recv(l->fd, exc, rep.nexc * sizeof(*exc), NULL)))) {
