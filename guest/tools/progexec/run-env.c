@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/guestlib.h"
 #include "run.h"
 #include "runner.h"
 
@@ -53,6 +55,8 @@ void pe_run_call_failed(struct runner *rn, const struct pe_op *op, int actor, co
 	/* memory.reclaim may not reach its target: EAGAIN is done. */
 	if (op->verb == PE_RECLAIM && err == EAGAIN)
 		return;
+	if (op->verb == PE_ANON || op->verb == PE_MEMFD || op->verb == PE_TMPFS)
+		rn->unmade[op->obj] = true;
 	pe_finding(rn->r, "content", "line=%d proc=%s%s%s why=%s errno=%s", op->line,
 		   rn->p->actor[actor].name, op->obj >= 0 ? " obj=" : "",
 		   op->obj >= 0 ? rn->p->obj[op->obj].name : "", call, err_name(err));
@@ -239,11 +243,49 @@ void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 			   proc_name(rn, op), what, err_name(-rc), e->why);
 }
 
+/* An object larger than the machine's memory and the program's swap
+ * together: the kernel's overcommit heuristic refuses such an mmap, and a
+ * program the VM cannot hold is one it lacks the size for (refused). */
+static bool machine_refuses_size(struct runner *rn, char *why, size_t len)
+{
+	char text[4096];
+	const char *p;
+	uint64_t room = 0;
+
+	if (gl_read_file("/proc/meminfo", text, sizeof(text)) || !(p = strstr(text, "MemTotal:")))
+		return false;
+	room = strtoull(p + 9, NULL, 10) * 1024;
+	for (int d = 0; d < rn->p->env.nswap; d++)
+		room += rn->p->env.swap[d].size;
+	for (int i = 0; i < rn->p->nobjs; i++) {
+		if (rn->p->obj[i].size <= room)
+			continue;
+		snprintf(why, len, "%s %llu bytes: more than this machine's memory and the program's "
+			 "swap (%llu bytes)", rn->p->obj[i].name,
+			 (unsigned long long)rn->p->obj[i].size, (unsigned long long)room);
+		return true;
+	}
+	return false;
+}
+
 int pe_run_precheck(struct runner *rn, char *why, size_t len)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int sv[2];
 
 	why[0] = 0;
+	/* The program's processes talk to the coordinator over socket pairs. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		int err = errno;
+
+		snprintf(why, len, "this kernel has no AF_UNIX socket pairs (%s): the executor's "
+			 "processes need them (CONFIG_NET, CONFIG_UNIX)", strerror(err));
+		return -err;
+	}
+	close(sv[0]);
+	close(sv[1]);
+	if (machine_refuses_size(rn, why, len))
+		return -ENOMEM;
 	for (int i = 0; i < rn->p->nops; i++) {
 		const struct pe_op *op = &rn->p->op[i];
 

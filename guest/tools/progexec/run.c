@@ -381,7 +381,9 @@ static bool skipped(struct runner *rn, const struct pe_op *op)
 		*swapoff_skipped = op->bg;
 		return true;
 	default:
-		return !actor_alive(rn, op->actor);
+		/* An object whose making failed (already a finding) has nothing
+		 * to operate on. */
+		return !actor_alive(rn, op->actor) || (op->obj >= 0 && rn->unmade[op->obj]);
 	}
 }
 
@@ -541,10 +543,15 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 	/* The OOM killer never picks the coordinator (main sets 0 again for
 	 * the program's processes); a kernel that refuses leaves it as it was. */
 	gl_write_file("/proc/self/oom_score_adj", "-1000");
-	if (!rn.m || start_main(&rn)) {
-		pe_finding(r, "content", "line=0 proc=main why=start errno=%s", strerrorname_np(errno));
-	} else if (!hooks || !hooks->ready || !hooks->ready(hooks->arg)) {
-		for (int i = 0; i < p->nops; i++)
+	/* `ready` comes first: whatever follows it, even main failing to
+	 * start, is reported in the order the channel has (ops-done, result). */
+	if (!hooks || !hooks->ready || !hooks->ready(hooks->arg)) {
+		int err = rn.m ? start_main(&rn) : -ENOMEM;
+
+		if (err)
+			pe_finding(r, "content", "line=0 proc=main why=start errno=%s",
+				   strerrorname_np(-err) ?: "?");
+		for (int i = 0; i < p->nops && !err; i++)
 			run_one(&rn, &p->op[i]);
 		if (hooks && hooks->ops_done)
 			hooks->ops_done(hooks->arg);

@@ -33,6 +33,8 @@ struct runner {
 	struct live live[PE_MAX_ACTORS];
 	pid_t swapoff_pid[PE_MAX_SWAPS];        /* a background swapoff, 0: none */
 	int swapoff_fd[PE_MAX_SWAPS];           /* its result (an int), -1: none */
+	bool unmade[PE_MAX_OBJECTS];            /* its anon/memfd/tmpfs call failed (a
+						 * finding): later operations on it are skipped */
 	bool swapoff_skipped[PE_MAX_SWAPS];     /* a background swapoff skipped with its
 						 * OOM-killed process: its wait or kill too */
 	int plant_op;                           /* the operation --plant marks, -1: none */
