@@ -165,11 +165,13 @@ class ProtocolTest(ChannelTestCase):
             g.say("at 6")
             g.say("finding content line=7 proc=main obj=a page=3 expected=v1 seen=v0 word=0 "
                   "got=0x0 want=0x1234")
+            g.say('finding content line=6 proc=main why=knob errno=ENOENT '
+                  'detail="knob zswap.compressor=lz4: No such file or directory"')
             g.say("stat pages_written=2048 elapsed_ms=120")
             g.say("ops-done p1")
             g.until("teardown")
             seen["rules at teardown"] = {k: list(v) for k, v in self.qmp.rules.items() if v}
-            g.say("result p1 fail 1")
+            g.say("result p1 fail 2")
         g, s = self.session(guest)
         self.assertEqual(s.hello(), "6.12.0-test")
         out = s.run(prep)
@@ -189,13 +191,16 @@ class ProtocolTest(ChannelTestCase):
         self.assertEqual(sorted(resets), sorted(d.injector for d in devices.VM_DISKS))
         self.assertEqual(out.verdict, "fail")
         self.assertEqual(out.ops_run, 2)
-        f, = out.findings
+        f, knob = out.findings
         self.assertEqual((f["check"], f["file_line"], f["op"], f["page"], f["seen"]),
                          ("content", 11, "read a 0 8M", "3", "v0"))
+        # A quoted value keeps its spaces.
+        self.assertEqual((knob["why"], knob["errno"], knob["detail"]),
+                         ("knob", "ENOENT", "knob zswap.compressor=lz4: No such file or directory"))
         self.assertEqual(out.faults["s0"], {"injector": "fi-nvme0", "digest": "0000000000000abc",
                                             "hits": {"rfail": 2}, "io": {"write": 7}})
         self.assertEqual(out.stats["pages_written"], "2048")
-        self.assertEqual(out.report[-1], "result p1 fail 1")
+        self.assertEqual(out.report[-1], "result p1 fail 2")
 
     def test_refused_then_the_next_program_runs(self):
         def guest(g):

@@ -208,6 +208,23 @@ class Progexec(unittest.TestCase):
             self.assertIn(why, res.stdout)
             self.assertNotIn("result", res.stdout)
 
+    def test_runtime_knob_the_kernel_lacks_is_refused(self):
+        # A `knob` operation is checked with the header's, before anything
+        # runs: a refusal naming it, not a finding halfway through.
+        lacking = [(key, value, path) for key, value, path in (
+            ("zswap.zpool", "zbud", "/sys/module/zswap/parameters/zpool"),
+            ("mthp.16kB.enabled", "never", "/sys/kernel/mm/transparent_hugepage/hugepages-16kB"),
+            ("mthp.64kB.enabled", "never", "/sys/kernel/mm/transparent_hugepage/hugepages-64kB"))
+            if not os.path.exists(path)]
+        if not lacking:
+            self.skipTest("this kernel has every knob the test could name")
+        key, value, _ = lacking[0]
+        res = self.run_text(f"anon a 4K\nwrite a 0 4K v=1\nknob {key}={value}\nread a 0 4K\n")
+        self.assertEqual(res.returncode, 2, res.stdout)
+        self.assertRegex(res.stdout, rf"(?m)^refused t.prog line 3: knob {key}: this kernel lacks ")
+        self.assertNotIn("at 1", res.stdout)
+        self.assertNotIn("result", res.stdout)
+
     def test_bad_usage_is_one_line(self):
         for args in ([], ["run"], ["run", "x.prog", "--plant", "nope"], ["frob"],
                      ["run", "x.prog", "--bind", "s0"]):

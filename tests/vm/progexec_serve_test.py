@@ -178,6 +178,14 @@ def main():
         expect_refused(ch, "too-small", r"holds \d+ bytes, size=1073741824", problems)
         ch.send(*program("no-serial", SWAP_PROGRAM, [("s0", "nvme:not-here")]))
         expect_refused(ch, "no-serial", r"no nvme device nvme:not-here", problems)
+        # zswap is uninitialized here (never enabled since boot), when the
+        # kernel takes any zpool name unchecked; a program that enables it
+        # and then names a zpool the kernel lacks (Debian's 6.12 has no
+        # z3fold; 6.18+ no zpool knob) is refused, not failed halfway.
+        ch.send(*program("no-z3fold", "anon a 4M\nknob zswap.enabled=Y\n"
+                         "knob zswap.zpool=z3fold\nwrite a 0 4M v=1", []))
+        expect_refused(ch, "no-z3fold", r"line 3: knob zswap.zpool(=z3fold)?: this kernel",
+                       problems)
         ch.send("start")
         expect_refused(ch, "-", r"start outside a program", problems)
         run_swap_program(ch, "swap-2", problems)

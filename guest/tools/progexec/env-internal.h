@@ -50,8 +50,6 @@ int env_knob_path(const char *key, char *path, size_t len);
 int env_choice_parse(const char *text, const char *value, char *cur, size_t len);
 /* Whether /proc/crypto's @text lists compression algorithm @name. */
 int env_crypto_has_compressor(const char *text, const char *name);
-/* Refuse a knob this kernel lacks or whose value it does not offer. */
-int env_knob_check(struct pe_env *e, const char *key, const char *value);
 /* Restore every saved knob, in reverse order. */
 int env_knobs_restore(struct pe_env *e);
 /* Refuse a cgroup limit file this kernel lacks (a probe cgroup). */

@@ -106,6 +106,22 @@ static int knob_read(const char *key, const char *path, char *cur, size_t len)
 	return 0;
 }
 
+/* A kernel booted with zswap off leaves zswap uninitialized until it is
+ * first enabled, and until then takes any compressor or zpool name without
+ * a check (it falls back to its defaults when enabled).  Enabling it once
+ * (and disabling it again at once) makes every later write the checked
+ * one, the same before and during a program.  Nothing is swapped meanwhile:
+ * no program runs. */
+static void zswap_initialize(void)
+{
+	char on[8];
+
+	if (gl_read_file(ZSWAP_DIR "/enabled", on, sizeof(on)) || strcmp(on, "N"))
+		return;
+	if (!gl_write_file(ZSWAP_DIR "/enabled", "Y"))
+		gl_write_file(ZSWAP_DIR "/enabled", "N");
+}
+
 /* zswap.compressor and zswap.zpool: whether the kernel takes @value is its
  * own answer to a write (it may load a module for it); the old value is
  * written back at once. */
@@ -116,6 +132,7 @@ static int knob_try(struct pe_env *e, const char *key, const char *path, const c
 
 	if (!strcmp(value, cur))
 		return 0;
+	zswap_initialize();
 	err = gl_write_file(path, value);
 	if (err)
 		return env_fail(e, err, "knob %s=%s: this kernel does not offer it (%s)", key, value,
@@ -127,7 +144,7 @@ static int knob_try(struct pe_env *e, const char *key, const char *path, const c
 	return 0;
 }
 
-int env_knob_check(struct pe_env *e, const char *key, const char *value)
+int pe_env_knob_check(struct pe_env *e, const char *key, const char *value)
 {
 	char path[160], text[256], cur[64];
 	static char crypto[1 << 16];
@@ -293,27 +310,49 @@ int pe_env_reclaim(struct pe_env *e, int cg, uint64_t bytes)
 	return 0;
 }
 
-static long long events_oom_kill(const char *path)
+/* The `KEY N` line of memory.events or /proc/vmstat (0 without one). */
+static long long events_count(const char *path, const char *key)
 {
-	char text[512];
+	static char text[16384];        /* /proc/vmstat is a few kB */
+	size_t n = strlen(key);
 	const char *p;
 
 	if (gl_read_file(path, text, sizeof(text)))
 		return 0;
-	p = strstr(text, "oom_kill ");
-	return p ? strtoll(p + 9, NULL, 10) : 0;
+	for (p = text; strncmp(p, key, n) || p[n] != ' '; p++)
+		if (!(p = strchr(p, '\n')))
+			return 0;
+	return strtoll(p + n + 1, NULL, 10);
+}
+
+static long long events_oom_kill(const char *path)
+{
+	return events_count(path, "oom_kill");
+}
+
+long long pe_env_high_events(struct pe_env *e)
+{
+	char path[160];
+	long long n = 0;
+
+	for (int c = 0; c < e->ncg; c++) {
+		env_cgroup_path(e, c, "memory.events", path, sizeof(path));
+		n += events_count(path, "high");
+	}
+	return n;
 }
 
 long long pe_env_oom_kills(struct pe_env *e, int cg)
 {
 	char path[160];
-	long long n = 0;
 
-	for (int c = cg < 0 ? 0 : cg; c < (cg < 0 ? e->ncg : cg + 1); c++) {
-		env_cgroup_path(e, c, "memory.events", path, sizeof(path));
-		n += events_oom_kill(path);
-	}
-	return n;
+	/* Every OOM kill, of a cgroup's or the machine's: a process of the
+	 * program outside its cgroups dies of a global one, which only
+	 * /proc/vmstat counts (memory.events would count a cgroup's twice). */
+	if (cg < 0)
+		return events_oom_kill("/proc/vmstat");
+	env_cgroup_path(e, cg, "memory.events", path, sizeof(path));
+	return events_oom_kill(path);
 }
 
 int env_cgroup_remove(struct pe_env *e, int cg)

@@ -18,6 +18,7 @@
 
 const char *const pe_relax_names[PE_RELAX_COUNT] = {
 	"none", "madv-free", "failed-read", "killed-writer", "concurrent-write", "oom-kill",
+	"throttled",
 };
 
 /* ---- version sets */

@@ -20,7 +20,7 @@ struct pe_op;
 /* The relaxations of docs/programs.md, by the name reports give them. */
 enum pe_relax {
 	PE_RELAX_NONE, PE_RELAX_MADV_FREE, PE_RELAX_FAILED_READ, PE_RELAX_KILLED_WRITER,
-	PE_RELAX_CONCURRENT_WRITE, PE_RELAX_OOM_KILL, PE_RELAX_COUNT,
+	PE_RELAX_CONCURRENT_WRITE, PE_RELAX_OOM_KILL, PE_RELAX_THROTTLED, PE_RELAX_COUNT,
 };
 extern const char *const pe_relax_names[PE_RELAX_COUNT];
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * What this kernel and machine offer a program (the `offers` lines after
- * `hello`, docs/programs.md): the same tests env_knob_check() and
+ * `hello`, docs/programs.md): the same tests pe_env_knob_check() and
  * env_cgroups_check() refuse a program by, asked of every value the
  * language has, so a generator that keeps to the offers writes programs
  * this guest runs.
@@ -96,7 +96,7 @@ static void choice_line(struct lines *l, const char *key)
 	line_end(l);
 }
 
-/* The values of @key the kernel takes, as env_knob_check() decides. */
+/* The values of @key the kernel takes, as pe_env_knob_check() decides. */
 static void tried_line(struct lines *l, const char *key, const char *const *values)
 {
 	static struct pe_env scratch;
@@ -106,7 +106,7 @@ static void tried_line(struct lines *l, const char *key, const char *const *valu
 		return;
 	line_start(l, key);
 	for (int i = 0; values[i]; i++)
-		if (!env_knob_check(&scratch, key, values[i]))
+		if (!pe_env_knob_check(&scratch, key, values[i]))
 			line_word(l, "%s", values[i]);
 	line_end(l);
 }

@@ -73,6 +73,9 @@ struct pe_env {
 /* Refuse before anything changes: every knob exists here (and takes the
  * value), every device is bound, found and large enough. */
 int pe_env_check(struct pe_env *e);
+/* Refuse one knob the kernel lacks or does not take (a header's, or a
+ * `knob` operation's: both are refused before the program starts). */
+int pe_env_knob_check(struct pe_env *e, const char *key, const char *value);
 /* Baseline, then mkswap + swapon of each device in header order, header
  * knobs, cgroups made with their limits. */
 int pe_env_setup(struct pe_env *e);
@@ -88,8 +91,12 @@ int pe_env_move(struct pe_env *e, int cg, pid_t pid);
 int pe_env_reclaim(struct pe_env *e, int cg, uint64_t bytes);
 int pe_env_compact(struct pe_env *e);
 int pe_env_drop_caches(struct pe_env *e, int what);
-/* memory.events oom_kill of cgroup @cg (-1: every cgroup of the program). */
+/* memory.events oom_kill of cgroup @cg; -1: every OOM kill on the machine,
+ * a cgroup's or global (/proc/vmstat oom_kill). */
 long long pe_env_oom_kills(struct pe_env *e, int cg);
+/* memory.events high of every cgroup of the program: how often a process
+ * was throttled over memory.high. */
+long long pe_env_high_events(struct pe_env *e);
 /* Every object is gone: `finding leak ...` for what did not return to the
  * baseline, a final swapoff of every device (a failure is a finding),
  * knobs restored, cgroups removed.  Returns the number of findings. */

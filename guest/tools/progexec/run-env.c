@@ -14,14 +14,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/guestlib.h"
 #include "kcov.h"
 #include "run.h"
 #include "runner.h"
 
 #define SWAPOFF_KILL_MS 10000   /* docs/programs.md: a killed swapoff ends within 10 s */
+/* A swapoff (not `&`) that has not returned after this long is a finding,
+ * then killed: try_to_unuse() retries without end when it cannot bring a
+ * slot back, and the host gives the whole program 300 s.  The kernel's own
+ * hung-task limit is 120 s, but a retrying swapoff is not in D state. */
+#define SWAPOFF_FOREGROUND_MS 120000
 
 static const char *err_name(int err)
 {
@@ -49,6 +56,8 @@ void pe_run_call_failed(struct runner *rn, const struct pe_op *op, int actor, co
 	/* memory.reclaim may not reach its target: EAGAIN is done. */
 	if (op->verb == PE_RECLAIM && err == EAGAIN)
 		return;
+	if (op->verb == PE_ANON || op->verb == PE_MEMFD || op->verb == PE_TMPFS)
+		rn->unmade[op->obj] = true;
 	pe_finding(rn->r, "content", "line=%d proc=%s%s%s why=%s errno=%s", op->line,
 		   rn->p->actor[actor].name, op->obj >= 0 ? " obj=" : "",
 		   op->obj >= 0 ? rn->p->obj[op->obj].name : "", call, err_name(err));
@@ -177,6 +186,22 @@ static void kill_swapoff(struct runner *rn, const struct pe_op *op)
 	judge_swapoff(rn, op, dev, rc);
 }
 
+/* A swapoff without `&` runs in a child as a background one does, so that
+ * one that never returns is a finding and is killed, not a silent guest. */
+static void swapoff_foreground(struct runner *rn, const struct pe_op *op)
+{
+	int dev = op->dev, rc;
+
+	if (rn->swapoff_fd[dev] < 0)
+		return;         /* no child: swapoff_bg judged it */
+	rc = swapoff_result(rn, dev, SWAPOFF_FOREGROUND_MS);
+	if (rc != -ETIMEDOUT)
+		return judge_swapoff(rn, op, dev, rc);
+	pe_finding(rn->r, "swapoff", "line=%d proc=main dev=%s why=timeout ms=%d", op->line,
+		   rn->p->env.swap[dev].name, SWAPOFF_FOREGROUND_MS);
+	kill_swapoff(rn, op);
+}
+
 void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 {
 	struct pe_env *e = &rn->p->env;
@@ -190,9 +215,10 @@ void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 			e->swap[op->dev].on = false;
 			return;
 		}
-		if (op->bg)
-			return swapoff_bg(rn, op);
-		return judge_swapoff(rn, op, op->dev, pe_env_swapoff(e, op->dev));
+		swapoff_bg(rn, op);
+		if (!op->bg)
+			swapoff_foreground(rn, op);
+		return;
 	case PE_KILL_SWAPOFF:
 		return kill_swapoff(rn, op);
 	case PE_SWAPON:
@@ -222,11 +248,49 @@ void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 			   proc_name(rn, op), what, err_name(-rc), e->why);
 }
 
+/* An object larger than the machine's memory and the program's swap
+ * together: the kernel's overcommit heuristic refuses such an mmap, and a
+ * program the VM cannot hold is one it lacks the size for (refused). */
+static bool machine_refuses_size(struct runner *rn, char *why, size_t len)
+{
+	char text[4096];
+	const char *p;
+	uint64_t room = 0;
+
+	if (gl_read_file("/proc/meminfo", text, sizeof(text)) || !(p = strstr(text, "MemTotal:")))
+		return false;
+	room = strtoull(p + 9, NULL, 10) * 1024;
+	for (int d = 0; d < rn->p->env.nswap; d++)
+		room += rn->p->env.swap[d].size;
+	for (int i = 0; i < rn->p->nobjs; i++) {
+		if (rn->p->obj[i].size <= room)
+			continue;
+		snprintf(why, len, "%s %llu bytes: more than this machine's memory and the program's "
+			 "swap (%llu bytes)", rn->p->obj[i].name,
+			 (unsigned long long)rn->p->obj[i].size, (unsigned long long)room);
+		return true;
+	}
+	return false;
+}
+
 int pe_run_precheck(struct runner *rn, char *why, size_t len)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int sv[2];
 
 	why[0] = 0;
+	/* The program's processes talk to the coordinator over socket pairs. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		int err = errno;
+
+		snprintf(why, len, "this kernel has no AF_UNIX socket pairs (%s): the executor's "
+			 "processes need them (CONFIG_NET, CONFIG_UNIX)", strerror(err));
+		return -err;
+	}
+	close(sv[0]);
+	close(sv[1]);
+	if (machine_refuses_size(rn, why, len))
+		return -ENOMEM;
 	for (int i = 0; i < rn->p->nops; i++) {
 		const struct pe_op *op = &rn->p->op[i];
 
@@ -234,6 +298,12 @@ int pe_run_precheck(struct runner *rn, char *why, size_t len)
 			snprintf(why, len, "line %d: thread %s cpu=%d: this machine has %ld CPUs",
 				 op->line, rn->p->actor[op->target].name, op->cpu, cpus);
 			return -ENODEV;
+		}
+		/* A knob the kernel lacks is refused as the header's are: the
+		 * program never starts, rather than failing halfway. */
+		if (op->verb == PE_KNOB && pe_env_knob_check(&rn->p->env, op->key, op->value)) {
+			snprintf(why, len, "line %d: %s", op->line, rn->p->env.why);
+			return -ENOENT;
 		}
 	}
 	return 0;

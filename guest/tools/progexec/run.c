@@ -28,6 +28,11 @@
 #include "runner.h"
 
 #define END_TIMEOUT_MS 10000    /* a killed process or swapoff must end within this */
+/* An operation not back after this long is looked at: throttled over
+ * memory.high (the `throttled` relaxation), or left to run.  The host gives
+ * the whole program 300 s. */
+#define STALL_MS 30000
+#define THROTTLE_PROBE_MS 2000
 
 static long long now_ms(void)
 {
@@ -108,14 +113,16 @@ static void process_gone(struct runner *rn, int proc, enum pe_relax relax)
 }
 
 /* The socket of @a closed while it owed a reply: an OOM kill (the oom-kill
- * relaxation) when a cgroup of the program counted one, else a finding. */
+ * relaxation) when the kernel counted one not yet matched to a death, else
+ * a finding.  One kill explains one death: two processes killed together
+ * are two kills, and the second death must find its own. */
 static void actor_died(struct runner *rn, int a, const struct pe_op *op)
 {
 	int proc = rn->p->actor[a].proc;
 	long long ooms = pe_env_oom_kills(&rn->p->env, -1);
 
 	if (ooms > rn->oom_kills) {
-		rn->oom_kills = ooms;
+		rn->oom_kills++;
 		pe_run_relaxed(rn, PE_RELAX_OOM_KILL, op, op->obj, (uint32_t)(op->off / PE_PAGE));
 		process_gone(rn, proc, PE_RELAX_OOM_KILL);
 		return;
@@ -200,6 +207,50 @@ static void judge_read(struct runner *rn, const struct pe_op *op, int a, const s
 		   x->word, (unsigned long long)x->got, (unsigned long long)x->want);
 }
 
+/* Whether @fd has something to read within @ms. */
+static bool readable(int fd, int ms)
+{
+	struct pollfd pfd = { fd, POLLIN, 0 };
+
+	return poll(&pfd, 1, ms) != 0;
+}
+
+/*
+ * Wait for @a's reply to @op.  A cgroup over memory.high whose memory
+ * cannot be reclaimed (no swap it may use: memory.zswap.max=0 with
+ * memory.zswap.writeback=0, say) throttles its processes without end and
+ * is never OOM-killed: the kernel does what memory.high says.  An operation
+ * stalled that long while a program cgroup's `high` events grow has its
+ * process SIGKILLed by the executor (the `throttled` relaxation: gone as by
+ * `kill`, its later operations skipped); false then.
+ */
+static bool await_reply(struct runner *rn, int a, const struct pe_op *op)
+{
+	int proc = rn->p->actor[a].proc;
+	struct live *l = &rn->live[a];
+	long long high;
+
+	while (!readable(l->fd, STALL_MS)) {
+		high = pe_env_high_events(&rn->p->env);
+		if (readable(l->fd, THROTTLE_PROBE_MS))
+			break;
+		if (pe_env_high_events(&rn->p->env) == high)
+			continue;       /* not throttled: it may be slow, the host's budget rules */
+		pe_run_relaxed(rn, PE_RELAX_THROTTLED, op, op->obj,
+			       op->obj >= 0 ? (uint32_t)(op->off / PE_PAGE) : 0);
+		kill(rn->live[proc].pid, SIGKILL);
+		if (!wait_eof(l->fd, END_TIMEOUT_MS))
+			pe_finding(rn->r, "content", "line=%d proc=%s why=timeout", op->line,
+				   actor_name(rn, a));
+		pe_model_end(rn->m, op, NULL, PE_RELAX_THROTTLED);
+		free(l->owed);
+		l->owed = NULL;
+		process_gone(rn, proc, PE_RELAX_THROTTLED);
+		return false;
+	}
+	return true;
+}
+
 /* Take @a's reply to @op and judge it; false when the actor died. */
 static bool take_reply(struct runner *rn, int a, const struct pe_op *op)
 {
@@ -210,6 +261,8 @@ static bool take_reply(struct runner *rn, int a, const struct pe_op *op)
 	int fd = -1;
 	uint32_t first = (uint32_t)(op->off / PE_PAGE);
 
+	if (!await_reply(rn, a, op))
+		return false;
 	if (pe_recv(l->fd, &rep, sizeof(rep), &fd) || rep.nexc > (1u << 24) ||
 	    (rep.nexc && (!(exc = malloc(rep.nexc * sizeof(*exc))) ||
 			  pe_recv(l->fd, exc, rep.nexc * sizeof(*exc), NULL)))) {
@@ -307,18 +360,31 @@ static bool actor_alive(struct runner *rn, int a)
 	return rn->live[a].fd >= 0 && pe_model_alive(rn->m, a);
 }
 
-/* Whether @op is skipped: its actor (or the process it names) was OOM-killed. */
+/* Whether @op is skipped: its actor (or the process it names) was OOM-killed,
+ * or it waits for or kills a background swapoff skipped for that reason. */
 static bool skipped(struct runner *rn, const struct pe_op *op)
 {
+	bool *swapoff_skipped = op->dev >= 0 ? &rn->swapoff_skipped[op->dev] : NULL;
+
 	switch (op->verb) {
 	case PE_EXIT: case PE_KILL:
 		return !actor_alive(rn, op->target);
-	case PE_WAIT:
-		return op->target >= 0 && !actor_alive(rn, op->target);
-	case PE_KILL_SWAPOFF:
-		return false;
+	case PE_WAIT: case PE_KILL_SWAPOFF:
+		if (op->verb == PE_WAIT && op->target >= 0)
+			return !actor_alive(rn, op->target);
+		if (!*swapoff_skipped)
+			return false;
+		*swapoff_skipped = false;
+		return true;
+	case PE_SWAPOFF:
+		if (actor_alive(rn, op->actor))
+			return false;
+		*swapoff_skipped = op->bg;
+		return true;
 	default:
-		return !actor_alive(rn, op->actor);
+		/* An object whose making failed (already a finding) has nothing
+		 * to operate on. */
+		return !actor_alive(rn, op->actor) || (op->obj >= 0 && rn->unmade[op->obj]);
 	}
 }
 
@@ -482,10 +548,15 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 	/* The OOM killer never picks the coordinator (main sets 0 again for
 	 * the program's processes); a kernel that refuses leaves it as it was. */
 	gl_write_file("/proc/self/oom_score_adj", "-1000");
-	if (!rn.m || start_main(&rn)) {
-		pe_finding(r, "content", "line=0 proc=main why=start errno=%s", strerrorname_np(errno));
-	} else if (!hooks || !hooks->ready || !hooks->ready(hooks->arg)) {
-		for (int i = 0; i < p->nops; i++)
+	/* `ready` comes first: whatever follows it, even main failing to
+	 * start, is reported in the order the channel has (ops-done, result). */
+	if (!hooks || !hooks->ready || !hooks->ready(hooks->arg)) {
+		int err = rn.m ? start_main(&rn) : -ENOMEM;
+
+		if (err)
+			pe_finding(r, "content", "line=0 proc=main why=start errno=%s",
+				   strerrorname_np(-err) ?: "?");
+		for (int i = 0; i < p->nops && !err; i++)
 			run_one(&rn, &p->op[i]);
 		if (hooks && hooks->ops_done)
 			hooks->ops_done(hooks->arg);

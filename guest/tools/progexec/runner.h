@@ -33,6 +33,10 @@ struct runner {
 	struct live live[PE_MAX_ACTORS];
 	pid_t swapoff_pid[PE_MAX_SWAPS];        /* a background swapoff, 0: none */
 	int swapoff_fd[PE_MAX_SWAPS];           /* its result (an int), -1: none */
+	bool unmade[PE_MAX_OBJECTS];            /* its anon/memfd/tmpfs call failed (a
+						 * finding): later operations on it are skipped */
+	bool swapoff_skipped[PE_MAX_SWAPS];     /* a background swapoff skipped with its
+						 * OOM-killed process: its wait or kill too */
 	int plant_op;                           /* the operation --plant marks, -1: none */
 	pid_t hidden;                           /* --plant leak-slot's process */
 	long long oom_kills;
@@ -54,7 +58,8 @@ void pe_run_cgroup_leave(struct runner *rn, const struct pe_op *op);
 void pe_run_env_op(struct runner *rn, const struct pe_op *op);
 /* Wait for DEV's background swapoff (@op a `wait DEV`); NULL: every one. */
 void pe_run_swapoff_wait(struct runner *rn, const struct pe_op *op, int timeout_ms);
-/* Refusals before anything changes: pinned threads' CPUs. */
+/* Refusals before anything changes: pinned threads' CPUs, knob operations
+ * the kernel lacks. */
 int pe_run_precheck(struct runner *rn, char *why, size_t len);
 int pe_run_tmpfs_mount(struct runner *rn, char *why, size_t len);
 void pe_run_tmpfs_umount(struct runner *rn);

@@ -7,6 +7,7 @@ guest has not panicked or powered off), so a dead or silent guest ends
 the wait with GuestGone or GuestSilent, never a hang.
 """
 
+import re
 import select
 import socket
 import time
@@ -57,6 +58,9 @@ def parse_message(line):
     return kind, rest
 
 
+KEYVAL = re.compile(r'([^\s=]+)=(?:"([^"]*)"|(\S*))')
+
+
 def cover_words(rest):
     """Whether `cover N HEX...` holds N edge hashes in hex."""
     if not rest[0].isdigit() or int(rest[0]) != len(rest) - 1:
@@ -68,8 +72,9 @@ def cover_words(rest):
 
 
 def keyvals(words):
-    """{KEY: VALUE} of KEY=VALUE words (others are skipped)."""
-    return dict(w.split("=", 1) for w in words if "=" in w)
+    """{KEY: VALUE} of KEY=VALUE words (others are skipped); a VALUE in
+    double quotes (`detail="24: wait: ..."`) may hold spaces."""
+    return {m[1]: m[2] if m[3] is None else m[3] for m in KEYVAL.finditer(" ".join(words))}
 
 
 class Channel:

@@ -27,6 +27,11 @@ def program_run_sh(plant=None):
         "for m in nvme syncblk virtio_blk virtio_console; do",
         '    [ -d /sys/module/$m ] || modprobe $m || echo "# modprobe $m failed"',
         "done",
+        "# zswap's compressors built as modules: loaded so programs may choose them",
+        "for m in zstd lz4 lz4hc deflate 842; do",
+        '    [ -f /lib/modules/$(uname -r)/$m.ko ] && ! [ -d /sys/module/$m ] && '
+        '{ modprobe $m || echo "# modprobe $m failed"; }',
+        "done",
         'command -v progexec >/dev/null || '
         '{ echo "Bail out! progexec is not in the guest image"; exit 1; }',
         f"exec progexec serve {devices.CHANNEL_PORT}" + (f" --plant {plant}" if plant else ""),
