@@ -128,7 +128,6 @@ def c_string(text):
 
 MAIN = r"""
 /* ---- the reproducer's main (faultline prog c) ---- */
-#include <fcntl.h>
 
 static const char repro_name[] = "@NAME@";
 static const char repro_text[] =
@@ -141,22 +140,13 @@ static const char *const repro_binds[][2] = {
 static const char *const repro_failed_read[] = { @FAILED_READ@ NULL };
 static const int repro_gated = @GATED@;
 
-/* A one-sector direct read of @sector on every swap device: the rules'
- * gate (rules.txt) moves the injector's state. */
+/* The rules' gate (rules.txt, gate.c): a failed read is said, not fatal. */
 static void repro_gate(struct pe_program *p, long sector)
 {
-	for (int i = 0; i < p->env.nswap; i++) {
-		void *buf = NULL;
-		int fd = open(p->env.swap[i].path, O_RDONLY | O_DIRECT);
+	char why[512];
 
-		if (fd < 0 || posix_memalign(&buf, 4096, 4096) ||
-		    pread(fd, buf, 512, sector * 512) != 512)
-			fprintf(stderr, "repro: gate read of %s sector %ld: %s (its rules may not "
-				"apply)\n", p->env.swap[i].path, sector, strerror(errno));
-		free(buf);
-		if (fd >= 0)
-			close(fd);
-	}
+	if (pe_gate_read(p, sector, why, sizeof(why)))
+		fprintf(stderr, "repro: %s (its rules may not apply)\n", why);
 }
 
 static int repro_ready(void *arg)
