@@ -38,7 +38,8 @@ from faultline.vm.qemu import QemuMachine
 from faultline.vm.qmp import QmpError
 
 TRANSCRIPT = "transcript.txt"
-GUEST_DIR = "pe"                # the program's text in the guest: /pe/NAME
+GUEST_DIR = "/tmp/pe"           # the program's text in the guest: GUEST_DIR/NAME
+TEXT_END = "FAULTLINE_PROGRAM_END"
 KERNEL_PREFIX = "# kernel "     # run.sh's first line
 
 
@@ -59,7 +60,8 @@ def run_sh(prep):
     """The guest's /run.sh: the drivers, the port, then `progexec run --gate`
     with its report on the port."""
     keep = [ln for ln in program_run_sh().splitlines() if not ln.startswith("exec progexec")]
-    argv = ["progexec", "run", f"/{GUEST_DIR}/{prep.name}"]
+    path = f"{GUEST_DIR}/{prep.name}"
+    argv = ["progexec", "run", path]
     for dev, disk in prep.bound.items():
         argv += ["--bind", f"{dev}={disk.target}"]
     for dev, rules in prep.rules.items():
@@ -72,6 +74,8 @@ def run_sh(prep):
         f'    [ "$(cat $p/name 2>/dev/null)" = {devices.CHANNEL_PORT} ] && port=/dev/${{p##*/}}',
         "done",
         f'[ -n "$port" ] || {{ echo "Bail out! no virtio port {devices.CHANNEL_PORT}"; exit 1; }}',
+        f"mkdir -p {GUEST_DIR}",
+        f"cat >{path} <<'{TEXT_END}'"] + [text for text, _ in prep.lines] + [TEXT_END,
         shlex.join(argv) + ' >"$port"',
         'echo "# progexec exit $?"', ""])
 
@@ -145,9 +149,7 @@ def machine_spec(prep, sc, builds, *, bootdir, scratch, seed, accel):
                 f.write("\n".join(by_disk[vm_disk.key]) + "\n")
             disk = devices.with_rules(disk, rules)
         disks.append(disk)
-    text = "".join(t + "\n" for t, _ in prep.lines).encode()
-    initrd = guest.build_initrd(builds.guest_dir, run_sh(prep), scratch,
-                                files={f"{GUEST_DIR}/{prep.name}": text})
+    initrd = guest.build_initrd(builds.guest_dir, run_sh(prep), scratch)
     return make_spec(sc, builds, rundir=bootdir, scratch=scratch, seed=seed, deterministic=True,
                      accel=accel, initrd=initrd, disks=disks,
                      extra_args=devices.transcript_args(os.path.join(bootdir, TRANSCRIPT)))
