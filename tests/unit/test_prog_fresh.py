@@ -3,8 +3,9 @@ fresh.py, `prog run --deterministic`): the real progexec built for this
 host runs a program with `--gate`, its report goes into a file as QEMU's
 port would write it, and the session's reader judges that file as it
 grows; a silent or dead guest; what cannot run without the host; the
-guest's /run.sh carries the program's canonical text unchanged."""
+guest's initramfs carries the program's canonical text unchanged."""
 
+import gzip
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from faultline.execute import boot, devices, fresh  # noqa: E402
 from faultline.execute.channel import GuestGone, GuestSilent  # noqa: E402
 from faultline.execute.session import Budgets, Outcome, Prepared, read_until  # noqa: E402
 from faultline.prog.lang import parse  # noqa: E402
+from faultline.run import guest  # noqa: E402
 from test_progexec import build  # noqa: E402
 
 # No swap line: it runs on the build host.  Line 3 reads a page the
@@ -164,18 +166,21 @@ class WithoutTheHostTest(unittest.TestCase):
         prep = prepared(WITH_RULES, "seeded")
         sh = fresh.run_sh(prep)
         cmd = [ln for ln in sh.splitlines() if ln.startswith("progexec run")]
-        self.assertEqual(cmd, [f"progexec run {fresh.GUEST_DIR}/seeded --bind s0=nvme:fl-nvme0 "
+        self.assertEqual(cmd, [f"progexec run /{fresh.GUEST_DIR}/seeded --bind s0=nvme:fl-nvme0 "
                                "--bind s1=syncblk:irq --allow-failed-read s1 --gate 1,2 "
                                '>"$port"'])
-        # The here-document as a shell reads it: the canonical lines, unchanged.
-        lines = sh.splitlines()
-        start = next(i for i, ln in enumerate(lines) if ln.startswith("cat >"))
-        end = lines.index(fresh.TEXT_END, start)
+        # The text as the guest reads it, in a real initramfs: the same lines.
         tmp = tempfile.mkdtemp()
-        script = "\n".join(lines[start:end + 1]).replace(fresh.GUEST_DIR, tmp) + "\n"
-        subprocess.run(["sh", "-c", script], check=True, timeout=30)
-        with open(os.path.join(tmp, "seeded")) as f:
-            self.assertEqual(f.read().splitlines(), [t for t, _ in prep.lines])
+        with open(os.path.join(tmp, "initramfs.cpio.gz"), "wb") as f:
+            f.write(gzip.compress(b""))
+        initrd = guest.build_initrd(tmp, sh, tmp, files={f"{fresh.GUEST_DIR}/seeded":
+                                                         fresh.program_text(prep)})
+        with open(initrd, "rb") as f:
+            data = f.read()
+        listing = subprocess.run(["cpio", "-i", "--to-stdout", f"{fresh.GUEST_DIR}/seeded"],
+                                 input=data[data.index(b"070701"):], capture_output=True,
+                                 timeout=30)
+        self.assertEqual(listing.stdout.decode().splitlines(), [t for t, _ in prep.lines])
         gated = devices.gated_rules(prep.bound, prep.rules)
         self.assertEqual(gated["nvme0"][0], "bad: write state=1 every=3 count=64 corrupt")
         self.assertEqual(gated["sync-irq"][1:], list(devices.GATE_RULES))

@@ -10,8 +10,10 @@ each run.  Here the guest never waits for the host:
 - the VM has the program's own disks only (every other device the guest
   probes is one more source of drift), each injector loading the program's
   rules at start, gated on the engine state (devices.gated_rules);
-- the initramfs holds the program's canonical text and a /run.sh that runs
-  `progexec run --gate`: the guest opens and closes the gate itself;
+- the initramfs holds the program's canonical text (a file there, not in
+  the guest's /tmp: a tmpfs file would count in the Shmem the leak check
+  compares) and a /run.sh that runs `progexec run --gate`: the guest opens
+  and closes the gate itself;
 - the report goes to the virtio-serial port, which QEMU writes into a file
   (transcript.txt) that the host follows with the session's reader;
 - the injectors' statistics are read once the guest has powered off (QEMU
@@ -38,8 +40,7 @@ from faultline.vm.qemu import QemuMachine
 from faultline.vm.qmp import QmpError
 
 TRANSCRIPT = "transcript.txt"
-GUEST_DIR = "/tmp/pe"           # the program's text in the guest: GUEST_DIR/NAME
-TEXT_END = "FAULTLINE_PROGRAM_END"
+GUEST_DIR = "pe"                # the program's text in the initramfs: /pe/NAME
 KERNEL_PREFIX = "# kernel "     # run.sh's first line
 
 
@@ -60,8 +61,7 @@ def run_sh(prep):
     """The guest's /run.sh: the drivers, the port, then `progexec run --gate`
     with its report on the port."""
     keep = [ln for ln in program_run_sh().splitlines() if not ln.startswith("exec progexec")]
-    path = f"{GUEST_DIR}/{prep.name}"
-    argv = ["progexec", "run", path]
+    argv = ["progexec", "run", f"/{GUEST_DIR}/{prep.name}"]
     for dev, disk in prep.bound.items():
         argv += ["--bind", f"{dev}={disk.target}"]
     for dev, rules in prep.rules.items():
@@ -74,10 +74,13 @@ def run_sh(prep):
         f'    [ "$(cat $p/name 2>/dev/null)" = {devices.CHANNEL_PORT} ] && port=/dev/${{p##*/}}',
         "done",
         f'[ -n "$port" ] || {{ echo "Bail out! no virtio port {devices.CHANNEL_PORT}"; exit 1; }}',
-        f"mkdir -p {GUEST_DIR}",
-        f"cat >{path} <<'{TEXT_END}'"] + [text for text, _ in prep.lines] + [TEXT_END,
         shlex.join(argv) + ' >"$port"',
         'echo "# progexec exit $?"', ""])
+
+
+def program_text(prep):
+    """The canonical text as the guest reads it: its line N is prep.lines[N-1]."""
+    return "".join(text + "\n" for text, _ in prep.lines).encode()
 
 
 class TranscriptFile:
@@ -149,7 +152,8 @@ def machine_spec(prep, sc, builds, *, bootdir, scratch, seed, accel):
                 f.write("\n".join(by_disk[vm_disk.key]) + "\n")
             disk = devices.with_rules(disk, rules)
         disks.append(disk)
-    initrd = guest.build_initrd(builds.guest_dir, run_sh(prep), scratch)
+    initrd = guest.build_initrd(builds.guest_dir, run_sh(prep), scratch,
+                                files={f"{GUEST_DIR}/{prep.name}": program_text(prep)})
     return make_spec(sc, builds, rundir=bootdir, scratch=scratch, seed=seed, deterministic=True,
                      accel=accel, initrd=initrd, disks=disks,
                      extra_args=devices.transcript_args(os.path.join(bootdir, TRANSCRIPT)))
