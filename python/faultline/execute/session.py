@@ -5,7 +5,9 @@ tear down, and judge the console for the `kernel` check.
 
 The session knows the machine only through three callables (QMP, the
 console's text, the channel), so the unit tests drive it with a fake
-guest on a socket.
+guest on a socket.  Its reading and judging (read_until, finding,
+kernel_check, device_faults, settle) need no live channel: fresh.py
+judges with them a report that the guest writes into a file.
 """
 
 import time
