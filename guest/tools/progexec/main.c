@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * progexec run FILE [--bind DEV=TARGET]... [--allow-failed-read DEV]...
- *                   [--plant drop-write|stale-page|leak-slot]
+ *                   [--plant drop-write|stale-page|leak-slot] [--gate ON,OFF]
  * progexec serve PORT [--plant drop-write|stale-page|leak-slot]
  * progexec offers
  *
  * run: one program, the report on stdout; exit 0 pass, 1 fail, 2 refused or
- * bad usage (one line on stderr).  serve: serve.c's loop.  offers: the
- * `offers` lines serve sends after its hello, on stdout.
+ * bad usage (one line on stderr).  --gate: the program's rules were loaded at
+ * QEMU start, gated on the engine state (gate.c); a one-sector read of
+ * sector ON of every swap device opens the gate once the swap areas are on,
+ * of sector OFF closes it after the last operation, and the report has the
+ * channel's `ready` and `ops-done` lines around the operations.  serve:
+ * serve.c's loop.  offers: the `offers` lines serve sends after its hello,
+ * on stdout.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,8 +24,8 @@
 #include "program.h"
 
 #define USAGE "usage: progexec run FILE [--bind DEV=TARGET]... [--allow-failed-read DEV]... " \
-	      "[--plant drop-write|stale-page|leak-slot] | progexec serve PORT [--plant KIND] | " \
-	      "progexec offers"
+	      "[--plant drop-write|stale-page|leak-slot] [--gate ON,OFF] | " \
+	      "progexec serve PORT [--plant KIND] | progexec offers"
 #define MAX_TEXT (1 << 20)
 
 static int usage(const char *why)
@@ -81,9 +86,61 @@ static int parse_plant(const char *kind, enum pe_plant *plant)
 	return -EINVAL;
 }
 
+/* --gate ON,OFF: two sector numbers. */
+struct gate {
+	struct pe_program *p;
+	struct pe_report *r;
+	long on, off;
+};
+
+static int parse_gate(const char *arg, struct gate *g)
+{
+	char *end;
+
+	errno = 0;
+	g->on = strtol(arg, &end, 10);
+	if (errno || end == arg || *end != ',' || g->on < 0)
+		return -EINVAL;
+	arg = end + 1;
+	g->off = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || g->off < 0 || g->off == g->on)
+		return -EINVAL;
+	return 0;
+}
+
+/* The swap areas are on: open the gate; a gate that cannot open refuses the
+ * program (its rules would never apply). */
+static int gate_ready(void *arg)
+{
+	struct gate *g = arg;
+	char why[512];
+	int rc = pe_gate_read(g->p, g->on, why, sizeof(why));
+
+	if (rc) {
+		pe_say(g->r, "refused %s %s", g->p->name, why);
+		return rc;
+	}
+	pe_say(g->r, "ready %s", g->p->name);
+	return 0;
+}
+
+/* The last operation returned: close the gate before the teardown. */
+static int gate_ops_done(void *arg)
+{
+	struct gate *g = arg;
+	char why[512];
+
+	pe_say(g->r, "ops-done %s", g->p->name);
+	if (pe_gate_read(g->p, g->off, why, sizeof(why)))
+		fprintf(stderr, "progexec: %s (the rules stay on for the teardown)\n", why);
+	return 0;
+}
+
 static int run(int argc, char **argv)
 {
 	struct pe_report report = { stdout, 0 };
+	struct gate gate = { NULL, &report, -1, -1 };
+	struct pe_hooks hooks = { gate_ready, gate_ops_done, &gate };
 	char name[PE_PROGRAM_NAME_MAX], why[512];
 	struct pe_program *p;
 	enum pe_plant plant = PE_PLANT_NONE;
@@ -95,13 +152,16 @@ static int run(int argc, char **argv)
 	/* The options first: bad usage says so before anything is read. */
 	for (i = 3; i < argc; i++) {
 		if (i + 1 >= argc || (strcmp(argv[i], "--bind") && strcmp(argv[i], "--plant") &&
-				      strcmp(argv[i], "--allow-failed-read")))
+				      strcmp(argv[i], "--allow-failed-read") &&
+				      strcmp(argv[i], "--gate")))
 			return usage(i + 1 >= argc && argv[i][0] == '-' ? "an option without its value"
 									  : "unknown option");
 		if (!strcmp(argv[i], "--bind") && !strchr(argv[i + 1], '='))
 			return usage("--bind takes DEV=TARGET");
 		if (!strcmp(argv[i], "--plant") && parse_plant(argv[i + 1], &plant))
 			return usage("--plant: unknown kind");
+		if (!strcmp(argv[i], "--gate") && parse_gate(argv[i + 1], &gate))
+			return usage("--gate takes ON,OFF: two different sector numbers");
 		i++;
 	}
 	text = read_text(argv[2]);
@@ -133,7 +193,8 @@ static int run(int argc, char **argv)
 		}
 	}
 	pe_kcov_setup();        /* none: no cover lines */
-	rc = pe_program_run(p, NULL, &report);
+	gate.p = p;
+	rc = pe_program_run(p, gate.on >= 0 ? &hooks : NULL, &report);
 	pe_program_free(p);
 	return rc == PE_PASS ? 0 : rc == PE_FAIL ? 1 : 2;
 }

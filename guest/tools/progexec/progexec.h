@@ -14,6 +14,7 @@
  *   report.c   the report lines (one format for both modes)
  *   kcov.c     the program's kernel coverage (`cover` lines; kcov.h)
  *   offers.c   what the kernel offers a program (`offers` lines; offers.h)
+ *   gate.c     the rules' gate of a run without the host (run --gate, prog c)
  *   serve.c    the virtio-serial loop (`progexec serve PORT`)
  *   main.c     `progexec run FILE` and `progexec serve PORT`
  *
@@ -74,6 +75,10 @@ int pe_program_allow_failed_read(struct pe_program *p, const char *dev, char *wh
 enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hooks,
 			       struct pe_report *r);
 void pe_program_free(struct pe_program *p);
+
+/* gate.c: a one-sector direct read of @sector on each of the program's swap
+ * devices, which moves the state of the injectors' gated rules (--gate). */
+int pe_gate_read(const struct pe_program *p, long sector, char *why, size_t whylen);
 
 /* serve.c: `progexec serve PORT`; returns the process exit code.  @plant (an
  * enum pe_plant, program.h) is set on every program served: self-tests only. */

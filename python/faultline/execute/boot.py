@@ -1,4 +1,5 @@
-"""`faultline prog run FILE|DIR`: every program in one boot, in name order
+"""`faultline prog run FILE|DIR`: every program in one boot, in name order,
+or with --deterministic each in a fresh boot of its own (fresh.py)
 (docs/programs.md, "Running programs").
 
 Exit status: 0 every program that ran passed, 1 a program failed (the
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from faultline import scenario
 from faultline.build.builds import build_all
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
-from faultline.execute import devices, results
+from faultline.execute import devices, fresh, results
 from faultline.execute.channel import ChannelError
 from faultline.execute.session import Budgets, Outcome, Prepared
 from faultline.execute.vm import ProgramVM
@@ -76,10 +77,11 @@ def collect(target):
     return [(program_name(target), target)]
 
 
-def prepare(entries, mutation, one_file):
+def prepare(entries, mutation, one_file, deterministic=False):
     """(Prepared programs, {name: (path, reason, ops)} refused by the VM's
-    device set).  A bad program raises ProgramError (FILE:LINE: reason);
-    with @one_file a refusal is a SetupError (one line) too."""
+    device set, or with @deterministic by a run without the host).  A bad
+    program raises ProgramError (FILE:LINE: reason); with @one_file a
+    refusal is a SetupError (one line) too."""
     ready, refused = [], {}
     for name, path in entries:
         program = read(path)
@@ -87,6 +89,9 @@ def prepare(entries, mutation, one_file):
         try:
             bound = devices.bind(program)
             rules = devices.rules_of(program, mutation)
+            why = fresh.refusal(bound, rules) if deterministic else None
+            if why:
+                raise devices.Refusal(why)
         except devices.Refusal as e:
             if one_file:
                 raise SetupError(f"{path}: {e}") from None
@@ -136,7 +141,8 @@ def run_programs(opts):
     """The whole command; its exit status."""
     entries = collect(opts.target)
     try:
-        ready, refused = prepare(entries, opts.mutate, not os.path.isdir(opts.target))
+        ready, refused = prepare(entries, opts.mutate, not os.path.isdir(opts.target),
+                                 opts.deterministic)
     except ProgramError as e:
         print(e, file=sys.stderr, flush=True)
         return EXIT_SETUP
@@ -153,11 +159,16 @@ def run_programs(opts):
                                               Outcome(name, "refused", reason), ops)
         say(f"{name}: refused ({reason})")
     results.write_run_json(rundir, run_meta(opts, builds, order))
-    scratch = scratchdirs.new_scratch()
-    try:
-        status, guest, replay = boot(opts, builds, rundir, scratch, ready, budgets, written)
-    finally:
-        scratchdirs.remove_scratch(scratch)
+    if opts.deterministic:
+        status, release, replay = fresh_boots(opts, builds, rundir, ready, budgets, written)
+        guest = {"kernel_release": release}
+    else:
+        scratch = scratchdirs.new_scratch()
+        try:
+            status, guest, replay = boot(opts, builds, rundir, scratch, ready, budgets,
+                                         written)
+        finally:
+            scratchdirs.remove_scratch(scratch)
     outcomes = [written[n] for n in order if n in written]
     status = max(status, status_of(outcomes))
     results.write_run_json(rundir, run_meta(opts, builds, order, status, guest, replay))
@@ -167,6 +178,34 @@ def run_programs(opts):
     if replay:
         print(f"replay: {replay}", flush=True)
     return status
+
+
+def say_outcome(out):
+    say(f"{out.name}: {out.verdict}" + (f" ({out.reason})" if out.reason else
+                                        f" ({len(out.findings)} findings, {out.elapsed_s:.1f}s)"))
+
+
+def replay_command(opts, rundir, name):
+    return shlex.join(opts.replay_argv(os.path.join(results.program_dir(rundir, name),
+                                                    "program.prog")))
+
+
+def fresh_boots(opts, builds, rundir, ready, budgets, written):
+    """--deterministic: each of @ready in a fresh boot of its own, its
+    boot's logs in its program directory; (status, kernel release, replay
+    command of the last program that crashed or None)."""
+    release = replay = None
+    sc = vm_scenario(opts)
+    for prep in ready:
+        out, rel = fresh.run(prep, sc, builds, bootdir=results.program_dir(rundir, prep.name),
+                             seed=opts.seed, budgets=budgets, accel=opts.accel)
+        release = release or rel
+        written[prep.name] = results.write_program(rundir, prep.name, prep.path, out,
+                                                   len(prep.program.ops))
+        say_outcome(out)
+        if out.verdict == "crash":
+            replay = replay_command(opts, rundir, prep.name)
+    return EXIT_PASS, release, replay
 
 
 def boot(opts, builds, rundir, scratch, ready, budgets, written):
@@ -188,9 +227,7 @@ def boot(opts, builds, rundir, scratch, ready, budgets, written):
                 out = vm.run(prep)
                 written[prep.name] = results.write_program(rundir, prep.name, prep.path, out,
                                                            len(prep.program.ops))
-                say(f"{prep.name}: {out.verdict}" + (f" ({out.reason})" if out.reason else
-                                                    f" ({len(out.findings)} findings, "
-                                                    f"{out.elapsed_s:.1f}s)"))
+                say_outcome(out)
             current = None
             vm.close()
         except (ChannelError, QmpError) as e:
@@ -201,8 +238,7 @@ def boot(opts, builds, rundir, scratch, ready, budgets, written):
             out = out or Outcome(current.name, "crash", str(e))
             written[current.name] = results.write_program(rundir, current.name, current.path,
                                                           out, len(current.program.ops))
-            replay = shlex.join(opts.replay_argv(os.path.join(
-                results.program_dir(rundir, current.name), "program.prog")))
+            replay = replay_command(opts, rundir, current.name)
             say(f"{current.name}: crash ({out.reason})")
             return EXIT_CRASH, vm.facts(), replay
     return EXIT_PASS, vm.facts(), None

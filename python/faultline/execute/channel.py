@@ -77,6 +77,18 @@ def keyvals(words):
     return {m[1]: m[2] if m[3] is None else m[3] for m in KEYVAL.finditer(" ".join(words))}
 
 
+def take_line(buf):
+    """(the first line of @buf as str, the rest): BadLine for a line over
+    MAX_LINE bytes or not ASCII.  @buf holds a newline."""
+    raw, _, rest = buf.partition(b"\n")
+    if len(raw) + 1 > MAX_LINE:
+        raise BadLine(f"the guest sent a line over {MAX_LINE} bytes: {raw[:80]!r}...")
+    try:
+        return raw.decode("ascii").rstrip("\r"), rest
+    except UnicodeDecodeError:
+        raise BadLine(f"the guest sent a line that is not ASCII: {raw[:80]!r}") from None
+
+
 class Channel:
     """One connection to the guest's port; lines in, lines out."""
 
@@ -132,13 +144,8 @@ class Channel:
             if not chunk:
                 raise GuestGone(self.alive() or "the channel closed")
             self._buf += chunk
-        raw, _, self._buf = self._buf.partition(b"\n")
-        if len(raw) + 1 > MAX_LINE:
-            raise BadLine(f"the guest sent a line over {MAX_LINE} bytes: {raw[:80]!r}...")
-        try:
-            return raw.decode("ascii").rstrip("\r")
-        except UnicodeDecodeError:
-            raise BadLine(f"the guest sent a line that is not ASCII: {raw[:80]!r}") from None
+        line, self._buf = take_line(self._buf)
+        return line
 
     def close(self):
         try:

@@ -8,6 +8,7 @@ a rule the disk's attach point refuses) is one line, before anything is
 sent.
 """
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -50,6 +51,15 @@ REFUSED_KEYS = {
     "syncblk": ("sq=", "fatal", "reset-fail="),
     "virtio-blk": ("sq=", "cpu=", "fatal", "reset-fail="),
 }
+# The gate of a run without the host (prog c, prog run --deterministic;
+# guest/tools/progexec/gate.c): the rules are loaded at QEMU start, each
+# matching in engine state 1 only; the guest's one-sector read of sector
+# GATE_ON_SECTOR of each swap device sets it once the swap areas are on, of
+# GATE_OFF_SECTOR ends it after the last operation.  Both sectors lie in the
+# swap header's page, which the kernel never reads in one-sector pieces.
+GATE_ON_SECTOR, GATE_OFF_SECTOR = 1, 2
+GATE_RULES = (f"_gate_on: read lba={GATE_ON_SECTOR} len=1 set-state=1",
+              f"_gate_off: read lba={GATE_OFF_SECTOR} len=1 set-state=2")
 # Rule actions that can fail a read the guest sees (failed-read relaxation).
 READ_FAILING = re.compile(r"(^|\s)(error=\S+|drop|fatal|reset-fail=\S+)(\s|$)")
 
@@ -75,11 +85,32 @@ def vm_disks_args(scratch, rundir, seed, deterministic):
     return disks
 
 
+def with_rules(disk, rules_path):
+    """@disk (a Disk of vm_disks_args) whose injector loads @rules_path at
+    start."""
+    return dataclasses.replace(disk, injector_opts=f"rules={rules_path}," + disk.injector_opts)
+
+
+# ioeventfd=off: the guest's notifications are handled in the vCPU's own
+# write, not later in QEMU's main loop, whose moment host timing decides
+# (under -icount that moved the guest's virtual time: boots differed by
+# microseconds with the port, were identical without it or with this).
+SERIAL_DEVICE = "virtio-serial-pci,ioeventfd=off"
+
+
 def channel_args(socket_path):
     """The virtio-serial port the executor reads (the host connects to the
     chardev's socket as a client)."""
-    return ["-device", "virtio-serial-pci",
+    return ["-device", SERIAL_DEVICE,
             "-chardev", f"socket,id={CHANNEL_ID},path={socket_path},server=on,wait=off",
+            "-device", f"virtserialport,chardev={CHANNEL_ID},name={CHANNEL_PORT}"]
+
+
+def transcript_args(path):
+    """The same port, written by the guest only, into the file @path on the
+    host (a run without the host: execute/fresh.py)."""
+    return ["-device", SERIAL_DEVICE,
+            "-chardev", f"file,id={CHANNEL_ID},path={path}",
             "-device", f"virtserialport,chardev={CHANNEL_ID},name={CHANNEL_PORT}"]
 
 
@@ -138,3 +169,25 @@ def fails_reads(rule_text):
     """Whether a rule can fail a read the guest sees."""
     op = rule_text.split()[0] if rule_text.split() else ""
     return op in ("read", "any") and bool(READ_FAILING.search(rule_text))
+
+
+def gated(text):
+    """Rule @text matching only in the gate's state 1; Refusal when the
+    rule has its own states (the gate takes the engine's state)."""
+    words = text.split()
+    if any(w.startswith(("state=", "set-state=")) for w in words):
+        raise Refusal(f"rule {text!r}: a run without the host (prog c, prog run "
+                      "--deterministic) cannot gate a rule that uses the engine state "
+                      "(state=, set-state=)")
+    return " ".join(words[:1] + ["state=1"] + words[1:])
+
+
+def gated_rules(bound, rules):
+    """{VmDisk key: [rule line]} the injectors load at start: each device's
+    rules gated, then the gate's own."""
+    out = {}
+    for dev, disk in bound.items():
+        own = [f"{name}: {gated(text)}" for name, text in rules.get(dev, [])]
+        if own:
+            out[disk.key] = own + list(GATE_RULES)
+    return out

@@ -28,6 +28,7 @@ import tempfile
 
 from faultline import TOP
 from faultline.execute import devices
+from faultline.execute.devices import GATE_OFF_SECTOR, GATE_ON_SECTOR, GATE_RULES  # noqa: F401
 from faultline.execute.boot import program_name, vm_scenario, ProgOptions
 from faultline.execute.vm import program_run_sh
 from faultline.errors import SetupError
@@ -40,9 +41,6 @@ PROGEXEC = os.path.join(TOOLS, "progexec")
 # progexec's files a reproducer leaves out: the channel loop and the
 # command line (the reproducer has its own main).
 LEFT_OUT = ("serve.c", "main.c")
-GATE_ON_SECTOR, GATE_OFF_SECTOR = 1, 2
-GATE_RULES = (f"_gate_on: read lba={GATE_ON_SECTOR} len=1 set-state=1",
-              f"_gate_off: read lba={GATE_OFF_SECTOR} len=1 set-state=2")
 GUEST_BINARY = "repro"
 
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -128,7 +126,6 @@ def c_string(text):
 
 MAIN = r"""
 /* ---- the reproducer's main (faultline prog c) ---- */
-#include <fcntl.h>
 
 static const char repro_name[] = "@NAME@";
 static const char repro_text[] =
@@ -141,22 +138,13 @@ static const char *const repro_binds[][2] = {
 static const char *const repro_failed_read[] = { @FAILED_READ@ NULL };
 static const int repro_gated = @GATED@;
 
-/* A one-sector direct read of @sector on every swap device: the rules'
- * gate (rules.txt) moves the injector's state. */
+/* The rules' gate (rules.txt, gate.c): a failed read is said, not fatal. */
 static void repro_gate(struct pe_program *p, long sector)
 {
-	for (int i = 0; i < p->env.nswap; i++) {
-		void *buf = NULL;
-		int fd = open(p->env.swap[i].path, O_RDONLY | O_DIRECT);
+	char why[512];
 
-		if (fd < 0 || posix_memalign(&buf, 4096, 4096) ||
-		    pread(fd, buf, 512, sector * 512) != 512)
-			fprintf(stderr, "repro: gate read of %s sector %ld: %s (its rules may not "
-				"apply)\n", p->env.swap[i].path, sector, strerror(errno));
-		free(buf);
-		if (fd >= 0)
-			close(fd);
-	}
+	if (pe_gate_read(p, sector, why, sizeof(why)))
+		fprintf(stderr, "repro: %s (its rules may not apply)\n", why);
 }
 
 static int repro_ready(void *arg)
@@ -217,26 +205,6 @@ int main(int argc, char **argv)
 	return rc == PE_PASS ? 0 : rc == PE_FAIL ? 1 : 2;
 }
 """
-
-
-def gated(text):
-    """Rule @text matching only in the gate's state 1; SetupError when the
-    rule has its own states (the gate takes the engine's state)."""
-    words = text.split()
-    if any(w.startswith(("state=", "set-state=")) for w in words):
-        raise SetupError(f"rule {text!r}: a reproducer cannot gate a rule that uses the "
-                         "engine state (state=, set-state=)")
-    return " ".join(words[:1] + ["state=1"] + words[1:])
-
-
-def device_rules(bound, rules):
-    """{VmDisk key: [rule line]} the injectors load at start."""
-    out = {}
-    for dev, disk in bound.items():
-        own = [f"{name}: {gated(text)}" for name, text in rules.get(dev, [])]
-        if own:
-            out[disk.key] = own + list(GATE_RULES)
-    return out
 
 
 def c_source(name, program, bound, rules):
@@ -316,9 +284,10 @@ def check_runnable(program_path, mutation=None):
     try:
         bound = devices.bind(program)
         rules = devices.rules_of(program, mutation)
+        by_disk = devices.gated_rules(bound, rules)
     except devices.Refusal as e:
         raise SetupError(f"{program_path}: {e}") from None
-    return program, bound, rules, device_rules(bound, rules)
+    return program, bound, rules, by_disk
 
 
 def instructions(out_dir, initramfs):

@@ -5,7 +5,9 @@ tear down, and judge the console for the `kernel` check.
 
 The session knows the machine only through three callables (QMP, the
 console's text, the channel), so the unit tests drive it with a fake
-guest on a socket.
+guest on a socket.  Its reading and judging (read_until, finding,
+kernel_check, device_faults, settle) need no live channel: fresh.py
+judges with them a report that the guest writes into a file.
 """
 
 import time
@@ -87,6 +89,69 @@ class Outcome:
     cover: set = field(default_factory=set)       # kcov edge hashes (ints) of the program
 
 
+def read_until(lines, out, prep, wanted, budget):
+    """Read the guest's report lines for @prep from @lines (its
+    receive(timeout, waiting_for): a live channel, or a transcript) into
+    Outcome @out until one of @wanted (or `refused`, `result`); that (kind,
+    words).  GuestSilent past @budget seconds, BadLine for a line of
+    another program."""
+    deadline = time.monotonic() + budget
+    what = " or ".join(wanted)
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        line = lines.receive(left, f"{what} of {prep.name}")
+        kind, rest = parse_message(line)
+        out.report.append(line)
+        if kind == "finding":
+            out.findings.append(finding(prep, rest))
+        elif kind == "at":
+            out.ops_run += 1
+        elif kind == "stat":
+            out.stats.update(keyvals(rest))
+        elif kind == "cover":
+            out.cover.update(int(h, 16) for h in rest[1:])
+        if kind in wanted or kind in ("refused", "result"):
+            if kind != "hello" and rest[0] != prep.name:
+                raise BadLine(f"the guest answered {kind} for {rest[0]!r} while "
+                              f"{prep.name!r} runs")
+            return kind, rest
+
+
+def finding(prep, rest):
+    """A `finding` line's words as result.json keeps them."""
+    f = {"check": rest[0], **keyvals(rest[1:])}
+    line, text = prep.file_line(f.get("line"))
+    if line is not None:
+        f["file_line"], f["op"] = line, text
+    return f
+
+
+def kernel_check(out, console):
+    """A splat in @console (the console's text while the program ran) is
+    the program's finding.  A bare stack dump is not: an OOM kill prints
+    one, and the program may meet its cgroup's limit (the oom-kill
+    relaxation)."""
+    splat = splat_line(console, bare_dumps=False)
+    if splat:
+        out.findings.append({"check": "kernel", "why": "splat", "text": splat})
+
+
+def device_faults(qmp, injector):
+    """result.json's faults of one device: its injector's digest, rule hits
+    and I/Os per operation (the fuzzer's signal), over QMP."""
+    stats = qmp("x-fault-query-stats", id=injector)
+    digest = stats.get("digest")
+    return {"injector": injector,
+            "digest": f"{digest:016x}" if isinstance(digest, int) else digest,
+            "hits": {r["name"]: r["hits"] for r in stats.get("rules", [])},
+            "io": {i["op"]: i["count"] for i in stats.get("io", [])}}
+
+
+def settle(out, result_words):
+    """The verdict from the `result` line's words and the findings."""
+    out.verdict = "fail" if result_words[1] == "fail" or out.findings else "pass"
+
+
 class Session:
     """The host's side of the protocol for one boot."""
 
@@ -127,36 +192,7 @@ class Session:
         self.chan.send("quit")
 
     def _until(self, out, prep, wanted, budget):
-        """Read lines into @out until one of @wanted (or `refused`,
-        `result`) for this program; that (kind, words)."""
-        deadline = time.monotonic() + budget
-        what = " or ".join(wanted)
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            line = self.chan.receive(left, f"{what} of {prep.name}")
-            kind, rest = parse_message(line)
-            out.report.append(line)
-            if kind == "finding":
-                out.findings.append(self._finding(prep, rest))
-            elif kind == "at":
-                out.ops_run += 1
-            elif kind == "stat":
-                out.stats.update(keyvals(rest))
-            elif kind == "cover":
-                out.cover.update(int(h, 16) for h in rest[1:])
-            if kind in wanted or kind in ("refused", "result"):
-                if kind != "hello" and rest[0] != prep.name:
-                    raise BadLine(f"the guest answered {kind} for {rest[0]!r} while "
-                                  f"{prep.name!r} runs")
-                return kind, rest
-
-    @staticmethod
-    def _finding(prep, rest):
-        f = {"check": rest[0], **keyvals(rest[1:])}
-        line, text = prep.file_line(f.get("line"))
-        if line is not None:
-            f["file_line"], f["op"] = line, text
-        return f
+        return read_until(self.chan, out, prep, wanted, budget)
 
     def _send_program(self, prep):
         self.chan.send(f"program {prep.name}")
@@ -208,14 +244,7 @@ class Session:
             self.chan.send("start")
             kind, rest = self._until(out, prep, ("ops-done",), self.budgets.ops)
             for dev, disk in prep.bound.items():
-                stats = self.qmp("x-fault-query-stats", id=disk.injector)
-                digest = stats.get("digest")
-                out.faults[dev] = {"injector": disk.injector,
-                                   "digest": f"{digest:016x}" if isinstance(digest, int)
-                                   else digest,
-                                   "hits": {r["name"]: r["hits"] for r in stats.get("rules", [])},
-                                   # the device's I/Os per operation (the fuzzer's signal)
-                                   "io": {i["op"]: i["count"] for i in stats.get("io", [])}}
+                out.faults[dev] = device_faults(self.qmp, disk.injector)
         finally:
             for dev, injector, name in added:
                 try:
@@ -228,13 +257,7 @@ class Session:
         if kind == "refused":
             raise BadLine(f"the guest refused {prep.name} after ready")
         self._kernel_check(out, console_from)
-        said = rest[1]
-        out.verdict = "fail" if said == "fail" or out.findings else "pass"
+        settle(out, rest)
 
     def _kernel_check(self, out, console_from):
-        """A splat on the console while the program ran is its finding.  A
-        bare stack dump is not: an OOM kill prints one, and the program may
-        meet its cgroup's limit (the oom-kill relaxation)."""
-        splat = splat_line(self.console()[console_from:], bare_dumps=False)
-        if splat:
-            out.findings.append({"check": "kernel", "why": "splat", "text": splat})
+        kernel_check(out, self.console()[console_from:])

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from faultline.build.builds import build_all
 from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
-from faultline.execute import devices, results
+from faultline.execute import devices, fresh, results
 from faultline.execute.boot import ProgOptions, vm_scenario
 from faultline.execute.channel import ChannelError
 from faultline.execute.session import Budgets, Outcome, Prepared
@@ -79,8 +79,9 @@ def pick(rundir, name):
 
 @dataclass
 class Candidates:
-    """Runs candidates of one program on ProgramVMs: one VM for many, a
-    fresh one after a crash, or per candidate (@fresh)."""
+    """Runs candidates of one program on ProgramVMs (one VM for many, a
+    fresh one after a crash), or with @fresh each in a fresh boot of its
+    own with no host round trip (fresh.run)."""
     opts: ProgOptions
     builds: object
     workdir: str
@@ -125,15 +126,22 @@ class Candidates:
                                devices.rules_of(program, self.opts.mutate))
         except devices.Refusal as e:
             return Outcome(self.name, "refused", str(e))
+        why = fresh.refusal(prep.bound, prep.rules) if self.fresh else None
+        if why:
+            return Outcome(self.name, "refused", why)
         self.runs += 1
+        if self.fresh:
+            self.boots += 1
+            out, _ = fresh.run(prep, vm_scenario(self.opts), self.builds,
+                               bootdir=os.path.join(self.workdir, "boot"), seed=self.opts.seed,
+                               budgets=Budgets(), accel=self.opts.accel)
+            return out
         try:
             if self._vm is None:
                 self._boot()
             out = self._vm.run(prep)
         except (ChannelError, QmpError) as e:
             out = getattr(e, "outcome", None) or Outcome(self.name, "crash", str(e))
-            self.close()
-        if self.fresh:
             self.close()
         return out
 

@@ -65,17 +65,31 @@ def make_run_sh(sc, seed):
     return "\n".join(lines) + "\n"
 
 
-def build_initrd(guest_dir, run_sh, workdir):
-    """The cached base initramfs plus a second cpio with /run.sh."""
+def build_initrd(guest_dir, run_sh, workdir, files=None):
+    """The cached base initramfs plus a second cpio with /run.sh and
+    @files ({path relative to the guest's /: bytes}, each mode 0644)."""
     extra = os.path.join(workdir, "extra")
     os.makedirs(extra, exist_ok=True)
+    names = ["run.sh"]
     with open(os.path.join(extra, "run.sh"), "w") as f:
         f.write(run_sh)
     os.chmod(os.path.join(extra, "run.sh"), 0o755)
+    for rel, data in sorted((files or {}).items()):
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            d = "/".join(parts[:i])
+            if d not in names:
+                os.makedirs(os.path.join(extra, d), exist_ok=True)
+                names.append(d)
+        with open(os.path.join(extra, rel), "wb") as f:
+            f.write(data)
+        names.append(rel)
     # Same scenario, same bytes: fixed mtime and inode numbers (--deterministic).
-    os.utime(os.path.join(extra, "run.sh"), (0, 0))
+    for name in names:
+        os.utime(os.path.join(extra, name), (0, 0))
     cpio = subprocess.run(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0", "--reproducible"],
-                          input=b"run.sh\n", cwd=extra, stdout=subprocess.PIPE, check=True)
+                          input="".join(n + "\n" for n in names).encode(), cwd=extra,
+                          stdout=subprocess.PIPE, check=True)
     initrd = os.path.join(workdir, "initramfs.cpio")
     with open(initrd, "wb") as out:
         with open(os.path.join(guest_dir, "initramfs.cpio.gz"), "rb") as base:
