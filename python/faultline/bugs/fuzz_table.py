@@ -12,6 +12,7 @@ a human's verdict on whether the failure is the bug's (`faultline bugs
 --fuzz-verdict`; "untriaged" until then): no program can tell a bug's
 symptom from another failure."""
 
+from faultline.bugs.recall_table import span
 from faultline.errors import SetupError
 from faultline.results import records as results
 
@@ -109,12 +110,6 @@ def cells(row, markdown=True):
             ", ".join(_triage(r) for r in failed) or "-"]
 
 
-def _span(values):
-    values = sorted(set(values))
-    return "" if not values else values[0] if len(values) == 1 else \
-        f"{values[0]} to {values[-1]}"
-
-
 def caption(recs):
     """One paragraph: what the campaigns were (seeds, budget, builds, dates)."""
     seeds = sorted({r["seed"] for r in recs})
@@ -129,8 +124,8 @@ def caption(recs):
             f"{' or '.join(str(j) for j in jobs)} job(s); QEMU build {recs[0]['qemu_build']}; "
             "kernels (cache key, guest build): "
             + ", ".join(f"{n} ({k}, {g})" for n, (k, g) in sorted(kernels.items())))
-    dates = _span(r["date"] for r in recs if r.get("date"))
-    versions = _span(r["faultline"] for r in recs if r.get("faultline"))
+    dates = span(r["date"] for r in recs if r.get("date"))
+    versions = span(r["faultline"] for r in recs if r.get("faultline"))
     if dates:
         text += f"; run {dates}"
     if versions:

@@ -109,7 +109,8 @@ def cells(row):
             repro, minimal]
 
 
-def _span(values):
+def span(values):
+    """'A' or 'A to B' of @values' smallest and largest, '' of none."""
     values = sorted(set(values))
     return "" if not values else values[0] if len(values) == 1 else \
         f"{values[0]} to {values[-1]}"
@@ -129,8 +130,8 @@ def caption(recs):
             f"{recs[0]['qemu_build']}; kernels (cache key, guest build): "
             + ", ".join(f"{n} ({k}, {results.guest_base(g)})"
                         for n, (k, g) in sorted(kernels.items())))
-    dates, versions = _span(r.get("date") for r in recs if r.get("date")), \
-        _span(r.get("faultline") for r in recs if r.get("faultline"))
+    dates, versions = span(r.get("date") for r in recs if r.get("date")), \
+        span(r.get("faultline") for r in recs if r.get("faultline"))
     if dates:
         text += f"; run {dates}"
     if versions:
