@@ -7,9 +7,10 @@ virtual clock jump from timer to timer for as long as the host takes, so a
 program that waits for `start` and `teardown` runs at another virtual time
 each run.  Here the guest never waits for the host:
 
-- the VM has the program's own disks only (every other device the guest
-  probes is one more source of drift), each injector loading the program's
-  rules at start, gated on the engine state (devices.gated_rules);
+- the VM has the program's own disks only (it boots faster, and the
+  firmware and kernel probe no virtio-blk disk, whose filter completes on
+  host I/O and so moved the boot's virtual time), each injector loading the
+  program's rules at start, gated on the engine state (devices.gated_rules);
 - the initramfs holds the program's canonical text (a file there, not in
   the guest's /tmp: a tmpfs file would count in the Shmem the leak check
   compares) and a /run.sh that runs `progexec run --gate`: the guest opens
