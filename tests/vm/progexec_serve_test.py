@@ -170,8 +170,14 @@ def main():
     try:
         ch = Channel(sock, time.monotonic() + 30)
         hello = ch.line(BOOT_S)
-        if not re.fullmatch(r"hello progexec 1 kernel=\S+ kcov=[01]", hello):
+        m = re.fullmatch(r"hello progexec 1 kernel=\S+ kcov=[01] offers=(\d+)", hello)
+        if not m:
             problems.append(f"hello: {hello!r}")
+        # The offers follow the hello at once, one line each.
+        for _ in range(int(m.group(1)) if m else 0):
+            line = ch.line(STEP_S)
+            if not re.fullmatch(r"offers \S+( \S+)*", line):
+                problems.append(f"offers: {line!r}")
         run_swap_program(ch, "swap-1", problems)
         ch.send(*program("too-small", SWAP_PROGRAM.replace("size=16M", "size=1G"),
                          [("s0", f"nvme:{SERIAL}")]))
