@@ -304,12 +304,30 @@ class ManagerTest(unittest.TestCase):
         table = state.render(recs, "results/fuzz/default.jsonl")
         self.assertIn("| fuzz | debian:6.12 | 1 | 1 |", table)
         self.assertIn("No campaign recorded yet", state.render([], "x.jsonl"))
+        self.assertEqual(r["growth"][-1][1], r["programs"])
         # A set of another QEMU build is refused before the campaign runs.
         with self.assertRaises(SetupError) as e:
             campaign(os.path.join(d, "c2"), budget_s=1.0, results=results,
                      ident={**IDENT, "qemu_build": "q2"})
         self.assertIn("q2", str(e.exception))
         self.assertFalse(os.path.exists(os.path.join(d, "c2", "fuzz.json")))
+
+    def test_growth_is_read_off_at_the_marks(self):
+        stats = [{"t": t, "programs": t // 10, "edges": 1000 + t, "features": 7}
+                 for t in range(30, 1000, 30)]
+        g = state.growth(stats)
+        # 1, 5 and 15 min reached, 30 min not: the end (990 s) after them.
+        self.assertEqual(g, [[60, 6, 1060, 7], [300, 30, 1300, 7], [900, 90, 1900, 7],
+                             [990, 99, 1990, 7]])
+        self.assertEqual(state.growth([]), [])
+        rec = {"subject": "fuzz", "kernel_key": "k", "seed": 1, "growth": g}
+        table = state.growth_table([rec])
+        self.assertIn("| 1 min | 5 min | 15 min | end | curve |", table)
+        self.assertIn("| 1060 | 1300 | 1900 | 1990 at 16 min | ", table)
+        # Without kcov the edges are 0: the features are shown, marked.
+        flat = [[60, 6, 0, 40], [120, 12, 0, 80]]
+        self.assertIn("| 40 f | 80 f at 2 min |", state.growth_table(
+            [{**rec, "growth": flat}]))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,12 @@ STATE = "fuzz.json"
 RECORD_FIELDS = {"programs": (int,), "programs_per_hour": records.NUMBER,
                  "corpus": (int,), "edges": (int,), "features": (int,),
                  "failures": (int,), "signatures": (list,), "jobs": (int,),
-                 "budget_s": records.NUMBER}
+                 "budget_s": records.NUMBER, "growth": (list,)}
+# Where the coverage of a campaign is read off for its growth: the
+# campaign's elapsed time in seconds (1 min to 16 h, each about twice the
+# one before, so that campaigns of different lengths line up).
+GROWTH_MARKS_S = (60, 300, 900, 1800, 3600, 7200, 14400, 28800, 57600)
+SPARK = "▁▂▃▄▅▆▇█"
 
 
 def identity(builds_meta, plant):
@@ -92,7 +97,24 @@ def record(state, subject):
             "signatures": [f["signature"] for f in failures],
             "jobs": state["sessions"][-1]["jobs"],
             "budget_s": sum(s["budget_s"] for s in state["sessions"]),
+            "growth": growth(state["stats"]),
             "kernel_release": ident.get("kernel_release")}
+
+
+def growth(stats):
+    """[[t_s, programs, edges, features]] at each GROWTH_MARKS_S the
+    campaign reached (the last snapshot at or before it), and at its end."""
+    out = []
+    for mark in GROWTH_MARKS_S:
+        before = [s for s in stats if s["t"] <= mark]
+        if not stats or stats[-1]["t"] < mark or not before:
+            continue
+        s = before[-1]
+        out.append([mark, s["programs"], s["edges"], s["features"]])
+    if stats and (not out or stats[-1]["t"] > out[-1][0]):
+        s = stats[-1]
+        out.append([s["t"], s["programs"], s["edges"], s["features"]])
+    return out
 
 
 def write_record(path, state, subject):
@@ -121,4 +143,31 @@ def render(recs, set_path):
                     f"| {r['seed']} | {r['jobs']} | {hours(r['budget_s'])} | {r['programs']} "
                     f"| {r['programs_per_hour']:.0f} | {r['corpus']} | {r['edges']} "
                     f"| {r['features']} | {r['failures']} | {first} | {sigs} |")
-    return head + "\n".join(rows) + "\n"
+    return head + "\n".join(rows) + "\n" + growth_table(recs)
+
+
+def growth_table(recs):
+    """Coverage over the campaigns' time: kcov edges (features on a kernel
+    without kcov, whose edges stay 0) at each mark and at the end, and the
+    curve of those values drawn against the campaign's own end."""
+    marks = [m for m in GROWTH_MARKS_S if any(p[0] == m for r in recs for p in r["growth"])]
+    if not marks:
+        return ""
+    rows = ["", "Coverage as the campaigns went on (kcov edges; `f`: features, on a "
+            "kernel without kcov):", "",
+            "| campaign | kernel | seed | " + " | ".join(hours(m) for m in marks)
+            + " | end | curve |",
+            "|---|---|---|" + "---|" * (len(marks) + 2)]
+    for r in recs:
+        use_edges = bool(r["growth"]) and r["growth"][-1][2] > 0
+        col = 2 if use_edges else 3
+        unit = "" if use_edges else " f"
+        at = {p[0]: p for p in r["growth"]}
+        cells = [f"{at[m][col]}{unit}" if m in at else "" for m in marks]
+        end = r["growth"][-1] if r["growth"] else None
+        endcell = f"{end[col]}{unit} at {hours(end[0])}" if end else ""
+        top = max(end[col], 1) if end else 1
+        curve = "".join(SPARK[min(7, int(8 * p[col] / (top + 1)))] for p in r["growth"])
+        rows.append(f"| {r['subject']} | {r.get('kernel_release') or r['kernel_key']} "
+                    f"| {r['seed']} | " + " | ".join(cells) + f" | {endcell} | {curve} |")
+    return "\n".join(rows) + "\n"
