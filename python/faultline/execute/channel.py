@@ -9,8 +9,9 @@ the wait with GuestGone or GuestSilent, never a hang.
 
 import re
 import select
-import socket
 import time
+
+from faultline.host import unixsock
 
 MAX_LINE = 4096
 POLL_S = 0.5
@@ -98,20 +99,10 @@ class Channel:
         the reason it cannot (GuestGone)."""
         self.alive = alive
         self._buf = b""
-        deadline = time.monotonic() + connect_timeout
-        while True:
-            self.sock = socket.socket(socket.AF_UNIX)
-            try:
-                self.sock.connect(path)
-                break
-            except OSError as e:
-                self.sock.close()
-                why = alive()
-                if why:
-                    raise GuestGone(why) from None
-                if time.monotonic() > deadline:
-                    raise GuestGone(f"channel {path}: {e.strerror or e}") from None
-                time.sleep(0.05)
+        try:
+            self.sock = unixsock.connect(path, connect_timeout, alive)
+        except unixsock.ConnectFailed as e:
+            raise GuestGone(str(e) if e.gone else f"channel {path}: {e}") from None
         self.sock.settimeout(10.0)
 
     def send(self, line):

@@ -3,8 +3,8 @@
 import itertools
 import json
 import socket
-import time
 
+from faultline.host import unixsock
 
 # Events kept for wait_event on a long-lived connection: the newest.
 MAX_KEPT_EVENTS = 256
@@ -22,18 +22,12 @@ class Qmp:
     def __init__(self, path, timeout=10.0, alive=None):
         """Connect within @timeout s, or until @alive() (QEMU still
         running) says False."""
-        deadline = time.monotonic() + timeout
         self._ids = itertools.count(1)
-        while True:
-            self.sock = socket.socket(socket.AF_UNIX)
-            try:
-                self.sock.connect(path)
-                break
-            except OSError as e:
-                self.sock.close()
-                if time.monotonic() > deadline or (alive and not alive()):
-                    raise QmpError(f"QMP {path}: {e.strerror or e}") from None
-                time.sleep(0.05)
+        try:
+            self.sock = unixsock.connect(path, timeout,
+                                         lambda: alive and not alive() and "QEMU exited")
+        except unixsock.ConnectFailed as e:
+            raise QmpError(f"QMP {path}: {e}") from None
         self.timeout = timeout
         self.events = []        # seen while reading replies, not yet waited for
         self.sock.settimeout(timeout)
