@@ -32,7 +32,9 @@ LAYERS = [
     # execute/ against explore's scenario runs); fuzz/ runs programs on
     # execute/'s guests and reads search/'s buckets.
     {"faultline.bench", "faultline.fuzz"},
-    {"faultline.bugs"},
+    # findings/ replays programs with execute/'s `prog run` and names their
+    # failures as fuzz/ does; bugs/ measures recall.  Neither imports the other.
+    {"faultline.bugs", "faultline.findings"},
     {"faultline.lab"},
     {"faultline.cli"},
     {"faultline.__main__"},

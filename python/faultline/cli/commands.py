@@ -20,6 +20,8 @@ from faultline.fuzz import state as fuzz_state
 
 
 from faultline.execute import shrink as program_shrink
+from faultline.findings import command as findings_command
+from faultline.findings import finding
 from faultline.host.messages import say
 from faultline.judge import report
 from faultline.kernel import build, configure, fragments, store
@@ -161,7 +163,8 @@ def cmd_bench(args):
 # fields, render(records, set path) -> text)}.
 TABLE_KINDS = {"recall": (recall_table.RECORD_FIELDS, recall_table.render),
                "recall-fuzz": (fuzz_table.RECORD_FIELDS, fuzz_table.render),
-               "fuzz": (fuzz_state.RECORD_FIELDS, fuzz_state.render)}
+               "fuzz": (fuzz_state.RECORD_FIELDS, fuzz_state.render),
+               "findings": (finding.RECORD_FIELDS, finding.render)}
 
 
 def refuse(options, what):
@@ -218,6 +221,11 @@ def cmd_bugs(args):
 def cmd_docs(args):
     return docs.docs(TABLE_KINDS, check=args.check, docs_dir=args.docs_dir,
                      results_dir=args.results_dir)
+
+
+def cmd_findings(args):
+    return findings_command.run(args.names, results=args.results, out=args.out,
+                                check_only=args.check, quiet=args.quiet)
 
 
 def cmd_kernel(args):
@@ -336,4 +344,5 @@ COMMANDS = {"run": cmd_run, "matrix": cmd_matrix, "lava": cmd_lava, "check": cmd
             "libvirt-xml": cmd_libvirt_xml,
             "build": lambda a: build_all(a.kernel, a.modules) and 0,
             "kernel": cmd_kernel, "prog": cmd_prog, "fuzz": cmd_fuzz,
+            "findings": cmd_findings,
             "setup": lambda a: run_script("setup") or 0}

@@ -41,6 +41,8 @@
                                       recall from no scenario: the fuzzer's defaults
   faultline bugs --fuzz-verdict BUG SEED yes|no WHY [--failure N]
                                       a person's verdict: is that failure the bug's?
+  faultline findings [NAME ...] [--results FILE] [--check]
+                                      replay the kernel findings of findings/ (docs/findings.md)
   faultline docs [--check]            rewrite docs/' generated tables from results/
   faultline build | setup
 
@@ -320,6 +322,7 @@ def parser():
     bn.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
                     help="its run directories go here")
     bugs_parser(sub)
+    findings_parser(sub)
     dc = sub.add_parser("docs", help="rewrite the generated tables of docs/ from results/ "
                         "(docs/results.md)")
     dc.add_argument("--check", action="store_true",
@@ -391,6 +394,22 @@ def bugs_parser(sub):
     fz.add_argument("--failure", type=inputs.positive_int, default=1, metavar="N",
                     help="--fuzz-verdict: the campaign's Nth failure found (default 1)")
     return bp
+
+
+def findings_parser(sub):
+    """`faultline findings` (findings/command.py)."""
+    fd = sub.add_parser("findings", help="replay the kernel findings of findings/ on their "
+                        "kernels, each in a fresh boot, and record them (docs/findings.md)")
+    fd.add_argument("names", nargs="*", metavar="NAME", help="findings (default: all)")
+    fd.add_argument("--results", metavar="FILE",
+                    help="the results set the replays' records go to (default "
+                         "results/findings/default.jsonl; docs/results.md)")
+    fd.add_argument("--out", type=inputs.out_dir,
+                    help="the replays' run directories (default runs/DATE-findings)")
+    fd.add_argument("--check", action="store_true",
+                    help="run nothing: check each finding.toml, program and reproducer")
+    fd.add_argument("--quiet", action="store_true", help="no progress, no KTAP stream")
+    return fd
 
 
 def kernel_parser(sub):

@@ -139,13 +139,19 @@ def status_of(outcomes):
 
 def run_programs(opts):
     """The whole command; its exit status."""
+    return run_programs_in(opts)[0]
+
+
+def run_programs_in(opts):
+    """run_programs: (exit status, the run directory it wrote, None when a
+    program was refused before any was made)."""
     entries = collect(opts.target)
     try:
         ready, refused = prepare(entries, opts.mutate, not os.path.isdir(opts.target),
                                  opts.deterministic)
     except ProgramError as e:
         print(e, file=sys.stderr, flush=True)
-        return EXIT_SETUP
+        return EXIT_SETUP, None
     budgets = Budgets()
     if opts.timeout:
         budgets.ops = scenario.parse_duration(opts.timeout, "--timeout")
@@ -177,7 +183,7 @@ def run_programs(opts):
     print(f"{rundir}: " + ", ".join(f"{n} {v}" for v, n in counts.items() if n), flush=True)
     if replay:
         print(f"replay: {replay}", flush=True)
-    return status
+    return status, rundir
 
 
 def say_outcome(out):

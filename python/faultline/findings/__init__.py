@@ -1,0 +1,3 @@
+"""Kernel findings: findings/NAME/ (finding.toml, program.prog, repro/),
+`faultline findings`, which replays them into results/findings/, and the
+table `faultline docs` renders from those records (docs/findings.md)."""

@@ -1,0 +1,120 @@
+"""`faultline findings [NAME...] [--results FILE] [--check]` (docs/findings.md):
+every finding checked first (its finding.toml, its program as `prog run`
+takes it, its reproducer: one line and exit 2 before any VM starts), then
+each replayed on its kernel in a fresh boot by `prog run`'s own code
+(execute/boot.py) and recorded in a results set as it finishes.
+
+Exit status: 0 every finding replayed showed its failure again, 1 one
+replay passed (the kernel no longer shows it), 2 a setup error."""
+
+import os
+import time
+
+from faultline.build.builds import build_all
+from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
+from faultline.execute import boot
+from faultline.execute import results as program_results
+from faultline.execute.session import Outcome
+from faultline.findings import finding as findings
+from faultline.fuzz.triage import signature
+from faultline.host.messages import say
+from faultline.host.versions import sha256, versions
+from faultline.kernel import store
+from faultline.results import records
+from faultline.run.runner import DEFAULT_OUT, new_dir
+
+DEFAULT_SET = os.path.join(records.RESULTS_DIR, "findings", "default.jsonl")
+IDENTITY = ("subject", "kernel_key", "seed")
+SEED = 1        # the injectors' seed of a replay (prog run's default)
+
+
+def check_program(f):
+    """@f's program as `prog run FILE` takes it: the checker, then the VM's
+    device set; ProgramError (FILE:LINE: reason) or SetupError else."""
+    boot.prepare([(f.name, f.program)], None, one_file=True)
+
+
+def kernel_of(f):
+    """(bzImage, modules) of @f's kernel; (None, None): Debian's default."""
+    if f.kernel is None:
+        return None, None
+    try:
+        return store.resolve(f.kernel)
+    except SetupError as e:
+        raise SetupError(f"{records.display(f.toml)}: {e}") from None
+
+
+def identity(builds, image):
+    """(QEMU build, guest build, kernel key) of a replay on @builds."""
+    meta = {"kernel": image, "versions": versions(), "kernel_sha256": sha256(builds.kernel)}
+    return (os.path.basename(builds.qemu_dir), os.path.basename(builds.guest_dir),
+            records.kernel_key(meta))
+
+
+def replay(f, image, modules, out, quiet, kernel_key):
+    """Run @f's program in a fresh boot of @image; the record's fields
+    that the replay measured.  The program's own time to its failure is
+    time_to_failure_s, the whole replay's wall time (boot included)
+    elapsed_s."""
+    opts = boot.ProgOptions(f.program, kernel=image, modules=modules, out=out, seed=SEED,
+                            quiet=quiet)
+    start = time.monotonic()
+    _, rundir = boot.run_programs_in(opts)
+    elapsed = time.monotonic() - start
+    meta, (res,) = program_results.load(rundir)
+    if res["verdict"] not in ("pass", "fail", "crash"):
+        raise SetupError(f"{f.name}: the replay measured nothing ({res['verdict']}"
+                         f"{': ' + res['reason'] if res.get('reason') else ''}; {rundir})")
+    try:
+        with open(os.path.join(rundir, "console.log"), errors="replace") as fh:
+            console = fh.read()
+    except OSError:
+        console = ""
+    outcome = Outcome(res["name"], res["verdict"], res.get("reason") or "", res["findings"])
+    sig = signature(outcome, console, res["name"])
+    verdict = res["verdict"]
+    if verdict == "crash" and sig.startswith("hang"):
+        verdict = "hang"
+    failed_after = min(res.get("elapsed_s") or elapsed, elapsed)
+    return {"kernel_key": kernel_key, "qemu_build": meta["qemu_build"],
+            "guest_build": meta["guest_build"], "seed": meta["seed"], "deterministic": False,
+            "verdict": verdict, "elapsed_s": round(elapsed, 1),
+            "time_to_failure_s": None if verdict == "pass" else round(failed_after, 1),
+            "signature": sig, "reason": res.get("reason") or None,
+            "kernel_release": meta.get("kernel_release"),
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "faultline": meta.get("faultline")}
+
+
+def run(names=None, results=None, out=None, check_only=False, quiet=False,
+        findings_dir=findings.FINDINGS_DIR):
+    """The command; its exit status."""
+    chosen = findings.load_all(names, findings_dir)
+    kernels = {}
+    for f in chosen:
+        check_program(f)
+        kernels[f.name] = kernel_of(f)
+    if check_only:
+        say(f"{len(chosen)} finding(s): each finding.toml complete, each program valid, "
+            "each reproducer there")
+        return EXIT_PASS
+    path = results or DEFAULT_SET
+    where = records.display(path)
+    if os.path.exists(path):
+        records.read_set(path, findings.RECORD_FIELDS)
+    out = out or new_dir(DEFAULT_OUT, "findings")
+    status = EXIT_PASS
+    for f in chosen:
+        image, modules = kernels[f.name]
+        builds = build_all(image, modules, quiet)
+        qemu, guest, key = identity(builds, image)
+        old = records.read_set(path, findings.RECORD_FIELDS) if os.path.exists(path) else []
+        records.check_builds(where, old, qemu, {key: guest})
+        say(f"{f.name}: replaying its program on kernel {f.fields['kernel']} (fresh boot)")
+        rec = findings.record(f, replay(f, image, modules, out, quiet, key))
+        records.write_set(path, [rec], IDENTITY, findings.RECORD_FIELDS)
+        say(f"{f.name}: {findings.replay_cell(rec)} (on {rec['kernel_release']}; "
+            f"recorded in {where})")
+        if rec["verdict"] == "pass":
+            status = EXIT_FAIL
+    return status

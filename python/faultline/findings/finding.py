@@ -1,0 +1,178 @@
+"""One kernel finding, findings/NAME/ (docs/findings.md):
+
+  finding.toml      what it is, on which kernel, how a search found it (FIELDS)
+  program.prog      the swap program that shows it (docs/programs.md)
+  repro/repro.c     `faultline prog c` of the program (with run.sh, qemu.sh, rules)
+  README.md         what the toml does not say
+
+A bad finding is one line naming its file (`findings/NAME/finding.toml:
+no field 'symptom'`), before any VM starts.  A finding's results record
+(results/findings/SET.jsonl) is the replay's (records.REQUIRED, its digest
+the reproducer's) plus the toml's text; render() is its docs table."""
+
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+
+from faultline import TOP
+from faultline.errors import SetupError
+from faultline.results import records
+
+FINDINGS_DIR = os.path.join(TOP, "findings")
+TOML = "finding.toml"
+PROGRAM = "program.prog"
+REPRO = os.path.join("repro", "repro.c")
+# finding.toml: every field a non-empty string.
+FIELDS = {
+    "title": "one line: what the kernel does",
+    "kernel": 'what to pass to --kernel (a name of `faultline kernel list`), "default" '
+              "for Debian's packaged 6.12",
+    "class": "kernel-bug",
+    "found_by": "how a search found it: kernel, seed(s), time, the generated program",
+    "symptom": "what is seen",
+    "faults": 'the fault rules it needs, "none" if none',
+    "upstream": "what is known of an upstream fix (with a citation), or how it was searched",
+}
+CLASSES = ("kernel-bug",)
+DEFAULT_KERNEL = "default"
+# The fields a findings record adds to records.REQUIRED.
+RECORD_FIELDS = {**{k: (str,) for k in FIELDS}, "kernel_release": (str, records.NULL)}
+NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class Finding:
+    name: str
+    folder: str
+    fields: dict
+
+    @property
+    def toml(self):
+        return os.path.join(self.folder, TOML)
+
+    @property
+    def program(self):
+        return os.path.join(self.folder, PROGRAM)
+
+    @property
+    def repro(self):
+        return os.path.join(self.folder, REPRO)
+
+    @property
+    def kernel(self):
+        """None for Debian's default kernel, else the --kernel name."""
+        k = self.fields["kernel"]
+        return None if k == DEFAULT_KERNEL else k
+
+
+def names(findings_dir=FINDINGS_DIR):
+    """Every folder of @findings_dir, sorted (each must hold a finding)."""
+    try:
+        return sorted(n for n in os.listdir(findings_dir)
+                      if os.path.isdir(os.path.join(findings_dir, n)))
+    except FileNotFoundError:
+        return []
+
+
+def load(name, findings_dir=FINDINGS_DIR):
+    """The finding @name with its toml checked; SetupError (one line,
+    `findings/NAME/finding.toml: ...`) else.  Its program is checked by
+    command.check_program, which needs the VM's device set."""
+    folder = os.path.join(findings_dir, name)
+    where = records.display(os.path.join(folder, TOML))
+    if not os.path.isdir(folder):
+        known = names(findings_dir)
+        raise SetupError(f"no finding {name!r} in {records.display(findings_dir)} "
+                         f"(known: {', '.join(known) or 'none'})")
+    if not NAME_OK.match(name):
+        raise SetupError(f"{where}: the folder's name must be letters, digits, '.', '_', '-'")
+    try:
+        with open(os.path.join(folder, TOML), "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise SetupError(f"{where}: no such file (a finding's folder holds one)") from None
+    except OSError as e:
+        raise SetupError(f"{where}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SetupError(f"{where}: not TOML ({e})") from None
+    for key in data:
+        if key not in FIELDS:
+            raise SetupError(f"{where}: unknown field {key!r} (fields: {', '.join(FIELDS)})")
+    for key, what in FIELDS.items():
+        if key not in data:
+            raise SetupError(f"{where}: no field {key!r} ({what})")
+        if not isinstance(data[key], str) or not data[key].strip():
+            raise SetupError(f"{where}: field {key!r} must be a non-empty string ({what})")
+    if data["class"] not in CLASSES:
+        raise SetupError(f"{where}: class {data['class']!r} is not one of {', '.join(CLASSES)}")
+    k = data["kernel"]
+    if k != DEFAULT_KERNEL and "/" in k:
+        raise SetupError(f"{where}: kernel {k!r}: a kernel's name (`faultline kernel list`) "
+                         f"or {DEFAULT_KERNEL!r}, not a path (a finding is replayed on any "
+                         "machine)")
+    finding = Finding(name, folder, {key: data[key].strip() for key in FIELDS})
+    for path, what in ((finding.program, "the program"), (finding.repro,
+                                                         "`faultline prog c`'s reproducer")):
+        if not os.path.isfile(path):
+            raise SetupError(f"{records.display(path)}: no such file ({what} of {where})")
+    return finding
+
+
+def load_all(wanted=None, findings_dir=FINDINGS_DIR):
+    """The findings @wanted (names; every one when empty), each checked."""
+    chosen = list(wanted or names(findings_dir))
+    if not chosen:
+        raise SetupError(f"{records.display(findings_dir)}: no finding")
+    return [load(n, findings_dir) for n in chosen]
+
+
+def digest(finding):
+    """The reproducer's identity: the sha256 prefix of repro/repro.c."""
+    with open(finding.repro, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def record(finding, replay):
+    """The results record of @finding from its @replay: {kernel_key,
+    qemu_build, guest_build, seed, deterministic, verdict, elapsed_s,
+    time_to_failure_s, signature, reason, kernel_release, date, faultline}."""
+    return {"subject": finding.name, **replay, "digest": digest(finding), **finding.fields}
+
+
+# ---------------------------------------------------------------- the docs table
+
+def cell(text):
+    """@text in one Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def replay_cell(r):
+    """The replay's verdict, time and signature."""
+    if r["verdict"] == "pass":
+        out = f"pass (did not show it) in {r['elapsed_s']:.0f} s"
+    else:
+        out = (f"{r['verdict']} after {r['time_to_failure_s']:.0f} s "
+               f"({r['elapsed_s']:.0f} s with the boot)")
+        if r["signature"]:
+            out += f": `{r['signature']}`"
+    return out + (f", {r['date']}" if r.get("date") else "")
+
+
+def render(recs, set_path):
+    """The docs table of a findings set."""
+    head = (f"Kernel findings replayed into `{set_path}` (`faultline findings --results "
+            f"{set_path}`; `faultline docs` writes this table).\n\n")
+    if not recs:
+        return head + ("No finding replayed yet: run `faultline findings --results "
+                       f"{set_path}`, then `faultline docs`.\n")
+    rows = ["| finding | kernel | symptom | found by | faults | replay | upstream |",
+            "|---|---|---|---|---|---|---|"]
+    for r in recs:
+        kernel = r["kernel"] + (f" ({r['kernel_release']})" if r.get("kernel_release") else "")
+        rows.append(f"| [{cell(r['title'])}](../findings/{r['subject']}/) "
+                    f"(`{r['subject']}`) | {cell(kernel)} | {cell(r['symptom'])} "
+                    f"| {cell(r['found_by'])} | {cell(r['faults'])} | {cell(replay_cell(r))} "
+                    f"| {cell(r['upstream'])} |")
+    return head + "\n".join(rows) + "\n"
