@@ -133,14 +133,16 @@ def render(recs, set_path):
     if not recs:
         return head + ("No campaign recorded yet: run `faultline fuzz --budget 4h --results "
                        f"{set_path}`, then `faultline docs`.\n")
-    rows = ["| campaign | kernel | seed | jobs | budget | programs | per hour | corpus | edges "
+    # The time it ran, not the budgets asked for: a session stopped early
+    # (Ctrl-C, then --resume) ran less than its budget.
+    rows = ["| campaign | kernel | seed | jobs | ran | programs | per hour | corpus | edges "
             "| features | failures | first failure after | signatures |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in recs:
         first = "" if r["time_to_failure_s"] is None else hours(r["time_to_failure_s"])
         sigs = "; ".join(f"`{s}`" for s in r["signatures"]) or "none"
         rows.append(f"| {r['subject']} | {r.get('kernel_release') or r['kernel_key']} "
-                    f"| {r['seed']} | {r['jobs']} | {hours(r['budget_s'])} | {r['programs']} "
+                    f"| {r['seed']} | {r['jobs']} | {hours(r['elapsed_s'])} | {r['programs']} "
                     f"| {r['programs_per_hour']:.0f} | {r['corpus']} | {r['edges']} "
                     f"| {r['features']} | {r['failures']} | {first} | {sigs} |")
     return head + "\n".join(rows) + "\n" + growth_table(recs)
