@@ -1,0 +1,176 @@
+"""Kernel findings (docs/findings.md): every findings/NAME/finding.toml of
+the repository reads with all its fields, its program passes the checker
+(and `prog run`'s device set), its repro/repro.c is there; a malformed
+finding is one line naming its file; records of replays render as the
+docs table, and the kind is one `faultline docs` knows."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+from faultline.cli.commands import TABLE_KINDS
+from faultline.errors import SetupError
+from faultline.findings import command, finding
+from faultline.prog.check import check
+from faultline.prog.lang import read
+from faultline.results import records
+
+FAULTLINE = os.path.join(TOP, "scripts", "faultline")
+GOOD = """title = "t"
+kernel = "default"
+class = "kernel-bug"
+found_by = "b1-0105"
+symptom = "swapoff hangs"
+faults = "none"
+upstream = "searched, nothing"
+"""
+
+
+def replay(verdict="fail", **over):
+    """The fields a replay measures, as command.replay returns them."""
+    rec = {"kernel_key": "debian:6.12.118+deb12-amd64", "qemu_build": "q1",
+           "guest_build": "g1", "seed": 1, "deterministic": False, "verdict": verdict,
+           "elapsed_s": 190.2, "time_to_failure_s": None if verdict == "pass" else 120.8,
+           "signature": None if verdict == "pass" else "swapoff swapoff timeout",
+           "reason": None, "kernel_release": "6.12.118+deb12-amd64", "date": "2026-12-07",
+           "faultline": "abc1234"}
+    rec.update(over)
+    return rec
+
+
+class RepositoryFindingsTest(unittest.TestCase):
+    def test_every_finding_reads_checks_and_has_its_reproducer(self):
+        names = finding.names()
+        self.assertTrue(names, "findings/ holds no finding")
+        for f in finding.load_all():
+            with self.subTest(finding=f.name):
+                self.assertEqual(set(f.fields), set(finding.FIELDS))
+                self.assertTrue(all(v.strip() for v in f.fields.values()))
+                self.assertIn(f.fields["class"], finding.CLASSES)
+                check(read(f.program))          # the prog checker
+                command.check_program(f)        # and prog run's device set
+                self.assertTrue(os.path.isfile(f.repro))
+                self.assertRegex(finding.digest(f), r"^[0-9a-f]{16}$")
+
+    def test_the_command_checks_them_all(self):
+        p = subprocess.run([FAULTLINE, "findings", "--check"], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run([FAULTLINE, "findings", "no-such-finding", "--check"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        self.assertIn("no finding 'no-such-finding'", p.stderr)
+
+
+class MalformedFindingTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="fl-findings-")
+        self.folder = os.path.join(self.dir, "x")
+        os.makedirs(os.path.join(self.folder, "repro"))
+        src = finding.load_all()[0]
+        shutil.copyfile(src.program, os.path.join(self.folder, "program.prog"))
+        with open(os.path.join(self.folder, "repro", "repro.c"), "w") as f:
+            f.write("int main(void) { return 0; }\n")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def error(self, toml):
+        with open(os.path.join(self.folder, "finding.toml"), "w") as f:
+            f.write(toml)
+        with self.assertRaises(SetupError) as cm:
+            finding.load("x", self.dir)
+        msg = str(cm.exception)
+        self.assertNotIn("\n", msg)
+        self.assertTrue(msg.startswith(os.path.join(self.folder, "finding.toml") + ": ")
+                        or msg.startswith(os.path.join(self.folder)), msg)
+        return msg
+
+    def test_good_reads(self):
+        with open(os.path.join(self.folder, "finding.toml"), "w") as f:
+            f.write(GOOD)
+        f = finding.load("x", self.dir)
+        self.assertIsNone(f.kernel)
+        self.assertEqual(f.fields["symptom"], "swapoff hangs")
+
+    def test_each_defect_is_one_line(self):
+        self.assertIn("not TOML", self.error("title = \n"))
+        self.assertIn("no field 'symptom'", self.error(GOOD.replace('symptom = "swapoff hangs"\n',
+                                                                   "")))
+        self.assertIn("field 'faults' must be a non-empty string",
+                      self.error(GOOD.replace('faults = "none"', 'faults = ""')))
+        self.assertIn("unknown field 'seed'", self.error(GOOD + "seed = 3\n"))
+        self.assertIn("class 'flaky'", self.error(GOOD.replace('"kernel-bug"', '"flaky"')))
+        self.assertIn("not a path", self.error(GOOD.replace('"default"', '"/boot/vmlinuz"')))
+        os.remove(os.path.join(self.folder, "repro", "repro.c"))
+        self.assertIn("repro.c: no such file", self.error(GOOD))
+        os.remove(os.path.join(self.folder, "finding.toml"))
+        with self.assertRaises(SetupError) as cm:
+            finding.load("x", self.dir)
+        self.assertIn("finding.toml: no such file", str(cm.exception))
+
+
+class RenderTest(unittest.TestCase):
+    def records(self):
+        f = finding.Finding("swapoff-x", "/nowhere", {
+            "title": "swapoff | hangs", "kernel": "default", "class": "kernel-bug",
+            "found_by": "program b1-0105,\nseed 1104", "symptom": "no return in 120 s",
+            "faults": "none", "upstream": "no fix found"})
+        g = finding.Finding("gone-y", "/nowhere", dict(f.fields, title="fixed one",
+                                                       kernel="debian-7.2"))
+        recs = []
+        for fd, rep in ((f, replay()), (g, replay("pass", kernel_release="7.2.13+"))):
+            recs.append({"subject": fd.name, **rep, "digest": "0123456789abcdef",
+                         **fd.fields})
+        for r in recs:
+            records.check_record(r, finding.RECORD_FIELDS)
+        return recs
+
+    def test_the_table(self):
+        text = finding.render(self.records(), "results/findings/default.jsonl")
+        lines = text.splitlines()
+        head = [i for i, ln in enumerate(lines) if ln.startswith("| finding |")]
+        self.assertEqual(len(head), 1)
+        self.assertEqual(lines[head[0]], "| finding | kernel | symptom | found by | faults "
+                         "| replay | upstream |")
+        rows = lines[head[0] + 2:]
+        self.assertEqual(len(rows), 2)
+        self.assertIn("[swapoff \\| hangs](../findings/swapoff-x/) (`swapoff-x`)", rows[0])
+        self.assertIn("| default (6.12.118+deb12-amd64) |", rows[0])
+        self.assertIn("program b1-0105, seed 1104", rows[0])       # one line a cell
+        self.assertIn("fail after 121 s (190 s with the boot): `swapoff swapoff timeout`",
+                      rows[0])
+        self.assertIn("| debian-7.2 (7.2.13+) |", rows[1])
+        self.assertIn("pass (did not show it)", rows[1])
+        for row in rows:
+            self.assertEqual(row.count(" | "), 6, row)  # seven cells, no stray |
+
+    def test_empty_set_and_the_docs_kind(self):
+        self.assertIn("No finding replayed yet", finding.render([], "results/findings/x.jsonl"))
+        self.assertIs(TABLE_KINDS["findings"][1], finding.render)
+        self.assertEqual(TABLE_KINDS["findings"][0], finding.RECORD_FIELDS)
+
+    def test_a_set_of_them_is_written_and_read_back(self):
+        d = tempfile.mkdtemp(prefix="fl-findings-set-")
+        try:
+            path = os.path.join(d, "findings", "s.jsonl")
+            recs = self.records()
+            records.write_set(path, recs, command.IDENTITY, finding.RECORD_FIELDS)
+            back = records.read_set(path, finding.RECORD_FIELDS)
+            self.assertEqual([r["subject"] for r in back], ["gone-y", "swapoff-x"])
+            other = dict(recs[0], qemu_build="q2")
+            with self.assertRaises(SetupError):
+                records.write_set(path, [other], command.IDENTITY, finding.RECORD_FIELDS)
+        finally:
+            shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
