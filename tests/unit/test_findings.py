@@ -97,8 +97,15 @@ class MalformedFindingTest(unittest.TestCase):
         with open(os.path.join(self.folder, "finding.toml"), "w") as f:
             f.write(GOOD)
         f = finding.load("x", self.dir)
-        self.assertIsNone(f.kernel)
+        self.assertEqual(f.kernels, ["default"])
+        self.assertIsNone(finding.kernel_arg(f.kernels[0]))
         self.assertEqual(f.fields["symptom"], "swapoff hangs")
+        with open(os.path.join(self.folder, "finding.toml"), "w") as fh:
+            fh.write(GOOD + 'also_on = ["debian-7.2"]\n')
+        f = finding.load("x", self.dir)
+        self.assertEqual(f.kernels, ["default", "debian-7.2"])
+        self.assertEqual(finding.record(f, "debian-7.2", replay(kernel_release="7.2.13+"))
+                         ["kernel"], "debian-7.2")
 
     def test_each_defect_is_one_line(self):
         self.assertIn("not TOML", self.error("title = \n"))
@@ -109,6 +116,8 @@ class MalformedFindingTest(unittest.TestCase):
         self.assertIn("unknown field 'seed'", self.error(GOOD + "seed = 3\n"))
         self.assertIn("class 'flaky'", self.error(GOOD.replace('"kernel-bug"', '"flaky"')))
         self.assertIn("not a path", self.error(GOOD.replace('"default"', '"/boot/vmlinuz"')))
+        self.assertIn("also_on must be a list", self.error(GOOD + 'also_on = "debian-7.2"\n'))
+        self.assertIn("named twice", self.error(GOOD + 'also_on = ["default"]\n'))
         os.remove(os.path.join(self.folder, "repro", "repro.c"))
         self.assertIn("repro.c: no such file", self.error(GOOD))
         os.remove(os.path.join(self.folder, "finding.toml"))

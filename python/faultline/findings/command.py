@@ -15,7 +15,7 @@ from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.execute import boot
 from faultline.execute import results as program_results
 from faultline.execute.session import Outcome
-from faultline.findings import finding as findings
+from faultline.findings import finding
 from faultline.fuzz.triage import signature
 from faultline.host.messages import say
 from faultline.host.versions import sha256, versions
@@ -34,12 +34,12 @@ def check_program(f):
     boot.prepare([(f.name, f.program)], None, one_file=True)
 
 
-def kernel_of(f):
-    """(bzImage, modules) of @f's kernel; (None, None): Debian's default."""
-    if f.kernel is None:
+def kernel_of(f, name):
+    """(bzImage, modules) of @f's kernel @name; (None, None): Debian's default."""
+    if finding.kernel_arg(name) is None:
         return None, None
     try:
-        return store.resolve(f.kernel)
+        return store.resolve(name)
     except SetupError as e:
         raise SetupError(f"{records.display(f.toml)}: {e}") from None
 
@@ -87,13 +87,14 @@ def replay(f, image, modules, out, quiet, kernel_key):
 
 
 def run(names=None, results=None, out=None, check_only=False, quiet=False,
-        findings_dir=findings.FINDINGS_DIR):
+        findings_dir=finding.FINDINGS_DIR):
     """The command; its exit status."""
-    chosen = findings.load_all(names, findings_dir)
+    chosen = finding.load_all(names, findings_dir)
     kernels = {}
     for f in chosen:
         check_program(f)
-        kernels[f.name] = kernel_of(f)
+        for k in f.kernels:
+            kernels[f.name, k] = kernel_of(f, k)
     if check_only:
         say(f"{len(chosen)} finding(s): each finding.toml complete, each program valid, "
             "each reproducer there")
@@ -101,19 +102,19 @@ def run(names=None, results=None, out=None, check_only=False, quiet=False,
     path = results or DEFAULT_SET
     where = records.display(path)
     if os.path.exists(path):
-        records.read_set(path, findings.RECORD_FIELDS)
+        records.read_set(path, finding.RECORD_FIELDS)
     out = out or new_dir(DEFAULT_OUT, "findings")
     status = EXIT_PASS
-    for f in chosen:
-        image, modules = kernels[f.name]
+    for (name, kernel), (image, modules) in kernels.items():
+        f = next(f for f in chosen if f.name == name)
         builds = build_all(image, modules, quiet)
         qemu, guest, key = identity(builds, image)
-        old = records.read_set(path, findings.RECORD_FIELDS) if os.path.exists(path) else []
+        old = records.read_set(path, finding.RECORD_FIELDS) if os.path.exists(path) else []
         records.check_builds(where, old, qemu, {key: guest})
-        say(f"{f.name}: replaying its program on kernel {f.fields['kernel']} (fresh boot)")
-        rec = findings.record(f, replay(f, image, modules, out, quiet, key))
-        records.write_set(path, [rec], IDENTITY, findings.RECORD_FIELDS)
-        say(f"{f.name}: {findings.replay_cell(rec)} (on {rec['kernel_release']}; "
+        say(f"{name}: replaying its program on kernel {kernel} (fresh boot)")
+        rec = finding.record(f, kernel, replay(f, image, modules, out, quiet, key))
+        records.write_set(path, [rec], IDENTITY, finding.RECORD_FIELDS)
+        say(f"{name}: {finding.replay_cell(rec)} (on {rec['kernel_release']}; "
             f"recorded in {where})")
         if rec["verdict"] == "pass":
             status = EXIT_FAIL

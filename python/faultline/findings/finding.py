@@ -1,6 +1,7 @@
 """One kernel finding, findings/NAME/ (docs/findings.md):
 
-  finding.toml      what it is, on which kernel, how a search found it (FIELDS)
+  finding.toml      what it is, on which kernel, how a search found it (FIELDS;
+                    also_on: the other kernels it was shown on)
   program.prog      the swap program that shows it (docs/programs.md)
   repro/repro.c     `faultline prog c` of the program (with run.sh, qemu.sh, rules)
   README.md         what the toml does not say
@@ -14,7 +15,7 @@ import hashlib
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from faultline import TOP
 from faultline.errors import SetupError
@@ -35,9 +36,12 @@ FIELDS = {
     "faults": 'the fault rules it needs, "none" if none',
     "upstream": "what is known of an upstream fix (with a citation), or how it was searched",
 }
+# Optional: [kernel names] it was shown on too; each is replayed as well.
+ALSO_ON = "also_on"
 CLASSES = ("kernel-bug",)
 DEFAULT_KERNEL = "default"
-# The fields a findings record adds to records.REQUIRED.
+# The fields a findings record adds to records.REQUIRED (its `kernel`: the
+# one replayed on, the toml's kernel or one of also_on).
 RECORD_FIELDS = {**{k: (str,) for k in FIELDS}, "kernel_release": (str, records.NULL)}
 NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -47,6 +51,12 @@ class Finding:
     name: str
     folder: str
     fields: dict
+    also_on: list = field(default_factory=list)
+
+    @property
+    def kernels(self):
+        """Every kernel it is replayed on: where it was found, then also_on."""
+        return [self.fields["kernel"]] + self.also_on
 
     @property
     def toml(self):
@@ -60,11 +70,10 @@ class Finding:
     def repro(self):
         return os.path.join(self.folder, REPRO)
 
-    @property
-    def kernel(self):
-        """None for Debian's default kernel, else the --kernel name."""
-        k = self.fields["kernel"]
-        return None if k == DEFAULT_KERNEL else k
+
+def kernel_arg(name):
+    """A finding's kernel as --kernel takes it: None for Debian's default."""
+    return None if name == DEFAULT_KERNEL else name
 
 
 def names(findings_dir=FINDINGS_DIR):
@@ -98,8 +107,9 @@ def load(name, findings_dir=FINDINGS_DIR):
     except tomllib.TOMLDecodeError as e:
         raise SetupError(f"{where}: not TOML ({e})") from None
     for key in data:
-        if key not in FIELDS:
-            raise SetupError(f"{where}: unknown field {key!r} (fields: {', '.join(FIELDS)})")
+        if key not in FIELDS and key != ALSO_ON:
+            raise SetupError(f"{where}: unknown field {key!r} (fields: {', '.join(FIELDS)}, "
+                             f"and optional {ALSO_ON})")
     for key, what in FIELDS.items():
         if key not in data:
             raise SetupError(f"{where}: no field {key!r} ({what})")
@@ -107,12 +117,18 @@ def load(name, findings_dir=FINDINGS_DIR):
             raise SetupError(f"{where}: field {key!r} must be a non-empty string ({what})")
     if data["class"] not in CLASSES:
         raise SetupError(f"{where}: class {data['class']!r} is not one of {', '.join(CLASSES)}")
-    k = data["kernel"]
-    if k != DEFAULT_KERNEL and "/" in k:
-        raise SetupError(f"{where}: kernel {k!r}: a kernel's name (`faultline kernel list`) "
-                         f"or {DEFAULT_KERNEL!r}, not a path (a finding is replayed on any "
-                         "machine)")
-    finding = Finding(name, folder, {key: data[key].strip() for key in FIELDS})
+    also = data.get(ALSO_ON, [])
+    if not isinstance(also, list) or not all(isinstance(k, str) and k.strip() for k in also):
+        raise SetupError(f"{where}: {ALSO_ON} must be a list of kernel names")
+    kernels = [data["kernel"].strip()] + [k.strip() for k in also]
+    for k in kernels:
+        if "/" in k:
+            raise SetupError(f"{where}: kernel {k!r}: a kernel's name (`faultline kernel "
+                             f"list`) or {DEFAULT_KERNEL!r}, not a path (a finding is "
+                             "replayed on any machine)")
+    if len(set(kernels)) != len(kernels):
+        raise SetupError(f"{where}: a kernel named twice in kernel and {ALSO_ON}")
+    finding = Finding(name, folder, {key: data[key].strip() for key in FIELDS}, kernels[1:])
     for path, what in ((finding.program, "the program"), (finding.repro,
                                                          "`faultline prog c`'s reproducer")):
         if not os.path.isfile(path):
@@ -134,11 +150,14 @@ def digest(finding):
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
-def record(finding, replay):
-    """The results record of @finding from its @replay: {kernel_key,
-    qemu_build, guest_build, seed, deterministic, verdict, elapsed_s,
-    time_to_failure_s, signature, reason, kernel_release, date, faultline}."""
-    return {"subject": finding.name, **replay, "digest": digest(finding), **finding.fields}
+def record(finding, kernel, replay):
+    """The results record of @finding from its @replay on @kernel (one of
+    its kernels): the replay's {kernel_key, qemu_build, guest_build, seed,
+    deterministic, verdict, elapsed_s, time_to_failure_s, signature, reason,
+    kernel_release, date, faultline}, the toml's text, `kernel` the one
+    replayed on."""
+    return {"subject": finding.name, **replay, "digest": digest(finding), **finding.fields,
+            "kernel": kernel}
 
 
 # ---------------------------------------------------------------- the docs table
