@@ -135,9 +135,13 @@ class RenderTest(unittest.TestCase):
         g = finding.Finding("gone-y", "/nowhere", dict(f.fields, title="fixed one",
                                                        kernel="debian-7.2"))
         recs = []
-        for fd, rep in ((f, replay()), (g, replay("pass", kernel_release="7.2.13+"))):
+        k72 = {"kernel_release": "7.2.13+", "kernel_key": "a519ac5f2c4e6967",
+               "guest_build": "g72"}
+        for fd, kernel, rep in ((f, "debian-7.2", replay(time_to_failure_s=121.3, **k72)),
+                                (f, "default", replay()),
+                                (g, "debian-7.2", replay("pass", **k72))):
             recs.append({"subject": fd.name, **rep, "digest": "0123456789abcdef",
-                         **fd.fields})
+                         **fd.fields, "found_on": fd.fields["kernel"], "kernel": kernel})
         for r in recs:
             records.check_record(r, finding.RECORD_FIELDS)
         return recs
@@ -150,14 +154,17 @@ class RenderTest(unittest.TestCase):
         self.assertEqual(lines[head[0]], "| finding | kernel | symptom | found by | faults "
                          "| replay | upstream |")
         rows = lines[head[0] + 2:]
-        self.assertEqual(len(rows), 2)
-        self.assertIn("[swapoff \\| hangs](../findings/swapoff-x/) (`swapoff-x`)", rows[0])
-        self.assertIn("| default (6.12.118+deb12-amd64) |", rows[0])
-        self.assertIn("program b1-0105, seed 1104", rows[0])       # one line a cell
-        self.assertIn("fail after 121 s (190 s with the boot): `swapoff swapoff timeout`",
-                      rows[0])
-        self.assertIn("| debian-7.2 (7.2.13+) |", rows[1])
-        self.assertIn("pass (did not show it)", rows[1])
+        self.assertEqual(len(rows), 2)                  # a row per finding, by name
+        self.assertIn("[fixed one](../findings/gone-y/) (`gone-y`)", rows[0])
+        self.assertIn("| debian-7.2 (7.2.13+) |", rows[0])
+        self.assertIn("debian-7.2: pass (did not show it)", rows[0])
+        self.assertIn("[swapoff \\| hangs](../findings/swapoff-x/) (`swapoff-x`)", rows[1])
+        # the kernel it was found on first, then the others
+        self.assertIn("| default (6.12.118+deb12-amd64); debian-7.2 (7.2.13+), also |",
+                      rows[1])
+        self.assertIn("program b1-0105, seed 1104", rows[1])       # one line a cell
+        self.assertIn("default: fail after 121 s (190 s with the boot): `swapoff swapoff "
+                      "timeout`, 2026-12-07; debian-7.2: fail after 121 s", rows[1])
         for row in rows:
             self.assertEqual(row.count(" | "), 6, row)  # seven cells, no stray |
 
@@ -173,7 +180,9 @@ class RenderTest(unittest.TestCase):
             recs = self.records()
             records.write_set(path, recs, command.IDENTITY, finding.RECORD_FIELDS)
             back = records.read_set(path, finding.RECORD_FIELDS)
-            self.assertEqual([r["subject"] for r in back], ["gone-y", "swapoff-x"])
+            self.assertEqual([(r["subject"], r["kernel"]) for r in back],
+                             [("gone-y", "debian-7.2"), ("swapoff-x", "debian-7.2"),
+                              ("swapoff-x", "default")])
             other = dict(recs[0], qemu_build="q2")
             with self.assertRaises(SetupError):
                 records.write_set(path, [other], command.IDENTITY, finding.RECORD_FIELDS)

@@ -40,9 +40,10 @@ FIELDS = {
 ALSO_ON = "also_on"
 CLASSES = ("kernel-bug",)
 DEFAULT_KERNEL = "default"
-# The fields a findings record adds to records.REQUIRED (its `kernel`: the
-# one replayed on, the toml's kernel or one of also_on).
-RECORD_FIELDS = {**{k: (str,) for k in FIELDS}, "kernel_release": (str, records.NULL)}
+# The fields a findings record adds to records.REQUIRED: the toml's text,
+# but `kernel` is the one replayed on and `found_on` the toml's kernel.
+RECORD_FIELDS = {**{k: (str,) for k in FIELDS}, "found_on": (str,),
+                 "kernel_release": (str, records.NULL)}
 NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -155,9 +156,9 @@ def record(finding, kernel, replay):
     its kernels): the replay's {kernel_key, qemu_build, guest_build, seed,
     deterministic, verdict, elapsed_s, time_to_failure_s, signature, reason,
     kernel_release, date, faultline}, the toml's text, `kernel` the one
-    replayed on."""
+    replayed on and `found_on` the toml's."""
     return {"subject": finding.name, **replay, "digest": digest(finding), **finding.fields,
-            "kernel": kernel}
+            "found_on": finding.fields["kernel"], "kernel": kernel}
 
 
 # ---------------------------------------------------------------- the docs table
@@ -179,8 +180,19 @@ def replay_cell(r):
     return out + (f", {r['date']}" if r.get("date") else "")
 
 
+def by_finding(recs):
+    """[[records of one finding, the replay on the kernel it was found on
+    first]], findings in name order."""
+    groups = {}
+    for r in recs:
+        groups.setdefault(r["subject"], []).append(r)
+    return [sorted(g, key=lambda r: (r["kernel"] != r["found_on"], r["kernel"]))
+            for _, g in sorted(groups.items())]
+
+
 def render(recs, set_path):
-    """The docs table of a findings set."""
+    """The docs table of a findings set: a row per finding, its replays on
+    each kernel in the kernel and replay cells."""
     head = (f"Kernel findings replayed into `{set_path}` (`faultline findings --results "
             f"{set_path}`; `faultline docs` writes this table).\n\n")
     if not recs:
@@ -188,10 +200,14 @@ def render(recs, set_path):
                        f"{set_path}`, then `faultline docs`.\n")
     rows = ["| finding | kernel | symptom | found by | faults | replay | upstream |",
             "|---|---|---|---|---|---|---|"]
-    for r in recs:
-        kernel = r["kernel"] + (f" ({r['kernel_release']})" if r.get("kernel_release") else "")
+    for group in by_finding(recs):
+        r = group[0]
+        kernels = "; ".join(g["kernel"] + (f" ({g['kernel_release']})" if g.get(
+            "kernel_release") else "") + ("" if g["kernel"] == g["found_on"] else ", also")
+            for g in group)
+        replays = "; ".join(f"{g['kernel']}: {replay_cell(g)}" for g in group)
         rows.append(f"| [{cell(r['title'])}](../findings/{r['subject']}/) "
-                    f"(`{r['subject']}`) | {cell(kernel)} | {cell(r['symptom'])} "
-                    f"| {cell(r['found_by'])} | {cell(r['faults'])} | {cell(replay_cell(r))} "
+                    f"(`{r['subject']}`) | {cell(kernels)} | {cell(r['symptom'])} "
+                    f"| {cell(r['found_by'])} | {cell(r['faults'])} | {cell(replays)} "
                     f"| {cell(r['upstream'])} |")
     return head + "\n".join(rows) + "\n"
