@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
@@ -69,7 +70,10 @@ class RepositoryFindingsTest(unittest.TestCase):
         self.assertIn("no finding 'no-such-finding'", p.stderr)
 
 
-class MalformedFindingTest(unittest.TestCase):
+class FolderCase(unittest.TestCase):
+    """A findings directory with one finding x (the repository's first
+    finding's program, a stub reproducer) and no finding.toml yet."""
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="fl-findings-")
         self.folder = os.path.join(self.dir, "x")
@@ -82,6 +86,8 @@ class MalformedFindingTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.dir)
 
+
+class MalformedFindingTest(FolderCase):
     def error(self, toml):
         with open(os.path.join(self.folder, "finding.toml"), "w") as f:
             f.write(toml)
@@ -124,6 +130,40 @@ class MalformedFindingTest(unittest.TestCase):
         with self.assertRaises(SetupError) as cm:
             finding.load("x", self.dir)
         self.assertIn("finding.toml: no such file", str(cm.exception))
+
+
+class ReplayLoopTest(FolderCase):
+    """command.run with the builds and the VM replaced: every kernel of a
+    finding replayed and recorded, a kernel of also_on that is not built
+    skipped (one line), the finding's own kernel not built refused."""
+
+    def run_with(self, toml):
+        with open(os.path.join(self.folder, "finding.toml"), "w") as f:
+            f.write(toml)
+        results = os.path.join(self.dir, "results", "findings", "s.jsonl")
+        replayed = []
+
+        def fake_replay(f, image, modules, out, quiet, key):
+            replayed.append(key)
+            return replay(kernel_key=key)
+        with mock.patch.object(command, "build_all", lambda *a: None), \
+                mock.patch.object(command, "identity", lambda b, image: ("q1", "g1", "k1")), \
+                mock.patch.object(command, "replay", fake_replay):
+            status = command.run(["x"], results=results, out=self.dir, quiet=True,
+                                 findings_dir=self.dir)
+        return status, replayed, records.read_set(results, finding.RECORD_FIELDS)
+
+    def test_replays_are_recorded_and_a_kernel_not_built_is_skipped(self):
+        status, replayed, recs = self.run_with(GOOD + 'also_on = ["no-such-kernel-x"]\n')
+        self.assertEqual((status, replayed), (0, ["k1"]))
+        self.assertEqual([(r["subject"], r["kernel"], r["found_on"], r["verdict"])
+                          for r in recs], [("x", "default", "default", "fail")])
+        self.assertEqual(recs[0]["digest"], finding.digest(finding.load("x", self.dir)))
+
+    def test_its_own_kernel_not_built_is_one_line(self):
+        with self.assertRaises(SetupError) as cm:
+            self.run_with(GOOD.replace('"default"', '"no-such-kernel-x"'))
+        self.assertIn("finding.toml: --kernel no-such-kernel-x: no such file", str(cm.exception))
 
 
 class RenderTest(unittest.TestCase):

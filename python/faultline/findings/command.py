@@ -90,15 +90,21 @@ def run(names=None, results=None, out=None, check_only=False, quiet=False,
         findings_dir=finding.FINDINGS_DIR):
     """The command; its exit status."""
     chosen = finding.load_all(names, findings_dir)
-    kernels = {}
     for f in chosen:
         check_program(f)
-        for k in f.kernels:
-            kernels[f.name, k] = kernel_of(f, k)
-    if check_only:
+    if check_only:      # what the repository holds; which kernels are built is the machine's
         say(f"{len(chosen)} finding(s): each finding.toml complete, each program valid, "
             "each reproducer there")
         return EXIT_PASS
+    kernels = {}
+    for f in chosen:
+        kernels[f.name, f.kernels[0]] = kernel_of(f, f.kernels[0])
+        for k in f.also_on:
+            if store.looks_like_name(k) and k not in store.built_names():
+                say(f"{f.name}: kernel {k} of also_on is not built here; not replayed there "
+                    "(`faultline kernel list`, `faultline kernel build`)")
+                continue
+            kernels[f.name, k] = kernel_of(f, k)
     path = results or DEFAULT_SET
     where = records.display(path)
     if os.path.exists(path):
