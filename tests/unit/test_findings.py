@@ -1,7 +1,7 @@
 """Kernel findings (docs/findings.md): every findings/NAME/finding.toml of
 the repository reads with all its fields, its program passes the checker
-(and `prog run`'s device set), its repro/repro.c is there; a malformed
-finding is one line naming its file; records of replays render as the
+(and `prog run`'s device set); a malformed finding is one line naming its
+file; the replay loop records each kernel's replays; records of replays render as the
 docs table, and the kind is one `faultline docs` knows."""
 
 import os
@@ -40,13 +40,15 @@ def replay(verdict="fail", **over):
            "elapsed_s": 190.2, "time_to_failure_s": None if verdict == "pass" else 120.8,
            "signature": None if verdict == "pass" else "swapoff swapoff timeout",
            "reason": None, "kernel_release": "6.12.118+deb12-amd64", "date": "2026-12-07",
-           "faultline": "abc1234"}
+           "faultline": "abc1234", "digest": "0123456789abcdef",
+           "repro_exit": 0 if verdict == "pass" else 1,
+           "repro_finding": None if verdict == "pass" else "swapoff line=10 why=timeout"}
     rec.update(over)
     return rec
 
 
 class RepositoryFindingsTest(unittest.TestCase):
-    def test_every_finding_reads_checks_and_has_its_reproducer(self):
+    def test_every_finding_reads_and_checks(self):
         names = finding.names()
         self.assertTrue(names, "findings/ holds no finding")
         for f in finding.load_all():
@@ -56,8 +58,6 @@ class RepositoryFindingsTest(unittest.TestCase):
                 self.assertIn(f.fields["class"], finding.CLASSES)
                 check(read(f.program))          # the prog checker
                 command.check_program(f)        # and prog run's device set
-                self.assertTrue(os.path.isfile(f.repro))
-                self.assertRegex(finding.digest(f), r"^[0-9a-f]{16}$")
 
     def test_the_command_checks_them_all(self):
         p = subprocess.run([FAULTLINE, "findings", "--check"], capture_output=True,
@@ -72,16 +72,14 @@ class RepositoryFindingsTest(unittest.TestCase):
 
 class FolderCase(unittest.TestCase):
     """A findings directory with one finding x (the repository's first
-    finding's program, a stub reproducer) and no finding.toml yet."""
+    finding's program) and no finding.toml yet."""
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="fl-findings-")
         self.folder = os.path.join(self.dir, "x")
-        os.makedirs(os.path.join(self.folder, "repro"))
+        os.makedirs(self.folder)
         src = finding.load_all()[0]
         shutil.copyfile(src.program, os.path.join(self.folder, "program.prog"))
-        with open(os.path.join(self.folder, "repro", "repro.c"), "w") as f:
-            f.write("int main(void) { return 0; }\n")
 
     def tearDown(self):
         shutil.rmtree(self.dir)
@@ -124,8 +122,8 @@ class MalformedFindingTest(FolderCase):
         self.assertIn("not a path", self.error(GOOD.replace('"default"', '"/boot/vmlinuz"')))
         self.assertIn("also_on must be a list", self.error(GOOD + 'also_on = "debian-7.2"\n'))
         self.assertIn("named twice", self.error(GOOD + 'also_on = ["default"]\n'))
-        os.remove(os.path.join(self.folder, "repro", "repro.c"))
-        self.assertIn("repro.c: no such file", self.error(GOOD))
+        os.remove(os.path.join(self.folder, "program.prog"))
+        self.assertIn("program.prog: no such file", self.error(GOOD))
         os.remove(os.path.join(self.folder, "finding.toml"))
         with self.assertRaises(SetupError) as cm:
             finding.load("x", self.dir)
@@ -143,7 +141,7 @@ class ReplayLoopTest(FolderCase):
         results = os.path.join(self.dir, "results", "findings", "s.jsonl")
         replayed = []
 
-        def fake_replay(f, image, modules, out, quiet, key):
+        def fake_replay(f, builds, image, modules, out, quiet, key):
             replayed.append(key)
             return replay(kernel_key=key)
         with mock.patch.object(command, "build_all", lambda *a: None), \
@@ -158,7 +156,19 @@ class ReplayLoopTest(FolderCase):
         self.assertEqual((status, replayed), (0, ["k1"]))
         self.assertEqual([(r["subject"], r["kernel"], r["found_on"], r["verdict"])
                           for r in recs], [("x", "default", "default", "fail")])
-        self.assertEqual(recs[0]["digest"], finding.digest(finding.load("x", self.dir)))
+        self.assertEqual((recs[0]["digest"], recs[0]["repro_exit"]), ("0123456789abcdef", 1))
+
+    def test_a_reproducer_that_passes_fails_the_command(self):
+        def fake_replay(f, builds, image, modules, out, quiet, key):
+            return replay(kernel_key=key, repro_exit=0, repro_finding=None)
+        with open(os.path.join(self.folder, "finding.toml"), "w") as f:
+            f.write(GOOD)
+        with mock.patch.object(command, "build_all", lambda *a: None), \
+                mock.patch.object(command, "identity", lambda b, image: ("q1", "g1", "k1")), \
+                mock.patch.object(command, "replay", fake_replay):
+            status = command.run(["x"], results=os.path.join(self.dir, "r", "f", "s.jsonl"),
+                                 out=self.dir, quiet=True, findings_dir=self.dir)
+        self.assertEqual(status, 1)
 
     def test_its_own_kernel_not_built_is_one_line(self):
         with self.assertRaises(SetupError) as cm:
@@ -180,8 +190,8 @@ class RenderTest(unittest.TestCase):
         for fd, kernel, rep in ((f, "debian-7.2", replay(time_to_failure_s=121.3, **k72)),
                                 (f, "default", replay()),
                                 (g, "debian-7.2", replay("pass", **k72))):
-            recs.append({"subject": fd.name, **rep, "digest": "0123456789abcdef",
-                         **fd.fields, "found_on": fd.fields["kernel"], "kernel": kernel})
+            recs.append({"subject": fd.name, **rep, **fd.fields, "found_on": fd.fields["kernel"],
+                         "kernel": kernel})
         for r in recs:
             records.check_record(r, finding.RECORD_FIELDS)
         return recs
@@ -204,7 +214,9 @@ class RenderTest(unittest.TestCase):
                       rows[1])
         self.assertIn("program b1-0105, seed 1104", rows[1])       # one line a cell
         self.assertIn("default: fail after 121 s (190 s with the boot): `swapoff swapoff "
-                      "timeout`, 2026-12-07; debian-7.2: fail after 121 s", rows[1])
+                      "timeout`; C reproducer exit 1 (`finding swapoff line=10 why=timeout`), "
+                      "2026-12-07; debian-7.2: fail after 121 s", rows[1])
+        self.assertIn("pass (did not show it) in 190 s; C reproducer exit 0, ", rows[0])
         for row in rows:
             self.assertEqual(row.count(" | "), 6, row)  # seven cells, no stray |
 

@@ -171,5 +171,41 @@ class ReproTest(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "cli-out")))
 
 
+    def boot_dir(self, qemu_sh):
+        """A reproducer directory with a tiny repro.c and @qemu_sh standing
+        in for QEMU (it gets the initramfs the steps made)."""
+        d = tempfile.mkdtemp(dir=self.tmp)
+        write(d, "repro.c", "int main(void) { return 1; }\n")
+        write(d, "run.sh", "#!/bin/sh\n")
+        write(d, "qemu.sh", "#!/bin/sh\n" + qemu_sh)
+        os.chmod(os.path.join(d, "qemu.sh"), 0o755)
+        return d, write(self.tmp, "base.img", "base initramfs\n")
+
+    def test_boot_reproducer_runs_the_printed_steps(self):
+        # The guest's side: what qemu.sh's boot writes into ktap.log.
+        d, img = self.boot_dir(
+            'test -x repro && cpio -it < "$INITRAMFS" 2>/dev/null | grep -qx run.sh\n'
+            'printf \'at 5\\nfinding swapoff line=10 why=timeout\\n# repro exit 1\\n\' '
+            '> ktap.log\n')
+        status, ktap = repro.boot_reproducer(d, img, 60)
+        self.assertEqual(status, 1)
+        self.assertIn("finding swapoff line=10", ktap)
+        # Each printed step (its boot without a timeout) is one that ran.
+        printed = repro.instructions(d, img)
+        for step in repro.BUILD_AND_BOOT:
+            self.assertIn(step.format(initramfs=img, timeout=""), printed)
+
+    def test_boot_reproducer_failures_are_one_line(self):
+        d, img = self.boot_dir("sleep 30\n")
+        with self.assertRaises(SetupError) as e:
+            repro.boot_reproducer(d, img, 1)
+        self.assertIn("did not end in 1s", str(e.exception))
+        d, img = self.boot_dir("echo qemu: no such device >&2; exit 1\n")
+        with self.assertRaises(SetupError) as e:
+            repro.boot_reproducer(d, img, 60)
+        self.assertIn("qemu: no such device", str(e.exception))
+        self.assertNotIn("\n", str(e.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

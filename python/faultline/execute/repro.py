@@ -24,6 +24,7 @@ import dataclasses
 import os
 import re
 import shlex
+import subprocess
 import tempfile
 
 from faultline import TOP
@@ -32,6 +33,7 @@ from faultline.execute.devices import GATE_OFF_SECTOR, GATE_ON_SECTOR, GATE_RULE
 from faultline.execute.boot import program_name, vm_scenario, ProgOptions
 from faultline.execute.vm import program_run_sh
 from faultline.errors import SetupError
+from faultline.host import procs
 from faultline.prog.check import check
 from faultline.prog.lang import read
 from faultline.run.spec_builder import make_spec
@@ -290,6 +292,21 @@ def check_runnable(program_path, mutation=None):
     return program, bound, rules, by_disk
 
 
+# How the reproducer is built and booted, in its directory: what `prog c`
+# prints for a person and what boot_reproducer() runs, one list.
+BUILD_AND_BOOT = (
+    "gcc -static -O2 -pthread repro.c -o repro",
+    "cp {initramfs} initramfs.img && truncate -s %4 initramfs.img",
+    "printf 'repro\\nrun.sh\\n' | cpio -o -H newc -R 0:0 >> initramfs.img",
+    "INITRAMFS=initramfs.img {timeout}./qemu.sh",
+)
+# boot_reproducer()'s `timeout` before qemu.sh (which execs QEMU) ends with
+# this status when it had to kill QEMU.
+KILLED = 128 + 9
+# ktap.log's line with the reproducer's exit status.
+EXIT_LINE = re.compile(r"^# repro exit (\d+)$", re.M)
+
+
 def instructions(out_dir, initramfs):
     """What to run, printed by `prog c`: build, put the reproducer into
     faultline's guest image (its init runs /run.sh), boot."""
@@ -297,13 +314,36 @@ def instructions(out_dir, initramfs):
     return "\n".join([
         "# build, add repro and run.sh to the guest image, boot (the guest powers off):",
         f"cd {q(out_dir)}",
-        "gcc -static -O2 -pthread repro.c -o repro",
-        f"cp {q(initramfs)} initramfs.img && truncate -s %4 initramfs.img",
-        "printf 'repro\\nrun.sh\\n' | cpio -o -H newc -R 0:0 >> initramfs.img",
-        "INITRAMFS=initramfs.img ./qemu.sh",
+        *(step.format(initramfs=q(initramfs), timeout="") for step in BUILD_AND_BOOT),
         "cat ktap.log   # the findings; '# repro exit 1': the failure reproduced",
         "# in a guest of your own: copy repro in, load nvme, syncblk and virtio_blk, run",
         "# ./repro as root (exit 0 pass, 1 a finding, 2 refused)"])
+
+
+def boot_reproducer(out_dir, initramfs, timeout_s):
+    """Run the steps `prog c` prints in @out_dir (written by
+    write_reproducer with builds): (the reproducer's exit status in the
+    guest, or None when the guest never said it; ktap.log's text).
+    SetupError (one line) when a step fails or the boot outlives
+    @timeout_s."""
+    kill = f"timeout -s KILL {int(timeout_s)} "
+    script = "set -e\n" + "\n".join(step.format(initramfs=shlex.quote(initramfs), timeout=kill)
+                                     for step in BUILD_AND_BOOT)
+    res = procs.run_captured(["sh", "-c", script], cwd=out_dir, group=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if res.returncode == KILLED:
+        raise SetupError(f"{out_dir}: the reproducer's boot did not end in {timeout_s:.0f}s")
+    try:
+        with open(os.path.join(out_dir, "ktap.log"), errors="replace") as f:
+            ktap = f.read()
+    except OSError:
+        ktap = ""
+    m = EXIT_LINE.search(ktap)
+    if res.returncode and not m:
+        tail = " ".join(res.stdout.strip().splitlines()[-1:])
+        raise SetupError(f"{out_dir}: building or booting the reproducer failed "
+                         f"(exit {res.returncode}): {tail}")
+    return (int(m.group(1)) if m else None), ktap
 
 
 def write_reproducer(program_path, out_dir, *, kernel=None, initramfs=None, builds=None,

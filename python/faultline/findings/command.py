@@ -1,11 +1,14 @@
 """`faultline findings [NAME...] [--results FILE] [--check]` (docs/findings.md):
 every finding checked first (its finding.toml, its program as `prog run`
-takes it, its reproducer: one line and exit 2 before any VM starts), then
-each replayed on its kernel in a fresh boot by `prog run`'s own code
-(execute/boot.py) and recorded in a results set as it finishes.
+takes it: one line and exit 2 before any VM starts), then each replayed on
+its kernel twice, each in a fresh boot: by `prog run`'s own code
+(execute/boot.py), then as the C reproducer `prog c` writes, built and
+booted the way `prog c` tells a person to (execute/repro.py); recorded in
+a results set as it finishes.
 
-Exit status: 0 every finding replayed showed its failure again, 1 one
-replay passed (the kernel no longer shows it), 2 a setup error."""
+Exit status: 0 every finding's replays showed its failure again, 1 a
+replay passed (the kernel no longer shows it, or its reproducer does not),
+2 a setup error."""
 
 import os
 import time
@@ -13,6 +16,7 @@ import time
 from faultline.build.builds import build_all
 from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.execute import boot
+from faultline.execute import repro
 from faultline.execute import results as program_results
 from faultline.execute.session import Outcome
 from faultline.findings import finding
@@ -26,6 +30,9 @@ from faultline.run.runner import DEFAULT_OUT, new_dir
 DEFAULT_SET = os.path.join(records.RESULTS_DIR, "findings", "default.jsonl")
 IDENTITY = ("subject", "kernel_key", "seed")
 SEED = 1        # the injectors' seed of a replay (prog run's default)
+# The reproducer's build and boot; its program is the replay's, which took
+# at most prog run's budgets.
+REPRO_TIMEOUT_S = 900
 
 
 def check_program(f):
@@ -51,11 +58,25 @@ def identity(builds, image):
             records.kernel_key(meta))
 
 
-def replay(f, image, modules, out, quiet, kernel_key):
-    """Run @f's program in a fresh boot of @image; the record's fields
-    that the replay measured.  The program's own time to its failure is
-    time_to_failure_s, the whole replay's wall time (boot included)
-    elapsed_s."""
+def replay_reproducer(f, builds, rundir):
+    """Write @f's C reproducer into RUNDIR/repro and boot it on @builds:
+    {digest (of repro.c), repro_exit (the reproducer's exit status in the
+    guest, None when it never said), repro_finding (its first finding
+    line, without `finding `)}."""
+    d = os.path.join(rundir, "repro")
+    paths = repro.write_reproducer(f.program, d, builds=builds, seed=SEED)
+    status, ktap = repro.boot_reproducer(d, builds.initramfs, REPRO_TIMEOUT_S)
+    first = next((ln[len("finding "):] for ln in ktap.splitlines()
+                  if ln.startswith("finding ")), None)
+    return {"digest": finding.digest(paths["repro.c"]), "repro_exit": status,
+            "repro_finding": first}
+
+
+def replay(f, builds, image, modules, out, quiet, kernel_key):
+    """Run @f's program in a fresh boot of @image, then its C reproducer;
+    the record's fields that the replays measured.  The program's own time
+    to its failure is time_to_failure_s, the whole replay's wall time
+    (boot included) elapsed_s."""
     opts = boot.ProgOptions(f.program, kernel=image, modules=modules, out=out, seed=SEED,
                             quiet=quiet)
     start = time.monotonic()
@@ -83,7 +104,7 @@ def replay(f, image, modules, out, quiet, kernel_key):
             "signature": sig, "reason": res.get("reason") or None,
             "kernel_release": meta.get("kernel_release"),
             "date": time.strftime("%Y-%m-%d", time.gmtime()),
-            "faultline": meta.get("faultline")}
+            "faultline": meta.get("faultline"), **replay_reproducer(f, builds, rundir)}
 
 
 def run(names=None, results=None, out=None, check_only=False, quiet=False,
@@ -93,8 +114,7 @@ def run(names=None, results=None, out=None, check_only=False, quiet=False,
     for f in chosen:
         check_program(f)
     if check_only:      # what the repository holds; which kernels are built is the machine's
-        say(f"{len(chosen)} finding(s): each finding.toml complete, each program valid, "
-            "each reproducer there")
+        say(f"{len(chosen)} finding(s): each finding.toml complete, each program valid")
         return EXIT_PASS
     kernels = {}
     for f in chosen:
@@ -118,10 +138,10 @@ def run(names=None, results=None, out=None, check_only=False, quiet=False,
         old = records.read_set(path, finding.RECORD_FIELDS) if os.path.exists(path) else []
         records.check_builds(where, old, qemu, {key: guest})
         say(f"{name}: replaying its program on kernel {kernel} (fresh boot)")
-        rec = finding.record(f, kernel, replay(f, image, modules, out, quiet, key))
+        rec = finding.record(f, kernel, replay(f, builds, image, modules, out, quiet, key))
         records.write_set(path, [rec], IDENTITY, finding.RECORD_FIELDS)
         say(f"{name}: {finding.replay_cell(rec)} (on {rec['kernel_release']}; "
             f"recorded in {where})")
-        if rec["verdict"] == "pass":
+        if rec["verdict"] == "pass" or rec["repro_exit"] != 1:
             status = EXIT_FAIL
     return status

@@ -3,12 +3,15 @@
   finding.toml      what it is, on which kernel, how a search found it (FIELDS;
                     also_on: the other kernels it was shown on)
   program.prog      the swap program that shows it (docs/programs.md)
-  repro/repro.c     `faultline prog c` of the program (with run.sh, qemu.sh, rules)
   README.md         what the toml does not say
+
+Its C reproducer is not kept here: `faultline prog c program.prog` writes
+it for this checkout's executor and this machine's guest image, and
+`faultline findings` boots it on every replay.
 
 A bad finding is one line naming its file (`findings/NAME/finding.toml:
 no field 'symptom'`), before any VM starts.  A finding's results record
-(results/findings/SET.jsonl) is the replay's (records.REQUIRED, its digest
+(results/findings/SET.jsonl) is the replays' (records.REQUIRED, its digest
 the reproducer's) plus the toml's text; render() is its docs table."""
 
 import hashlib
@@ -24,7 +27,6 @@ from faultline.results import records
 FINDINGS_DIR = os.path.join(TOP, "findings")
 TOML = "finding.toml"
 PROGRAM = "program.prog"
-REPRO = os.path.join("repro", "repro.c")
 # finding.toml: every field a non-empty string.
 FIELDS = {
     "title": "one line: what the kernel does",
@@ -43,7 +45,10 @@ DEFAULT_KERNEL = "default"
 # The fields a findings record adds to records.REQUIRED: the toml's text,
 # but `kernel` is the one replayed on and `found_on` the toml's kernel.
 RECORD_FIELDS = {**{k: (str,) for k in FIELDS}, "found_on": (str,),
-                 "kernel_release": (str, records.NULL)}
+                 "kernel_release": (str, records.NULL),
+                 # the C reproducer's exit status in the guest (1: a finding;
+                 # None: it never said) and its first finding line
+                 "repro_exit": (int, records.NULL), "repro_finding": (str, records.NULL)}
 NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -66,10 +71,6 @@ class Finding:
     @property
     def program(self):
         return os.path.join(self.folder, PROGRAM)
-
-    @property
-    def repro(self):
-        return os.path.join(self.folder, REPRO)
 
 
 def kernel_arg(name):
@@ -130,10 +131,9 @@ def load(name, findings_dir=FINDINGS_DIR):
     if len(set(kernels)) != len(kernels):
         raise SetupError(f"{where}: a kernel named twice in kernel and {ALSO_ON}")
     finding = Finding(name, folder, {key: data[key].strip() for key in FIELDS}, kernels[1:])
-    for path, what in ((finding.program, "the program"), (finding.repro,
-                                                         "`faultline prog c`'s reproducer")):
-        if not os.path.isfile(path):
-            raise SetupError(f"{records.display(path)}: no such file ({what} of {where})")
+    if not os.path.isfile(finding.program):
+        raise SetupError(f"{records.display(finding.program)}: no such file (the program of "
+                         f"{where})")
     return finding
 
 
@@ -145,9 +145,9 @@ def load_all(wanted=None, findings_dir=FINDINGS_DIR):
     return [load(n, findings_dir) for n in chosen]
 
 
-def digest(finding):
-    """The reproducer's identity: the sha256 prefix of repro/repro.c."""
-    with open(finding.repro, "rb") as f:
+def digest(path):
+    """A reproducer's identity: the sha256 prefix of its repro.c @path."""
+    with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
@@ -157,7 +157,7 @@ def record(finding, kernel, replay):
     deterministic, verdict, elapsed_s, time_to_failure_s, signature, reason,
     kernel_release, date, faultline}, the toml's text, `kernel` the one
     replayed on and `found_on` the toml's."""
-    return {"subject": finding.name, **replay, "digest": digest(finding), **finding.fields,
+    return {"subject": finding.name, **replay, **finding.fields,
             "found_on": finding.fields["kernel"], "kernel": kernel}
 
 
@@ -177,6 +177,11 @@ def replay_cell(r):
                f"({r['elapsed_s']:.0f} s with the boot)")
         if r["signature"]:
             out += f": `{r['signature']}`"
+    exit_ = r.get("repro_exit")
+    out += "; C reproducer " + ("never said its exit status" if exit_ is None else
+                                f"exit {exit_}")
+    if r.get("repro_finding"):
+        out += f" (`finding {r['repro_finding']}`)"
     return out + (f", {r['date']}" if r.get("date") else "")
 
 
