@@ -21,7 +21,7 @@ from faultline.errors import SetupError  # noqa: E402
 from faultline.execute import boot, devices  # noqa: E402
 from faultline.fuzz import merge, shards, state  # noqa: E402
 from faultline.fuzz.corpus import Corpus  # noqa: E402
-from faultline.fuzz.triage import FailureBook, prepared  # noqa: E402
+from faultline.fuzz.triage import FailureBook, prepared, signature  # noqa: E402
 from faultline.prog.lang import parse  # noqa: E402
 from faultline.run.spec_builder import make_spec  # noqa: E402
 
@@ -273,6 +273,17 @@ class MergeTest(unittest.TestCase):
         with self.assertRaises(SetupError) as cm:
             merge.merge(self.out, [self.a.dir])
         self.assertIn("kernel k2", str(cm.exception))
+
+    def test_a_job_that_ran_out_of_time_is_a_hang(self):
+        prep = prepared("s0p0001", parse(PROG_A, "a"), "a")
+        out, _ = merge.outcome(prep, lava_log(["# kernel 6.12.0", "@pe ready s0p0001",
+                                               "@pe at 5"]))
+        self.assertEqual(out.verdict, "crash")
+        self.assertEqual(signature(out, "", prep.name),
+                         "hang: no ops-done of PROGRAM from the guest in the LAVA job's time")
+        out, _ = merge.outcome(prep, lava_log(["# kernel 6.12.0", "@pe ready s0p0001",
+                                               "FAULTLINE-EXIT 139"]))
+        self.assertTrue(out.reason.startswith("the guest's /run.sh ended"), out.reason)
 
     def test_the_serial_mux_may_put_console_bytes_before_the_mark(self):
         report, console, status = merge.split_target(

@@ -280,7 +280,7 @@ def cmd_fuzz_words(args):
         if not rest:
             raise SetupError("fuzz lava-run SHARD_DIR...: no shard given")
         for d in rest:
-            fuzz_merge.load_shard(d, need_logs=False)
+            fuzz_merge.load_shard(d, need_logs=False, what="fuzz lava-run")
         failed = [n for d in rest for n in fuzz_shards.run_local(d, args.quiet)]
         if failed:
             say(f"fuzz lava-run: LAVA failed {len(failed)} job(s): {' '.join(failed)}")
@@ -304,7 +304,7 @@ def cmd_fuzz_lava(args):
     programs = fuzz_shards.DEFAULT_PROGRAMS if args.programs is None else args.programs
     fuzz_shards.check(args.lava, programs, args.out)
     if args.from_dir:
-        fuzz_state.load(args.from_dir)
+        fuzz_shards.load_from(args.from_dir)
     builds = build_all(args.kernel, args.modules, args.quiet)
     ident = fuzz_state.identity(fuzz_command.builds_identity(builds, args.kernel), args.plant)
     sc = program_boot.vm_scenario(program_boot.ProgOptions(
@@ -315,7 +315,9 @@ def cmd_fuzz_lava(args):
     offers = fuzz_shards.guest_offers(sc, builds)
     dirs = fuzz_shards.write(args.lava, programs, args.out, ident, sc, builds, args.seed,
                              args.plant, campaign=args.from_dir, base_url=args.base_url,
-                             kernel=args.kernel, offers=offers)
+                             kernel=args.kernel, offers=offers,
+                             machine={"modules": args.modules, "memory": args.memory,
+                                      "cpus": args.cpus})
     for d in dirs:
         print(d)
     return 0

@@ -20,8 +20,8 @@ import re
 import shlex
 
 from faultline.errors import SetupError
-from faultline.execute import fresh
-from faultline.execute.channel import ChannelError, GuestGone
+from faultline.execute import boot, fresh
+from faultline.execute.channel import ChannelError, GuestGone, GuestSilent
 from faultline.execute.session import Budgets, Outcome, kernel_check, settle
 from faultline.fuzz import signal, shards, state
 from faultline.fuzz.corpus import Corpus
@@ -37,13 +37,17 @@ EXIT_LINE = re.compile(r"FAULTLINE-EXIT (\d+)")
 
 class LogLines:
     """The report lines of one job's log, as session.read_until reads a
-    channel: GuestGone when they run out (the guest said no more)."""
+    channel: when they run out, GuestGone (@why) for a guest that ended or
+    panicked, else GuestSilent (@why None: LAVA's timeout ended the job on
+    a guest that still ran, the hang of a local run)."""
 
     def __init__(self, lines, why):
         self.lines, self.why = list(lines), why
 
     def receive(self, timeout, waiting_for):
         if not self.lines:
+            if self.why is None:
+                raise GuestSilent(f"no {waiting_for} from the guest in the LAVA job's time")
             raise GuestGone(self.why)
         return self.lines.pop(0)
 
@@ -71,7 +75,7 @@ def split_target(target):
 def outcome(prep, log_text):
     """(Outcome, console) of @prep from its job's LAVA log; Outcome None
     when the log shows no guest at all (LAVA's own failure: not run)."""
-    target, _, errors = parse_lava_log(log_text)
+    target, _, _ = parse_lava_log(log_text)
     report, console, status = split_target(target)
     reached = any(ln.startswith("# kernel ") for ln in console.splitlines()) or report
     panic = panic_line(console)
@@ -80,7 +84,7 @@ def outcome(prep, log_text):
     out = Outcome(prep.name)
     why = (f"the kernel panicked: {panic}" if panic else
            f"the guest's /run.sh ended (FAULTLINE-EXIT {status})" if status is not None else
-           "the LAVA job ended" + (f": {errors[-1]}" if errors else ""))
+           None)
     said = None
     try:
         said = fresh._follow(prep, out, LogLines(report, why), Budgets())
@@ -95,24 +99,24 @@ def outcome(prep, log_text):
 
 # ---------------------------------------------------------------- shards
 
-def load_shard(sdir, need_logs=True):
+def load_shard(sdir, need_logs=True, what="fuzz merge"):
     """shard.json of @sdir; one line when it is not a shard's (or, with
     @need_logs, has no job's log yet)."""
     path = os.path.join(sdir, shards.SHARD)
     if not os.path.isdir(sdir):
-        raise SetupError(f"fuzz merge: {sdir}: no such directory")
+        raise SetupError(f"{what}: {sdir}: no such directory")
     try:
         with open(path) as f:
             doc = json.load(f)
         for key in ("identity", "seed", "index", "programs"):
             doc[key]
     except FileNotFoundError:
-        raise SetupError(f"fuzz merge: {sdir}: not a shard of `faultline fuzz --lava` "
+        raise SetupError(f"{what}: {sdir}: not a shard of `faultline fuzz --lava` "
                          f"(no {shards.SHARD})") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise SetupError(f"fuzz merge: {path}: not a shard's ({e})") from None
+        raise SetupError(f"{what}: {path}: not a shard's ({e})") from None
     if need_logs and not any(os.path.isfile(os.path.join(sdir, p["log"])) for p in doc["programs"]):
-        raise SetupError(f"fuzz merge: {sdir}: no LAVA log in {os.path.join(sdir, 'logs')} "
+        raise SetupError(f"{what}: {sdir}: no LAVA log in {os.path.join(sdir, 'logs')} "
                          "(run its jobs, then put each job's log there as NAME.log)")
     return doc
 
@@ -160,8 +164,9 @@ def check_shards(out, docs):
 
 def replay_argv(doc, path):
     """`faultline prog run PATH --deterministic`: a fresh boot as the shard's."""
-    return ["scripts/faultline", "prog", "run", path, "--seed", str(doc["seed"]),
-            "--deterministic"] + (["--kernel", doc["kernel"]] if doc.get("kernel") else [])
+    return boot.ProgOptions(path, kernel=doc.get("kernel"), modules=doc.get("modules"),
+                            deterministic=True, seed=doc["seed"], memory=doc.get("memory"),
+                            cpus=doc.get("cpus")).replay_argv(path)
 
 
 def write_failure(fdir, sig, doc, sdir, prep, out, console, found_s):

@@ -92,12 +92,13 @@ def check(n, programs, out):
         raise SetupError(f"--out {out} holds shards or a campaign already: choose a new --out")
 
 
-def load_from(campaign, ident):
+def load_from(campaign, ident=None):
     """(the campaign's corpus, its fuzz.json) for --from; one line when it is
-    not a campaign of this build."""
-    st = state.load(campaign)
+    not a campaign (of this build: @ident)."""
     try:
-        state.check_same(campaign, st["identity"], ident)
+        st = state.load(campaign)
+        if ident is not None:
+            state.check_same(campaign, st["identity"], ident)
     except SetupError as e:
         raise SetupError(str(e).replace("--resume", "--from", 1)) from None
     return Corpus(os.path.join(campaign, "corpus")).load(), st
@@ -313,10 +314,11 @@ def write_shard(sdir, k, preps, skipped, ident, seeds, sc, builds, shared, base_
 
 
 def write(n, programs, out, ident, sc, builds, seed, plant, campaign=None, base_url=None,
-          kernel=None, offers=None):
+          kernel=None, offers=None, machine=None):
     """Write @n shards of @programs programs each in @out; the shard dirs.
     @campaign: the campaign directory whose corpus they start from;
-    @offers: the guest's (guest_offers()), None for every value."""
+    @offers: the guest's (guest_offers()), None for every value; @machine:
+    {kernel, modules, memory, cpus} as given, for the replay commands."""
     corpus, session = None, 0
     if campaign:
         corpus, st = load_from(campaign, ident)
@@ -335,7 +337,7 @@ def write(n, programs, out, ident, sc, builds, seed, plant, campaign=None, base_
         sdir = os.path.join(out, f"shard-{k}")
         seeds = {"seed": seed + k, "base_seed": seed, "session": session, "shards": n,
                  "from": os.path.abspath(campaign) if campaign else None,
-                 "kernel": kernel, "offers": offers}
+                 "kernel": kernel, **(machine or {}), "offers": offers}
         write_shard(sdir, k, [p for p, _ in got], skipped, ident, seeds, sc, builds, shared,
                     base_url, out, plant, {p.name: o for p, o in got})
         dirs.append(sdir)
