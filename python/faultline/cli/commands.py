@@ -288,8 +288,9 @@ def cmd_fuzz_words(args):
     if len(rest) < 2:
         raise SetupError("fuzz merge OUT SHARD_DIR...: expected OUT and at least one shard")
     res = fuzz_merge.merge(rest[0], rest[1:], args.quiet)
-    say(f"fuzz merge: {rest[0]}: {res['shards']} shard(s), {res['programs']} programs "
-        f"({res['not_run']} not run), corpus {res['corpus']} (+{res['added']}), edges "
+    say(f"fuzz merge: {rest[0]}: {res['shards']} shard(s) merged ({res['not_run']} of their "
+        f"programs not run); the campaign: {res['programs']} programs, corpus "
+        f"{res['corpus']} (+{res['added']}), edges "
         f"{res['edges']}, features {res['features']}, failures {res['failures']} "
         f"(+{res['new_failures']} new)")
     return EXIT_FAIL if res["failures"] else 0
