@@ -44,16 +44,18 @@ read a 0 512K
 """
 
 
-def lava_log(target, results=()):
+def lava_log(target, results=(), server=False):
     """A lava-run log: one JSON entry a line, the target lines as LAVA
-    writes them (double quotes escaped)."""
+    writes them (double quotes escaped); @server: the lab's job log (a
+    YAML list of the same entries)."""
     lines = [json.dumps({"dt": "2026-01-01T00:00:00", "lvl": "info", "msg": "start"})]
     for t in target:
         lines.append(json.dumps({"dt": "2026-01-01T00:00:01", "lvl": "target",
                                  "msg": t.replace('"', '\\"')}))
     for r in results:
         lines.append(json.dumps({"dt": "2026-01-01T00:00:02", "lvl": "results", "msg": r}))
-    return "\n".join(lines) + "\n"
+    lines.append(json.dumps({"dt": "2026-01-01T00:00:30", "lvl": "info", "msg": "end"}))
+    return "\n".join(("- " if server else "") + ln for ln in lines) + "\n"
 
 
 def guest_lines(name, stat, findings=(), result="pass", console=()):
@@ -91,8 +93,8 @@ class FakeShard:
             json.dump(doc, f)
 
 
-def passing(stat):
-    return lambda name: lava_log(guest_lines(name, stat))
+def passing(stat, server=False):
+    return lambda name: lava_log(guest_lines(name, stat), server=server)
 
 
 def content_failure(line):
@@ -205,7 +207,7 @@ class MergeTest(unittest.TestCase):
             (PROG_B, None)])
         self.b = FakeShard(self.tmp, 1, [
             (PROG_B, passing("pages_written=256 pages_read=64 swapins=4")),   # nothing new
-            (PROG_B, passing("pages_written=4096 pages_read=1024 swapins=300")),
+            (PROG_B, passing("pages_written=4096 pages_read=1024 swapins=300", server=True)),
             (PROG_A, content_failure(5)),
             (PROG_A, panicking)])
         self.out = os.path.join(self.tmp, "merged")
@@ -236,6 +238,9 @@ class MergeTest(unittest.TestCase):
                          (6, 3, 3, 2))
         self.assertEqual(snap["features"], len(corpus.features()))
         self.assertEqual(len(st["failures"]), 2)
+        # Campaign time: the 7 jobs with a log, 30 s each, one after another.
+        self.assertEqual((snap["t"], st["elapsed_s"], st["sessions"][-1]["budget_s"]),
+                         (210.0, 210.0, 210.0))
         # A campaign fuzz --resume goes on with: its own checks pass.
         state.check_same(self.out, st["identity"], dict(IDENT))
         # The same shard again is refused; a new shard merges into OUT.

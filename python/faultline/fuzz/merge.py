@@ -14,6 +14,7 @@ give back: a shard's programs have the guest's features only.
 """
 
 import dataclasses
+import datetime
 import json
 import os
 import re
@@ -33,6 +34,7 @@ from faultline.results import records
 from faultline.run.lava_watch import parse_lava_log
 
 EXIT_LINE = re.compile(r"FAULTLINE-EXIT (\d+)")
+DT = re.compile(r'"dt": "([0-9T:.-]+)"')
 
 
 class LogLines:
@@ -95,6 +97,20 @@ def outcome(prep, log_text):
     if said:
         settle(out, said)
     return out, console
+
+
+def job_seconds(log_text):
+    """The LAVA job's wall time: its log's first and last timestamps (0.0
+    when it has none)."""
+    stamps = []
+    for line in log_text.splitlines():
+        m = DT.search(line)
+        if m:
+            try:
+                stamps.append(datetime.datetime.fromisoformat(m.group(1)))
+            except ValueError:
+                continue
+    return (max(stamps) - min(stamps)).total_seconds() if len(stamps) > 1 else 0.0
 
 
 # ---------------------------------------------------------------- shards
@@ -215,7 +231,7 @@ def merge(out, sdirs, quiet=False):
     last = (st["stats"] or [{}])[-1]
     counts = {k: last.get(k, 0) for k in ("programs", "passed", "failed", "crashes", "refused")}
     counts["not_run"] = 0
-    found_s = float(st.get("elapsed_s", 0.0))
+    started_s = found_s = float(st.get("elapsed_s", 0.0))
     added, new_failures = 0, 0
     for sdir, doc in sorted(docs, key=lambda d: (d[1]["seed"], d[0])):
         for entry in doc["programs"]:
@@ -231,6 +247,7 @@ def merge(out, sdirs, quiet=False):
                 raise SetupError(f"fuzz merge: {e}") from None
             prep = prepared(entry["name"], program, os.path.join(sdir, entry["file"]))
             o, console = outcome(prep, text)
+            found_s += job_seconds(text)        # campaign time: the jobs' time, one after another
             if o is None:
                 counts["not_run"] += 1
                 continue
@@ -253,7 +270,8 @@ def merge(out, sdirs, quiet=False):
                                         prep, o, console, found_s)
                 book.done(sig, {"class": summary["class"], "replay": summary["replay"]})
     feats = corpus.features()
-    st["sessions"].append({"jobs": len(docs), "budget_s": 0.0, "started_s": round(found_s, 1),
+    st["sessions"].append({"jobs": len(docs), "budget_s": round(found_s - started_s, 1),
+                           "started_s": round(started_s, 1),
                            "plant": first["identity"].get("plant"),
                            "lava_shards": [[d["seed"], d.get("session"), d.get("from")]
                                            for _, d in docs]})
@@ -262,6 +280,7 @@ def merge(out, sdirs, quiet=False):
             "corpus": len(corpus), "features": len(feats), "edges": signal.edges(feats),
             "failures": len(book.known)}
     st["stats"].append(snap)
+    st["elapsed_s"] = snap["t"]
     st["failures"] = book.summaries()
     os.makedirs(out, exist_ok=True)
     state.save(out, st)
