@@ -1,6 +1,7 @@
 """The command front ends: each turns its parsed command line into the
 typed options of a domain module and calls it (exit status back)."""
 
+import json
 import os
 import shlex
 import shutil
@@ -320,6 +321,11 @@ def cmd_fuzz_lava(args):
                              machine={"modules": args.modules, "memory": args.memory,
                                       "cpus": args.cpus})
     for d in dirs:
+        with open(os.path.join(d, fuzz_shards.SHARD)) as f:
+            doc = json.load(f)
+        redrawn = ", ".join(f"{why}: {n}" for why, n in sorted(doc["redrawn"].items()))
+        say(f"fuzz --lava: {d}: {len(doc['programs'])} programs (seed {doc['seed']})"
+            + (f"; drawn again: {redrawn}" if redrawn else ""))
         print(d)
     return 0
 

@@ -150,13 +150,14 @@ def draw_shard(rng, corpus, count, name, offers=None):
         try:
             prep = prepared(name(len(got) + 1), program, "<lava>")
         except devices.Refusal:
-            why = "the VM cannot give it its devices"
+            why = "devices the VM has not"
         else:
             why = fresh.refusal(prep.bound, prep.rules)
             if why is None:
                 got.append((prep, origin))
                 continue
-            why = "virtio-blk disk" if "virtio-blk" in why else "rules with engine states"
+            why = ("virtio-blk disk (its faults complete on host I/O)" if "virtio-blk" in why
+                   else "rules with engine states (the gate takes the state)")
         skipped[why] = skipped.get(why, 0) + 1
     if len(got) < count:
         raise SetupError(f"--lava: {count * MAX_DRAWS} draws gave {len(got)} of {count} "
