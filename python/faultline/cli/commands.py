@@ -300,7 +300,9 @@ def cmd_fuzz_words(args):
 def cmd_fuzz_lava(args):
     """`fuzz --lava N`: the shards, written in --out."""
     refuse([("--resume", args.resume), ("--results", args.results),
-            ("--jobs", args.jobs != 1), ("--budget", args.budget != "30m")], "fuzz --lava")
+            ("--jobs", args.jobs != 1), ("--budget", args.budget != "30m"),
+            ("--accel", args.accel != "tcg")], "fuzz --lava (a fresh --deterministic boot "
+           "a program, under TCG)")
     if not args.out:
         raise SetupError("fuzz --lava N: --out DIR is where the shards go")
     programs = fuzz_shards.DEFAULT_PROGRAMS if args.programs is None else args.programs
