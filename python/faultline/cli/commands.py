@@ -1,6 +1,7 @@
 """The command front ends: each turns its parsed command line into the
 typed options of a domain module and calls it (exit status back)."""
 
+import json
 import os
 import shlex
 import shutil
@@ -10,12 +11,14 @@ from faultline import scenario
 from faultline.bench import bench
 from faultline.bugs import fuzz_table, recall, recall_fuzz, recall_table
 from faultline.build.builds import build_all, run_script
-from faultline.errors import EXIT_SETUP, SetupError
+from faultline.errors import EXIT_FAIL, EXIT_SETUP, SetupError
 from faultline.execute import boot as program_boot
 from faultline.execute import repro as program_repro
 from faultline.execute import results as program_results
 from faultline.fuzz import command as fuzz_command
 from faultline.fuzz import manager as fuzz_manager
+from faultline.fuzz import merge as fuzz_merge
+from faultline.fuzz import shards as fuzz_shards
 from faultline.fuzz import state as fuzz_state
 
 
@@ -272,7 +275,81 @@ def cmd_prog(args):
     return 0
 
 
+def cmd_fuzz_words(args):
+    """`fuzz merge OUT SHARD...` and `fuzz lava-run SHARD...`."""
+    verb, rest = args.words[0], args.words[1:]
+    if verb not in ("merge", "lava-run"):
+        raise SetupError(f"fuzz {verb}: expected merge OUT SHARD_DIR... or lava-run "
+                         "SHARD_DIR...")
+    refuse([("--lava", args.lava is not None), ("--programs", args.programs is not None),
+            ("--from", args.from_dir), ("--resume", args.resume), ("--out", args.out),
+            ("--base-url", args.base_url), ("--kernel", args.kernel), ("--plant", args.plant),
+            ("--results", args.results)], f"fuzz {verb}")
+    if verb == "lava-run":
+        if not rest:
+            raise SetupError("fuzz lava-run SHARD_DIR...: no shard given")
+        for d in rest:
+            fuzz_merge.load_shard(d, need_logs=False, what="fuzz lava-run")
+        failed = [n for d in rest for n in fuzz_shards.run_local(d, args.quiet)]
+        if failed:
+            say(f"fuzz lava-run: LAVA failed {len(failed)} job(s): {' '.join(failed)}")
+        return 1 if failed else 0
+    if len(rest) < 2:
+        raise SetupError("fuzz merge OUT SHARD_DIR...: expected OUT and at least one shard")
+    res = fuzz_merge.merge(rest[0], rest[1:], args.quiet)
+    say(f"fuzz merge: {rest[0]}: {res['shards']} shard(s) merged ({res['not_run']} of their "
+        f"programs not run); the campaign: {res['programs']} programs, corpus "
+        f"{res['corpus']} (+{res['added']}), edges "
+        f"{res['edges']}, features {res['features']}, failures {res['failures']} "
+        f"(+{res['new_failures']} new)")
+    return EXIT_FAIL if res["failures"] else 0
+
+
+def cmd_fuzz_lava(args):
+    """`fuzz --lava N`: the shards, written in --out."""
+    refuse([("--resume", args.resume), ("--results", args.results),
+            ("--jobs", args.jobs != 1), ("--budget", args.budget != "30m"),
+            ("--accel", args.accel != "tcg")], "fuzz --lava (a fresh --deterministic boot "
+           "a program, under TCG)")
+    if not args.out:
+        raise SetupError("fuzz --lava N: --out DIR is where the shards go")
+    programs = fuzz_shards.DEFAULT_PROGRAMS if args.programs is None else args.programs
+    fuzz_shards.check(args.lava, programs, args.out)
+    if args.from_dir:
+        fuzz_shards.load_from(args.from_dir)
+    builds = build_all(args.kernel, args.modules, args.quiet)
+    ident = fuzz_state.identity(fuzz_command.builds_identity(builds, args.kernel), args.plant)
+    sc = program_boot.vm_scenario(program_boot.ProgOptions(
+        "", kernel=args.kernel, modules=args.modules, seed=1, memory=args.memory,
+        cpus=args.cpus))
+    if args.from_dir:       # one line before the guest boots
+        fuzz_shards.load_from(args.from_dir, ident)
+    offers = fuzz_shards.guest_offers(sc, builds)
+    dirs = fuzz_shards.write(args.lava, programs, args.out, ident, sc, builds, args.seed,
+                             args.plant, campaign=args.from_dir, base_url=args.base_url,
+                             kernel=args.kernel, offers=offers,
+                             machine={"modules": args.modules, "memory": args.memory,
+                                      "cpus": args.cpus})
+    for d in dirs:
+        with open(os.path.join(d, fuzz_shards.SHARD)) as f:
+            doc = json.load(f)
+        redrawn = ", ".join(f"{why}: {n}" for why, n in sorted(doc["redrawn"].items()))
+        say(f"fuzz --lava: {d}: {len(doc['programs'])} programs (seed {doc['seed']})"
+            + (f"; drawn again: {redrawn}" if redrawn else ""))
+        print(d)
+    return 0
+
+
 def cmd_fuzz(args):
+    if args.words:
+        return cmd_fuzz_words(args)
+    if args.programs is not None or args.from_dir or args.base_url:
+        if args.lava is None:
+            raise SetupError("--programs, --from and --base-url go with --lava N")
+    if args.lava is not None:
+        if args.modules and not args.kernel:
+            raise SetupError("--modules needs --kernel")
+        return cmd_fuzz_lava(args)
     if args.modules and not args.kernel:
         raise SetupError("--modules needs --kernel")
     if args.resume and args.out:

@@ -31,6 +31,9 @@
   faultline prog show RUNDIR          swap programs (docs/programs.md)
   faultline fuzz [--kernel K] [--budget 30m] [--jobs N] [--out DIR] [--resume DIR]
                  [--seed S] [--results FILE]   search programs and faults (docs/fuzz.md)
+  faultline fuzz --lava N [--programs P] [--from CAMPAIGN] --out DIR   LAVA shards
+  faultline fuzz lava-run SHARD_DIR...  run shards' jobs with this host's lava-run
+  faultline fuzz merge OUT SHARD_DIR... shards' corpora and failures into a campaign
   faultline prog c FILE [--out DIR]   a standalone C reproducer and its QEMU command line
   faultline prog minimize RUNDIR [NAME] [--deterministic]
                                       shrink a failing program of a prog run
@@ -501,8 +504,20 @@ def fuzz_parser(sub, kernel):
     fz = sub.add_parser("fuzz", parents=[kernel],
                         help="search swap programs, their fault rules and knobs for kernel "
                         "failures: exit 0 none found, 1 found (docs/fuzz.md)")
+    fz.add_argument("words", nargs="*", metavar="merge OUT SHARD_DIR... | lava-run SHARD_DIR...",
+                    help="merge: LAVA shards' corpora, coverage and failures into the "
+                    "campaign OUT; lava-run: run shards' jobs with this host's lava-run")
     fz.add_argument("--budget", default="30m",
                     help="wall time of the campaign, e.g. 90s, 30m, 4h (default 30m)")
+    fz.add_argument("--lava", type=int, metavar="N",
+                    help="write N shards of LAVA jobs (one fresh boot per program) in --out "
+                    "instead of fuzzing here")
+    fz.add_argument("--programs", type=int, metavar="P",
+                    help="--lava: programs per shard (default 20)")
+    fz.add_argument("--from", dest="from_dir", metavar="CAMPAIGN", type=inputs.existing_dir,
+                    help="--lava: start from this campaign's corpus and seed")
+    fz.add_argument("--base-url", metavar="URL",
+                    help="--lava: where a lab downloads --out's files (default file://)")
     fz.add_argument("--jobs", type=inputs.positive_int, default=1,
                     help="guests fuzzing at a time (default 1)")
     fz.add_argument("--out", type=inputs.out_dir,
