@@ -289,6 +289,8 @@ class ManagerTest(unittest.TestCase):
             second = json.load(f)
         self.assertEqual(len(second["sessions"]), 2)
         self.assertGreater(second["stats"][-1]["programs"], first["stats"][-1]["programs"])
+        for count in ("passed", "failed", "refused", "crashes"):     # counted on, not anew
+            self.assertGreaterEqual(second["stats"][-1][count], first["stats"][-1][count])
         self.assertGreaterEqual(second["stats"][-1]["corpus"], first["stats"][-1]["corpus"])
         self.assertGreater(second["elapsed_s"], first["elapsed_s"])
 

@@ -118,8 +118,9 @@ class Campaign:
         self.session = len(st["sessions"]) - 1
         self.seed = st["seed"]
         last = (st["stats"] or [{}])[-1]
-        self.counts = Counts(programs=last.get("programs", 0), crashes=last.get("crashes", 0),
-                             refused=last.get("refused", 0), failed=last.get("failed", 0))
+        # A resumed campaign counts on from where it stopped.
+        self.counts = Counts(**{k: last.get(k, 0) for k in ("programs", "passed", "failed",
+                                                            "crashes", "refused")})
         self.prior_s = float(st.get("elapsed_s", 0.0))
         self.t0 = time.monotonic()
         self.deadline = self.t0 + opts.budget_s
