@@ -135,7 +135,7 @@ class ReplayLoopTest(FolderCase):
     finding replayed and recorded, a kernel of also_on that is not built
     skipped (one line), the finding's own kernel not built refused."""
 
-    def run_with(self, toml):
+    def run_with(self, toml, qemu="q1", guest="g1"):
         with open(os.path.join(self.folder, "finding.toml"), "w") as f:
             f.write(toml)
         results = os.path.join(self.dir, "results", "findings", "s.jsonl")
@@ -143,9 +143,9 @@ class ReplayLoopTest(FolderCase):
 
         def fake_replay(f, builds, image, modules, out, quiet, key):
             replayed.append(key)
-            return replay(kernel_key=key)
+            return replay(kernel_key=key, qemu_build=qemu, guest_build=guest)
         with mock.patch.object(command, "build_all", lambda *a: None), \
-                mock.patch.object(command, "identity", lambda b, image: ("q1", "g1", "k1")), \
+                mock.patch.object(command, "identity", lambda b, image: (qemu, guest, "k1")), \
                 mock.patch.object(command, "replay", fake_replay):
             status = command.run(["x"], results=results, out=self.dir, quiet=True,
                                  findings_dir=self.dir)
@@ -169,6 +169,12 @@ class ReplayLoopTest(FolderCase):
             status = command.run(["x"], results=os.path.join(self.dir, "r", "f", "s.jsonl"),
                                  out=self.dir, quiet=True, findings_dir=self.dir)
         self.assertEqual(status, 1)
+
+    def test_a_replay_on_another_build_replaces_the_findings_records(self):
+        self.run_with(GOOD)
+        _, _, recs = self.run_with(GOOD, qemu="q2", guest="g2")
+        self.assertEqual([(r["subject"], r["qemu_build"], r["guest_build"]) for r in recs],
+                         [("x", "q2", "g2")])
 
     def test_its_own_kernel_not_built_is_one_line(self):
         with self.assertRaises(SetupError) as cm:

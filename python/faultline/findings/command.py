@@ -4,7 +4,7 @@ takes it: one line and exit 2 before any VM starts), then each replayed on
 its kernel twice, each in a fresh boot: by `prog run`'s own code
 (execute/boot.py), then as the C reproducer `prog c` writes, built and
 booted the way `prog c` tells a person to (execute/repro.py); recorded in
-a results set as it finishes.
+a results set once all are done.
 
 Exit status: 0 every finding's replays showed its failure again, 1 a
 replay passed (the kernel no longer shows it, or its reproducer does not),
@@ -127,21 +127,25 @@ def run(names=None, results=None, out=None, check_only=False, quiet=False,
             kernels[f.name, k] = kernel_of(f, k)
     path = results or DEFAULT_SET
     where = records.display(path)
-    if os.path.exists(path):
-        records.read_set(path, finding.RECORD_FIELDS)
+    old = records.read_set(path, finding.RECORD_FIELDS) if os.path.exists(path) else []
+    # The records these replays replace do not count against their builds.
+    kept = [r for r in old if (r["subject"], r["kernel"]) not in kernels]
     out = out or new_dir(DEFAULT_OUT, "findings")
-    status = EXIT_PASS
+    status, new = EXIT_PASS, []
     for (name, kernel), (image, modules) in kernels.items():
         f = next(f for f in chosen if f.name == name)
         builds = build_all(image, modules, quiet)
         qemu, guest, key = identity(builds, image)
-        old = records.read_set(path, finding.RECORD_FIELDS) if os.path.exists(path) else []
-        records.check_builds(where, old, qemu, {key: guest})
+        records.check_builds(where, kept + new, qemu, {key: guest})
         say(f"{name}: replaying its program on kernel {kernel} (fresh boot)")
         rec = finding.record(f, kernel, replay(f, builds, image, modules, out, quiet, key))
-        records.write_set(path, [rec], IDENTITY, finding.RECORD_FIELDS)
-        say(f"{name}: {finding.replay_cell(rec)} (on {rec['kernel_release']}; "
-            f"recorded in {where})")
+        new.append(rec)
+        say(f"{name}: {finding.replay_cell(rec)} (on {rec['kernel_release']})")
         if rec["verdict"] == "pass" or rec["repro_exit"] != 1:
             status = EXIT_FAIL
+    # Written once all are in: a set of another build is replaced whole, and
+    # an interrupted run leaves it as it was.
+    records.write_set(path, new, IDENTITY, finding.RECORD_FIELDS,
+                      drop=lambda r: (r["subject"], r["kernel"]) in kernels)
+    say(f"findings: {len(new)} replay(s) recorded in {where}")
     return status

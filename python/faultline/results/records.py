@@ -191,13 +191,16 @@ def dumps(rec):
     return json.dumps(rec, sort_keys=True, separators=(", ", ": "))
 
 
-def write_set(path, new, identity, fields=None):
+def write_set(path, new, identity, fields=None, drop=None):
     """Add the records @new to the set @path (created if missing): a record
     with the same @identity fields as one already there replaces it; the
     set's lines are kept in the order of their identity.  Refused (before
     anything is written) if a record is incomplete or of another build.
-    Returns the set's records."""
+    @drop(record) -> True: a record of the set that @new replaces whatever
+    its identity (it does not count against @new's builds).  Returns the
+    set's records."""
     old = read_set(path, fields) if os.path.exists(path) else []
+    old = [r for r in old if not (drop and drop(r))]
     for rec in new:
         check_record(rec, fields, f"{display(path)}: new record")
     check_builds(display(path), old + list(new))
