@@ -376,8 +376,8 @@ static enum check_result no_linger(const struct options *o, const struct run *R,
 
 /*
  * refault: workingset shadows survive writeback. Only the pages written
- * back in the last round count (refaults of pages still in zswap find
- * shadows too): touched alone, nine in ten of them must refault.
+ * back in the last round that wrote any back count (refaults of pages still
+ * in zswap find shadows too): touched alone, nine in ten must refault.
  */
 static enum check_result shadows_survive(const struct options *o, const struct run *R,
                                          struct check_out *out)

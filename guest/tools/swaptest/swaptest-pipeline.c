@@ -59,9 +59,16 @@ static void force_writeback(const struct options *o, struct run *R, uint8_t *mem
 
     gl_vmstat_read(&R->v_last0);
     for (int r = 0; r < o->wb_rounds; r++) {
-        if (r + 1 == o->wb_rounds && o->wb_refaults) {
-            slots_scan(&pat, mem, pages, before_last);    /* what is on the device already */
+        /* What is on the device before the round: kept as @before_last when
+         * the round writes back (a kernel may drain zswap in the first
+         * round and leave the later ones nothing to write). */
+        struct slot_map before_round = { 0 };
+        struct gl_vmstat round0, round1;
+
+        if (o->wb_refaults) {
+            slots_scan(&pat, mem, pages, &before_round);
         }
+        gl_vmstat_read(&round0);
         if (o->wb_limit) {
             long long zc = gl_memcg_read(o->cgroup, "memory.zswap.current");
 
@@ -91,6 +98,14 @@ static void force_writeback(const struct options *o, struct run *R, uint8_t *mem
                           gl_vmstat_delta(&a, &b, VM_ZSWPWB));
             }
         }
+        gl_vmstat_read(&round1);
+        if (o->wb_refaults && (gl_vmstat_delta(&round0, &round1, VM_ZSWPWB) > 0 ||
+                               !before_last->ok)) {
+            slots_free(before_last);
+            *before_last = before_round;
+        } else {
+            slots_free(&before_round);
+        }
         if (r + 1 < o->wb_rounds || o->wb_limit) {
             verify_pages(&pat, mem, 0, pages, 0, NULL, NULL, 0, vr);
             if (!o->fill_writeback) {
@@ -105,8 +120,8 @@ static void force_writeback(const struct options *o, struct run *R, uint8_t *mem
 /* ------------------------------------------------------------ the swap pipeline */
 
 /*
- * refault: the pages the last writeback round wrote back (on the device now,
- * not before that round) are evicted from swap cache (clean: reclaim keeps
+ * refault: the pages the last writeback round that wrote any back wrote back
+ * (on the device now, not before that round) are evicted from swap cache (clean: reclaim keeps
  * their shadow, shrinker off so nothing else is written back), then touched
  * one by one with page-cluster 0 (no readahead): each must refault against
  * its shadow. Refaults of pages that never left zswap do not count here.
@@ -143,7 +158,8 @@ static void refault_written_back(const struct options *o, struct run *R, uint8_t
     gl_write_file(ZSWAP_PARAM "shrinker_enabled", R->env.wb_shrinker);
     R->wb_refaults = r1 - r0;
     run_count_verify(R, &vr, 0);
-    ktap_diag("refault slots swapped %zu on_disk %zu (before the last round %zu) cached %zu",
+    ktap_diag("refault slots swapped %zu on_disk %zu (before the last round that wrote back %zu) "
+              "cached %zu",
               now.n_swapped, now.n_on_disk, before->n_on_disk, now.n_cached);
     ktap_diag("refault wb_marked %lld", R->wb_marked);
     ktap_diag("refault wb_marked_still_cached %lld", R->wb_marked_cached);
