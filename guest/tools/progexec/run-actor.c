@@ -55,7 +55,12 @@ static struct handle {
 } obj[PE_MAX_OBJECTS];
 static int chan[PE_MAX_ACTORS];         /* sockets this process holds: its own, its threads' */
 static int uffd = -1;
-static __thread sigjmp_buf *fault_jmp;
+/* Read by the SIGBUS handler, which the compiler does not see: volatile, or
+ * setting it before a guarded loop is a dead store it drops (then every
+ * SIGBUS of a guarded store killed the actor: `why=died sig=7`). */
+static __thread sigjmp_buf *volatile fault_jmp;
+/* And the guarded accesses stay between arming and disarming it. */
+#define GUARD_BARRIER() __asm__ __volatile__("" ::: "memory")
 
 /* ---- SIGBUS: a failed swap read faults the accessing thread */
 
@@ -79,8 +84,10 @@ static int guarded_store(uint64_t *dst, int o, uint64_t pg, int v)
 		return -EFAULT;
 	}
 	fault_jmp = &jb;
+	GUARD_BARRIER();
 	for (int i = 0; i < PE_WORDS; i++)
 		dst[i] = pe_mix64(base + (uint64_t)i);
+	GUARD_BARRIER();
 	fault_jmp = NULL;
 	return 0;
 }
@@ -94,7 +101,9 @@ static int guarded_copy(void *dst, const void *src)
 		return -EFAULT;
 	}
 	fault_jmp = &jb;
+	GUARD_BARRIER();
 	memcpy(dst, src, PE_PAGE);
+	GUARD_BARRIER();
 	fault_jmp = NULL;
 	return 0;
 }
@@ -157,6 +166,29 @@ static void check_page(struct out *out, const uint64_t *buf, int o, uint32_t pg,
 	add_exc(out, pg, seen, (uint32_t)i, buf[i], w[i]);
 }
 
+/* ---- the actor's own memory
+ *
+ * The actor's own pages (stack, heap, its copy of the program) are charged
+ * to the program's cgroup with its objects and would go to swap with them;
+ * a rule that fails reads would then fault the executor where no guard
+ * stands (it dies: `why=died`) instead of a page of an object.  So they are
+ * locked as they are faulted in (MCL_ONFAULT: nothing is populated), and
+ * every object's mapping is unlocked as it is made: the objects alone are
+ * the program's to swap. */
+static void unlock_object(void *addr, size_t len)
+{
+	if (addr && len)
+		munlock(addr, len);
+}
+
+static void lock_own_memory(void)
+{
+	if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT))
+		return;         /* no locking here: the actor runs as before */
+	for (int i = 0; i < PE_MAX_OBJECTS; i++)
+		unlock_object(obj[i].addr, obj[i].len);    /* a forked actor's inherited objects */
+}
+
 /* ---- the operations */
 
 static void make_object(const struct pe_op *op, struct out *out)
@@ -190,6 +222,7 @@ static void make_object(const struct pe_op *op, struct out *out)
 		h->addr = NULL;
 		return fail(out, "mmap");
 	}
+	unlock_object(h->addr, h->len);
 	if (o->pages)
 		madvise(h->addr, h->len, o->pages == 'h' ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 }
@@ -222,8 +255,10 @@ static void do_write(const struct pe_op *op, const struct pe_cmd *cmd, struct ou
 		void *at = mmap(h->addr + op->off, PE_PAGE, PROT_READ | PROT_WRITE,
 				MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-		if (at != MAP_FAILED)
+		if (at != MAP_FAILED) {
+			unlock_object(at, PE_PAGE);
 			memcpy(at, old, PE_PAGE);
+		}
 	}
 }
 
@@ -490,6 +525,7 @@ static void run_op(const struct pe_cmd *cmd, const struct pe_owed *owed, struct 
 			return fail(out, "mremap");
 		h->addr = a;
 		h->len = op->size;
+		unlock_object(h->addr, h->len);         /* its grown part is new */
 		free(h->gone);  /* a whole mapping: nothing was gone */
 		h->gone = NULL;
 		return;
@@ -603,5 +639,6 @@ void pe_actor_main(const struct pe_program *p, int self, int fd)
 	/* Children of an actor are reaped by the kernel; orphans go to the
 	 * coordinator (a child subreaper). */
 	signal(SIGCHLD, SIG_IGN);
+	lock_own_memory();
 	actor_loop(fd, self);
 }

@@ -11,9 +11,11 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -59,6 +61,30 @@ static void reap_pid(pid_t pid)
 		if (got == pid || (got < 0 && errno == ECHILD && kill(pid, 0)))
 			return;
 	}
+}
+
+/* How @pid ended, when the coordinator can learn it (its own child, gone
+ * within a second of its socket): " sig=N" or " exit=N", else "". */
+static const char *death_of(pid_t pid)
+{
+	static char how[32];
+	int st;
+
+	how[0] = 0;
+	for (long long end = now_ms() + 1000; pid > 0 && now_ms() < end; gl_sleep_ms(10)) {
+		pid_t got = waitpid(pid, &st, WNOHANG);
+
+		if (got < 0)
+			break;          /* not ours: a forked actor's parent reaps it */
+		if (got == pid) {
+			if (WIFSIGNALED(st))
+				snprintf(how, sizeof(how), " sig=%d", WTERMSIG(st));
+			else if (WIFEXITED(st))
+				snprintf(how, sizeof(how), " exit=%d", WEXITSTATUS(st));
+			break;
+		}
+	}
+	return how;
 }
 
 /* Wait for EOF on @fd (its process died) for at most @ms; true when it came. */
@@ -127,7 +153,8 @@ static void actor_died(struct runner *rn, int a, const struct pe_op *op)
 		process_gone(rn, proc, PE_RELAX_OOM_KILL);
 		return;
 	}
-	pe_finding(rn->r, "content", "line=%d proc=%s why=died", op->line, actor_name(rn, a));
+	pe_finding(rn->r, "content", "line=%d proc=%s why=died%s", op->line, actor_name(rn, a),
+		   rn->p->actor[a].thread ? "" : death_of(rn->live[proc].pid));
 	process_gone(rn, proc, PE_RELAX_KILLED_WRITER);
 }
 
@@ -524,6 +551,10 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 	int findings0 = r->findings;
 	char why[PE_ENV_WHY];
 
+	/* The coordinator's own memory stays out of swap, as each actor's does
+	 * (run-actor.c, lock_own_memory): a failed read of it is no page of the
+	 * program's.  Not inherited by the actors it forks. */
+	mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT);
 	for (int a = 0; a < PE_MAX_ACTORS; a++)
 		rn.live[a] = (struct live){ 0, -1, NULL, NULL, -1, -1 };
 	for (int d = 0; d < PE_MAX_SWAPS; d++)
