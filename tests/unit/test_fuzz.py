@@ -314,6 +314,33 @@ class ManagerTest(unittest.TestCase):
         self.assertIn("q2", str(e.exception))
         self.assertFalse(os.path.exists(os.path.join(d, "c2", "fuzz.json")))
 
+    def test_triage_verdicts_and_the_record_of_a_stopped_campaign(self):
+        d = tempfile.mkdtemp()
+        out, results = os.path.join(d, "c"), os.path.join(d, "fuzz", "s.jsonl")
+        campaign(out, budget_s=1.0)                 # no --results: recorded afterwards
+        with open(os.path.join(out, "failures", "index.json")) as f:
+            failure = json.load(f)["failures"][0]
+        rec = manager.record_campaign(out, results)
+        self.assertIn(failure["signature"], rec["signatures"])
+        self.assertEqual(rec["verdicts"], {})
+        self.assertIn("(not triaged yet)", state.render([rec], "s.jsonl"))
+        for which, verdict, why, err in (("nope", "kernel-bug", "x", "no failure 'nope'"),
+                                         (failure["dir"], "flaky", "x", "one of kernel-bug"),
+                                         (failure["dir"], "kernel-bug", " ", "say why")):
+            with self.assertRaises(SetupError) as e:
+                manager.triage_failure(out, which, verdict, why)
+            self.assertIn(err, str(e.exception))
+        manager.triage_failure(out, failure["dir"], "faultline-defect", "fixed in abc")
+        rec = manager.record_campaign(out, results)
+        self.assertEqual(rec["verdicts"], {failure["signature"]: "faultline-defect: fixed in abc"})
+        [back] = records.read_set(results, state.RECORD_FIELDS)
+        self.assertEqual(back["verdicts"], rec["verdicts"])
+        self.assertIn("(faultline-defect: fixed in abc)", state.render([back], "s.jsonl"))
+        # The verdict outlives a resumed session: the book keeps it.
+        campaign(out, budget_s=1.0, resume=True, results=results)
+        [back] = records.read_set(results, state.RECORD_FIELDS)
+        self.assertEqual(back["verdicts"], rec["verdicts"])
+
     def test_growth_is_read_off_at_the_marks(self):
         stats = [{"t": t, "programs": t // 10, "edges": 1000 + t, "features": 7}
                  for t in range(30, 1000, 30)]

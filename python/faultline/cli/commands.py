@@ -20,6 +20,7 @@ from faultline.fuzz import manager as fuzz_manager
 from faultline.fuzz import merge as fuzz_merge
 from faultline.fuzz import shards as fuzz_shards
 from faultline.fuzz import state as fuzz_state
+from faultline.fuzz import triage as fuzz_triage
 
 
 from faultline.execute import shrink as program_shrink
@@ -276,15 +277,34 @@ def cmd_prog(args):
 
 
 def cmd_fuzz_words(args):
-    """`fuzz merge OUT SHARD...` and `fuzz lava-run SHARD...`."""
+    """`fuzz merge OUT SHARD...`, `fuzz lava-run SHARD...`, `fuzz triage
+    DIR FAILURE VERDICT WHY` and `fuzz record DIR --results FILE`."""
     verb, rest = args.words[0], args.words[1:]
-    if verb not in ("merge", "lava-run"):
-        raise SetupError(f"fuzz {verb}: expected merge OUT SHARD_DIR... or lava-run "
-                         "SHARD_DIR...")
+    if verb not in ("merge", "lava-run", "triage", "record"):
+        raise SetupError(f"fuzz {verb}: expected merge OUT SHARD_DIR..., lava-run "
+                         "SHARD_DIR..., triage DIR FAILURE VERDICT WHY or record DIR")
     refuse([("--lava", args.lava is not None), ("--programs", args.programs is not None),
             ("--from", args.from_dir), ("--resume", args.resume), ("--out", args.out),
             ("--base-url", args.base_url), ("--kernel", args.kernel), ("--plant", args.plant),
-            ("--results", args.results)], f"fuzz {verb}")
+            ("--results", args.results and verb != "record")], f"fuzz {verb}")
+    if verb == "triage":
+        if len(rest) != 4:
+            raise SetupError(f"fuzz triage DIR FAILURE VERDICT WHY: a verdict is one of "
+                             f"{', '.join(fuzz_triage.VERDICTS)}, WHY one quoted argument")
+        rec = fuzz_manager.triage_failure(*rest)
+        say(f"fuzz triage: {rec['signature']}: {rec['verdict']}: {rec['why']}")
+        return 0
+    if verb == "record":
+        if len(rest) != 1 or not args.results:
+            raise SetupError("fuzz record DIR --results FILE: one campaign directory and the "
+                             "set its record goes to")
+        rec = fuzz_manager.record_campaign(rest[0], args.results)
+        untriaged = [s for s in rec["signatures"] if s not in rec["verdicts"]]
+        say(f"fuzz record: {rest[0]}: {rec['programs']} programs in "
+            f"{fuzz_state.hours(rec['elapsed_s'])}, {rec['failures']} failure(s)"
+            + (f", {len(untriaged)} not triaged yet" if untriaged else "")
+            + f"; recorded in {args.results}")
+        return 0
     if verb == "lava-run":
         if not rest:
             raise SetupError("fuzz lava-run SHARD_DIR...: no shard given")

@@ -504,9 +504,11 @@ def fuzz_parser(sub, kernel):
     fz = sub.add_parser("fuzz", parents=[kernel],
                         help="search swap programs, their fault rules and knobs for kernel "
                         "failures: exit 0 none found, 1 found (docs/fuzz.md)")
-    fz.add_argument("words", nargs="*", metavar="merge OUT SHARD_DIR... | lava-run SHARD_DIR...",
+    fz.add_argument("words", nargs="*", metavar="merge OUT SHARD_DIR... | lava-run SHARD_DIR... | triage DIR FAILURE VERDICT WHY | record DIR",
                     help="merge: LAVA shards' corpora, coverage and failures into the "
-                    "campaign OUT; lava-run: run shards' jobs with this host's lava-run")
+                    "campaign OUT; lava-run: run shards' jobs with this host's lava-run; "
+                    "triage: a person's verdict on a failure (kernel-bug, faultline-defect, "
+                    "oracle-error) and why; record: the campaign's results record (--results)")
     fz.add_argument("--budget", default="30m",
                     help="wall time of the campaign, e.g. 90s, 30m, 4h (default 30m)")
     fz.add_argument("--lava", type=int, metavar="N",

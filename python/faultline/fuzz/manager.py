@@ -168,6 +168,10 @@ class Campaign:
                         continue
                     boot_failures = 0
                     history.clear()
+                    # The kernel's release, as its guest says it (the record's).
+                    release = getattr(vm, "facts", lambda: {})().get("kernel_release")
+                    if release:
+                        self.st["identity"].setdefault("kernel_release", release)
                     self.count(boots=1)
                     if self.over():
                         break       # the budget ran out while it booted
@@ -286,6 +290,53 @@ class Campaign:
         return snap
 
 
+def subject(plant):
+    """A campaign's results subject."""
+    return "fuzz" + (f"-plant-{plant}" if plant else "")
+
+
+def record_campaign(out, results):
+    """`fuzz record DIR --results FILE`: the results record of the campaign
+    in @out as it stands, with the verdicts of its failures (`fuzz
+    triage`); nothing runs, so the record is of the campaign's own builds."""
+    st = state.load(out)
+    if not st["identity"].get("kernel_release"):
+        st["identity"]["kernel_release"] = release_on_console(out)
+    try:
+        book = FailureBook(os.path.join(out, "failures")).load()
+    except ValueError as e:
+        raise SetupError(str(e)) from None
+    state.check_results(results, st["identity"])
+    state.write_record(results, st, subject(st["identity"].get("plant")), book.summaries())
+    return state.record(st, subject(st["identity"].get("plant")), book.summaries())
+
+
+def release_on_console(out):
+    """The kernel release a guest of the campaign in @out booted, from its
+    console's `Linux version` line (a campaign older than the identity's
+    kernel_release), or None."""
+    vms = os.path.join(out, "vms")
+    for name in sorted(os.listdir(vms)) if os.path.isdir(vms) else []:
+        try:
+            with open(os.path.join(vms, name, "console.log"), errors="replace") as f:
+                m = re.search(r"Linux version (\S+)", f.read(65536))
+        except OSError:
+            continue
+        if m:
+            return m.group(1)
+    return None
+
+
+def triage_failure(out, which, verdict, why):
+    """`fuzz triage DIR FAILURE VERDICT WHY`: a person's verdict on a
+    failure of the campaign in @out; its record in the book."""
+    state.load(out)
+    try:
+        return FailureBook(os.path.join(out, "failures")).load().judge(which, verdict, why)
+    except ValueError as e:
+        raise SetupError(f"fuzz triage: {e}") from None
+
+
 def fuzz(opts, builds_meta, make_vm, replay_argv, repro_options=None):
     """Run a campaign (opts checked, builds done): @builds_meta (its
     identity), @make_vm(rundir, deterministic) -> a VM, @replay_argv(path,
@@ -318,10 +369,12 @@ def fuzz(opts, builds_meta, make_vm, replay_argv, repro_options=None):
         say(f"fuzz: {out}: {opts.jobs} job(s) for {state.hours(opts.budget_s)}, seed "
             f"{st['seed']}, corpus {len(corpus)}, {len(book.known)} failure(s) known"
             + (f", planted {opts.plant}" if opts.plant else ""))
-    snap = c.run()
-    if opts.results:
-        state.write_record(opts.results, st, "fuzz" + (f"-plant-{opts.plant}"
-                                                        if opts.plant else ""))
+    try:
+        snap = c.run()
+    finally:
+        # A campaign stopped by a signal is recorded as far as it went.
+        if opts.results:
+            state.write_record(opts.results, st, subject(opts.plant), book.summaries())
     say(f"fuzz: {out}: {c.status(snap)}")
     for f in st["failures"]:
         say(f"  {f['signature']}  ({f['hits']} hit(s)) {os.path.join(out, 'failures', f['dir'])}")

@@ -22,7 +22,7 @@ STATE = "fuzz.json"
 RECORD_FIELDS = {"programs": (int,), "programs_per_hour": records.NUMBER,
                  "corpus": (int,), "edges": (int,), "features": (int,),
                  "failures": (int,), "signatures": (list,), "jobs": (int,),
-                 "budget_s": records.NUMBER, "growth": (list,)}
+                 "budget_s": records.NUMBER, "growth": (list,), "verdicts": (dict,)}
 # Where the coverage of a campaign is read off for its growth: the
 # campaign's elapsed time in seconds (1 min to 16 h, each about twice the
 # one before, so that campaigns of different lengths line up).
@@ -78,10 +78,11 @@ def check_results(path, ident):
                              ident["qemu_build"], {ident["kernel_key"]: ident["guest_build"]})
 
 
-def record(state, subject):
-    """The campaign's results record from its fuzz.json @state."""
+def record(state, subject, failures=None):
+    """The campaign's results record from its fuzz.json @state and its
+    @failures (the failure book's summaries; fuzz.json's by default)."""
     ident, last = state["identity"], (state["stats"] or [{}])[-1]
-    failures = state.get("failures", [])
+    failures = state.get("failures", []) if failures is None else failures
     elapsed = float(state.get("elapsed_s", 0.0))
     first = min((f["first_s"] for f in failures), default=None)
     return {"subject": subject, "kernel_key": ident["kernel_key"],
@@ -98,6 +99,9 @@ def record(state, subject):
             "jobs": state["sessions"][-1]["jobs"],
             "budget_s": sum(s["budget_s"] for s in state["sessions"]),
             "growth": growth(state["stats"]),
+            # signature: "VERDICT: why", for each failure a person judged
+            "verdicts": {f["signature"]: f"{f['verdict']}: {f['why']}" for f in failures
+                         if f.get("verdict")},
             "kernel_release": ident.get("kernel_release")}
 
 
@@ -117,9 +121,9 @@ def growth(stats):
     return out
 
 
-def write_record(path, state, subject):
-    return records.write_set(path, [record(state, subject)], ("subject", "kernel_key", "seed"),
-                             RECORD_FIELDS)
+def write_record(path, state, subject, failures=None):
+    return records.write_set(path, [record(state, subject, failures)],
+                             ("subject", "kernel_key", "seed"), RECORD_FIELDS)
 
 
 def hours(s):
@@ -140,7 +144,8 @@ def render(recs, set_path):
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in recs:
         first = "" if r["time_to_failure_s"] is None else hours(r["time_to_failure_s"])
-        sigs = "; ".join(f"`{s}`" for s in r["signatures"]) or "none"
+        sigs = "; ".join(f"`{s}` ({r['verdicts'].get(s, 'not triaged yet')})"
+                         for s in r["signatures"]) or "none"
         rows.append(f"| {r['subject']} | {r.get('kernel_release') or r['kernel_key']} "
                     f"| {r['seed']} | {r['jobs']} | {hours(r['elapsed_s'])} | {r['programs']} "
                     f"| {r['programs_per_hour']:.0f} | {r['corpus']} | {r['edges']} "

@@ -109,6 +109,11 @@ def failure_class(sig, plant):
     return f"oracle ({sig.split()[0]}): a kernel bug, or the executor's model (check the report)"
 
 
+# What a person found a failure to be (`fuzz triage`): the campaign counts
+# only once none is left without one.
+VERDICTS = ("kernel-bug", "faultline-defect", "oracle-error")
+
+
 def slug(sig):
     words = re.sub(r"[^a-z0-9]+", "-", sig.lower()).strip("-")[:48].strip("-")
     return f"{words}-{hashlib.sha1(sig.encode()).hexdigest()[:8]}"
@@ -152,6 +157,24 @@ class FailureBook:
         with self.lock:
             self.known[sig].update(summary, triaged=True)
             self._write()
+
+    def judge(self, which, verdict, why):
+        """Record a person's @verdict (VERDICTS) and @why for the failure
+        @which (its directory name or its signature); the failure's record.
+        ValueError (one line) for an unknown failure or verdict."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"verdict {verdict!r}: one of {', '.join(VERDICTS)}")
+        if not why.strip():
+            raise ValueError("say why (the commit that fixed it, the kernel bug it is)")
+        with self.lock:
+            rec = next((r for r in self.known.values() if which in (r["dir"], r["signature"])),
+                       None)
+            if rec is None:
+                known = ", ".join(r["dir"] for r in self.known.values()) or "none"
+                raise ValueError(f"no failure {which!r} in {self.dir} (known: {known})")
+            rec.update(verdict=verdict, why=" ".join(why.split()))
+            self._write()
+            return dict(rec)
 
     def summaries(self):
         with self.lock:
