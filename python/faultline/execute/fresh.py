@@ -58,17 +58,28 @@ def refusal(bound, rules):
     return None
 
 
-def run_sh(prep):
-    """The guest's /run.sh: the drivers, the port, then `progexec run --gate`
-    with its report on the port."""
-    keep = [ln for ln in program_run_sh().splitlines() if not ln.startswith("exec progexec")]
+def drivers_sh():
+    """The lines of the long-lived guest's /run.sh before it starts the
+    executor: the drivers a fresh boot loads too."""
+    return [ln for ln in program_run_sh().splitlines() if not ln.startswith("exec progexec")]
+
+
+def gated_argv(prep):
+    """`progexec run --gate` of @prep's text in the initramfs, its devices
+    bound, failed reads allowed where its rules fail them."""
     argv = ["progexec", "run", f"/{GUEST_DIR}/{prep.name}"]
     for dev, disk in prep.bound.items():
         argv += ["--bind", f"{dev}={disk.target}"]
     for dev, rules in prep.rules.items():
         if any(devices.fails_reads(text) for _, text in rules):
             argv += ["--allow-failed-read", dev]
-    argv += ["--gate", f"{devices.GATE_ON_SECTOR},{devices.GATE_OFF_SECTOR}"]
+    return argv + ["--gate", f"{devices.GATE_ON_SECTOR},{devices.GATE_OFF_SECTOR}"]
+
+
+def run_sh(prep):
+    """The guest's /run.sh: the drivers, the port, then `progexec run --gate`
+    with its report on the port."""
+    keep, argv = drivers_sh(), gated_argv(prep)
     return "\n".join(keep + [
         "port=",
         "for p in /sys/class/virtio-ports/*; do",

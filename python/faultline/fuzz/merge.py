@@ -30,7 +30,6 @@ from faultline.fuzz.triage import FailureBook, failure_class, prepared, signatur
     write_text
 from faultline.judge.judge import panic_line
 from faultline.prog.lang import ProgramError, read
-from faultline.results import records
 from faultline.run.lava_watch import parse_lava_log
 
 EXIT_LINE = re.compile(r"FAULTLINE-EXIT (\d+)")
@@ -137,26 +136,13 @@ def load_shard(sdir, need_logs=True, what="fuzz merge"):
     return doc
 
 
-def differs(old, new):
-    """(what, old, new) of the first identity key that differs, as
-    state.check_same compares them (--resume's refusal), or None."""
-    for key, what in (("qemu_build", "QEMU build"), ("guest_build", "guest build"),
-                      ("kernel_key", "kernel"), ("plant", "--plant")):
-        a, b = old.get(key), new.get(key)
-        if key == "guest_build" and a and b:
-            a, b = records.guest_base(a), records.guest_base(b)
-        if a != b:
-            return what, old.get(key), new.get(key)
-    return None
-
-
 def check_shards(out, docs):
     """One line unless every shard (and OUT's campaign) has one identity
     and no shard comes twice."""
     first_dir, first = docs[0]
     seen = {}
     for sdir, doc in docs:
-        diff = differs(first["identity"], doc["identity"])
+        diff = state.differs(first["identity"], doc["identity"])
         if diff:
             raise SetupError(f"fuzz merge: {sdir} was made with {diff[0]} {diff[2]}, "
                              f"{first_dir} with {diff[1]} (merge shards of one build)")
@@ -167,7 +153,7 @@ def check_shards(out, docs):
         seen[key] = sdir
     if os.path.exists(os.path.join(out, state.STATE)):
         st = state.load(out)
-        diff = differs(st["identity"], first["identity"])
+        diff = state.differs(st["identity"], first["identity"])
         if diff:
             raise SetupError(f"fuzz merge: {out}'s campaign was made with {diff[0]} {diff[1]}, "
                              f"the shards with {diff[2]} (a corpus belongs to one build)")

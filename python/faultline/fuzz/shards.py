@@ -40,7 +40,7 @@ from faultline.errors import SetupError
 from faultline.execute import devices, fresh
 from faultline.execute.session import Budgets
 from faultline.execute.channel import ChannelError
-from faultline.execute.vm import ProgramVM, program_run_sh
+from faultline.execute.vm import ProgramVM
 from faultline.fuzz import state
 from faultline.fuzz.corpus import Corpus
 from faultline.fuzz.triage import prepared
@@ -171,16 +171,10 @@ def run_sh(preps, plant=None):
     """The shard's /run.sh: the drivers, then `progexec run --gate` of the
     program the kernel command line names (faultline.prog=NAME), its report
     lines on ttyS1 each after REPORT_MARK."""
-    keep = [ln for ln in program_run_sh().splitlines() if not ln.startswith("exec progexec")]
+    keep = fresh.drivers_sh()
     cases = []
     for prep in preps:
-        argv = ["progexec", "run", f"/{fresh.GUEST_DIR}/{prep.name}"]
-        for dev, disk in prep.bound.items():
-            argv += ["--bind", f"{dev}={disk.target}"]
-        for dev, rules in prep.rules.items():
-            if any(devices.fails_reads(text) for _, text in rules):
-                argv += ["--allow-failed-read", dev]
-        argv += ["--gate", f"{devices.GATE_ON_SECTOR},{devices.GATE_OFF_SECTOR}"]
+        argv = fresh.gated_argv(prep)
         if plant:
             argv += ["--plant", plant]
         cases.append(f"{prep.name}) set -- {shlex.join(argv)} ;;")

@@ -52,16 +52,27 @@ def load(out):
     return state
 
 
-def check_same(out, old, new):
-    """SetupError (one line naming both) unless identity @new is @old's."""
+def differs(old, new):
+    """(what, old, new) of the first identity key that differs between
+    campaign identities @old and @new (a guest build's scenario tools
+    aside), or None."""
     for key, what in (("qemu_build", "QEMU build"), ("guest_build", "guest build"),
                       ("kernel_key", "kernel"), ("plant", "--plant")):
         a, b = old.get(key), new.get(key)
         if key == "guest_build" and a and b:
             a, b = records.guest_base(a), records.guest_base(b)
         if a != b:
-            raise SetupError(f"--resume {out}: its corpus was made with {what} {a}, this run "
-                             f"has {b} (a corpus belongs to one build: start a new --out)")
+            return what, old.get(key), new.get(key)
+    return None
+
+
+def check_same(out, old, new):
+    """SetupError (one line naming both) unless identity @new is @old's."""
+    diff = differs(old, new)
+    if diff:
+        what, a, b = diff
+        raise SetupError(f"--resume {out}: its corpus was made with {what} {a}, this run "
+                         f"has {b} (a corpus belongs to one build: start a new --out)")
 
 
 def save(out, state):
