@@ -168,10 +168,6 @@ class Campaign:
                         continue
                     boot_failures = 0
                     history.clear()
-                    # The kernel's release, as its guest says it (the record's).
-                    release = getattr(vm, "facts", lambda: {})().get("kernel_release")
-                    if release:
-                        self.st["identity"].setdefault("kernel_release", release)
                     self.count(boots=1)
                     if self.over():
                         break       # the budget ran out while it booted
@@ -313,8 +309,7 @@ def record_campaign(out, results):
 
 def release_on_console(out):
     """The kernel release a guest of the campaign in @out booted, from its
-    console's `Linux version` line (a campaign older than the identity's
-    kernel_release), or None."""
+    console's `Linux version` line, or None."""
     vms = os.path.join(out, "vms")
     for name in sorted(os.listdir(vms)) if os.path.isdir(vms) else []:
         try:
@@ -373,6 +368,8 @@ def fuzz(opts, builds_meta, make_vm, replay_argv, repro_options=None):
         snap = c.run()
     finally:
         # A campaign stopped by a signal is recorded as far as it went.
+        if not st["identity"].get("kernel_release"):
+            st["identity"]["kernel_release"] = release_on_console(out)
         if opts.results:
             state.write_record(opts.results, st, subject(opts.plant), book.summaries())
     say(f"fuzz: {out}: {c.status(snap)}")
