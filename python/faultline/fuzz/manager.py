@@ -291,20 +291,29 @@ def subject(plant):
     return "fuzz" + (f"-plant-{plant}" if plant else "")
 
 
+def campaign_record(out, st, book):
+    """The results record of the campaign in @out (its fuzz.json @st, its
+    failure @book with the verdicts given), its kernel release from its
+    guests' consoles."""
+    ident = dict(st["identity"])
+    ident["kernel_release"] = ident.get("kernel_release") or release_on_console(out)
+    return state.record({**st, "identity": ident}, subject(ident.get("plant")),
+                        book.summaries())
+
+
 def record_campaign(out, results):
     """`fuzz record DIR --results FILE`: the results record of the campaign
     in @out as it stands, with the verdicts of its failures (`fuzz
     triage`); nothing runs, so the record is of the campaign's own builds."""
     st = state.load(out)
-    if not st["identity"].get("kernel_release"):
-        st["identity"]["kernel_release"] = release_on_console(out)
     try:
         book = FailureBook(os.path.join(out, "failures")).load()
     except ValueError as e:
         raise SetupError(str(e)) from None
     state.check_results(results, st["identity"])
-    state.write_record(results, st, subject(st["identity"].get("plant")), book.summaries())
-    return state.record(st, subject(st["identity"].get("plant")), book.summaries())
+    rec = campaign_record(out, st, book)
+    state.write_record(results, rec)
+    return rec
 
 
 def release_on_console(out):
@@ -368,10 +377,8 @@ def fuzz(opts, builds_meta, make_vm, replay_argv, repro_options=None):
         snap = c.run()
     finally:
         # A campaign stopped by a signal is recorded as far as it went.
-        if not st["identity"].get("kernel_release"):
-            st["identity"]["kernel_release"] = release_on_console(out)
         if opts.results:
-            state.write_record(opts.results, st, subject(opts.plant), book.summaries())
+            state.write_record(opts.results, campaign_record(out, st, book))
     say(f"fuzz: {out}: {c.status(snap)}")
     for f in st["failures"]:
         say(f"  {f['signature']}  ({f['hits']} hit(s)) {os.path.join(out, 'failures', f['dir'])}")

@@ -132,9 +132,9 @@ def growth(stats):
     return out
 
 
-def write_record(path, state, subject, failures=None):
-    return records.write_set(path, [record(state, subject, failures)],
-                             ("subject", "kernel_key", "seed"), RECORD_FIELDS)
+def write_record(path, rec):
+    """Add the campaign record @rec (record()) to the set @path."""
+    return records.write_set(path, [rec], ("subject", "kernel_key", "seed"), RECORD_FIELDS)
 
 
 def hours(s):
