@@ -116,9 +116,9 @@ class Fakes:
                        for kind, r, *_ in self.log if kind == "boot"})
 
 
-def run(fakes, seeds=(1, 2), budget_s=BUDGET_S, rerun=False, results=None):
+def run(fakes, seeds=(1, 2), budget_s=BUDGET_S, rerun=False, results=None, names=(BUG,)):
     """`faultline bugs BUG --fuzz` on @fakes: (status, stdout, stderr)."""
-    opts = BugsFuzzOptions(names=[BUG], seeds=list(seeds), out=os.path.join(fakes.tmp, "out"),
+    opts = BugsFuzzOptions(names=list(names), seeds=list(seeds), out=os.path.join(fakes.tmp, "out"),
                            budget_s=budget_s, rerun=rerun,
                            results=results or os.path.join(fakes.tmp, "recall-fuzz.jsonl"))
     with mock.patch.object(recall, "build_kernel", fakes.build_kernel), \
@@ -235,6 +235,26 @@ class ResumeTest(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.tmp)
+
+    def test_bugs_of_one_fixed_kernel_share_its_campaigns(self):
+        other = "swapoff-read-error-maps-garbage"
+        fakes = Fakes(self.tmp)
+        status, _, err = run(fakes, seeds=(1,), names=(BUG, other))
+        self.assertEqual(status, EXIT_PASS, err)
+        # Both buggy kernels first, then the fixed kernel once.
+        self.assertEqual(fakes.campaigns_run(), [f"out/{BUG}/buggy/seed1", f"out/{BUG}/fixed/seed1",
+                                                 f"out/{other}/buggy/seed1"])
+        recs = {(r["subject"], r["side"]): r for r in read_set(self.set)}
+        mine, shared = recs[(BUG, "fixed")], recs[(other, "fixed")]
+        self.assertIsNone(mine["shared_from"])
+        self.assertEqual(shared["shared_from"], BUG)
+        self.assertEqual((shared["fuzz_out"], shared["kernel_key"], shared["programs"]),
+                         (mine["fuzz_out"], mine["kernel_key"], mine["programs"]))
+        self.assertTrue(recs[(other, "buggy")]["until_failure"])
+        self.assertFalse(mine["until_failure"])
+        self.assertIn("the same kernel's campaign of " + BUG, err)
+        # Two bugs, three campaigns.
+        self.assertIn("3 fuzz campaigns", fuzz_table.render(read_set(self.set), "x.jsonl"))
 
     def test_recorded_campaigns_are_not_run_again(self):
         first = Fakes(self.tmp)

@@ -95,10 +95,11 @@ class FakeGuest:
 
 
 def campaign(out, budget_s=2.0, resume=False, seed=None, ident=IDENT, fail_boots=0, jobs=1,
-             results=None):
+             results=None, until_failure=False):
     log = []
     opts = manager.FuzzOptions(out=out, budget_s=budget_s, jobs=jobs, seed=seed, resume=resume,
-                               results=results, minimize_budget_s=20.0, quiet=True)
+                               results=results, minimize_budget_s=20.0, quiet=True,
+                               until_failure=until_failure)
     opts.check()
     with redirect_stderr(io.StringIO()) as err:
         status = manager.fuzz(opts, dict(ident),
@@ -268,6 +269,17 @@ class ManagerTest(unittest.TestCase):
         campaign(out, budget_s=1.0, seed=5)
         # The budget, the triage of the failures found in it, and no more.
         self.assertLess(time.monotonic() - t0, 40)
+
+    def test_until_failure_stops_at_the_first_failure(self):
+        out = os.path.join(tempfile.mkdtemp(), "c")
+        t0 = time.monotonic()
+        status, log, err = campaign(out, budget_s=600.0, until_failure=True)
+        self.assertEqual(status, 1, err)
+        self.assertLess(time.monotonic() - t0, 120)
+        st = state.load(out)
+        self.assertEqual(len(st["failures"]), 1)
+        self.assertTrue(st["sessions"][-1]["until_failure"])
+        self.assertIn("--until-failure: stopping at the first failure", err)
 
     def test_resume_goes_on_and_refuses_another_build(self):
         out = os.path.join(tempfile.mkdtemp(), "c")

@@ -10,7 +10,10 @@ jobs and program count, its directory, every failure it found (signature,
 campaign time, minimized program) and, for a buggy campaign that failed,
 a human's verdict on whether the failure is the bug's (`faultline bugs
 --fuzz-verdict`; "untriaged" until then): no program can tell a bug's
-symptom from another failure."""
+symptom from another failure.  A buggy kernel's campaign stops at its
+first failure (until_failure); a fixed kernel's runs its whole budget.
+Bugs whose fixed kernel is one kernel (one cache key) share its campaigns:
+a shared record names the bug whose run it is (shared_from)."""
 
 from faultline.bugs.recall_table import span
 from faultline.errors import SetupError
@@ -23,7 +26,8 @@ RECORD_FIELDS = {"side": (str,), "kernel": (str,), "base": (str,),
                  "budget_s": results.NUMBER, "jobs": (int,), "programs": (int,),
                  "fuzz_out": (str,), "failures": (list,), "minimized": (str, NULL),
                  "bug_failure": (str, NULL), "bug_failure_why": (str, NULL),
-                 "bug_failure_index": (int, NULL)}
+                 "bug_failure_index": (int, NULL), "until_failure": (bool,),
+                 "shared_from": (str, NULL)}
 # One record per bug, side and search seed; the set's lines in this order.
 IDENTITY = ("subject", "side", "seed")
 COLUMNS = ("bug", "base", "buggy failed/N", "time to first failure", "failure signature",
@@ -33,7 +37,9 @@ LEGEND = ("Columns: search seeds on which the fuzzer found a failure on the bugg
           "budget); each failing seed's first failure signature; search seeds on which it "
           "found a failure on the fixed kernel, a false alarm; whether a person who read "
           "the minimized program and its report judged the failure to be the bug's "
-          "(`faultline bugs --fuzz-verdict`), per failing seed.")
+          "(`faultline bugs --fuzz-verdict`), per failing seed. A buggy kernel's campaign "
+          "stops at its first failure; a fixed kernel's runs its whole budget, once per "
+          "seed for the bugs it is the fixed kernel of.")
 
 
 def duration(s):
@@ -118,7 +124,8 @@ def caption(recs):
     kernels = {}
     for r in recs:
         kernels.setdefault(r["kernel"], (r["kernel_key"], results.guest_base(r["guest_build"])))
-    text = (f"{len(recs)} fuzz campaign{'' if len(recs) == 1 else 's'} (the fuzzer's "
+    runs = len({r["fuzz_out"] for r in recs})
+    text = (f"{runs} fuzz campaign{'' if runs == 1 else 's'} (the fuzzer's "
             f"defaults, no scenario), search seeds {seeds[0]}..{seeds[-1]}, "
             f"{' or '.join(duration(b) for b in budgets)} each, "
             f"{' or '.join(str(j) for j in jobs)} job(s); QEMU build {recs[0]['qemu_build']}; "

@@ -12,6 +12,13 @@ alarm.
   OUT/NAME/{buggy,fixed}/seedN/     each campaign's --out (docs/fuzz.md)
   results/recall-fuzz/SET.jsonl     a record per campaign (fuzz_table.py)
 
+A buggy kernel's campaign stops at its first failure (fuzz --until-failure):
+the table wants the time to it, and a person judges that failure.  A fixed
+kernel's campaign runs its whole budget: every failure there is a false
+alarm.  Bugs whose fixed kernel is one kernel (the same cache key: every
+6.12 bug's is stock debian-6.12) share its campaigns, one per seed; a
+shared record names the bug whose run it is (shared_from).
+
 Resume: a campaign whose record is in the set, of this QEMU build, guest
 build and kernel, with this budget and jobs, is not run again (--rerun
 runs it again).  A campaign directory without such a record (an
@@ -57,6 +64,14 @@ def find(existing, bug, side, seed):
                 None)
 
 
+def shared_run(existing, bug, seed, ident, budget_s, jobs):
+    """Another bug's fixed-kernel campaign of this very kernel and seed
+    (None when there is none): it measured what this one would."""
+    return next((r for r in existing
+                 if r["side"] == "fixed" and r["seed"] == seed and r["subject"] != bug
+                 and r["shared_from"] is None and recorded(r, ident, budget_s, jobs)), None)
+
+
 def recorded(rec, ident, budget_s, jobs):
     """Does @rec measure what this campaign would: the same builds of the
     same kernel, the same budget and jobs?"""
@@ -95,6 +110,10 @@ def failures_of(out, st):
     return got
 
 
+def bug_base(bug):
+    return bug.base + (" +KASAN" if bug.kasan else "")
+
+
 def record(bug, side, seed, kernel_name, out, opts):
     """The results record of the finished campaign in @out."""
     st = fuzz_state.load(out)
@@ -109,13 +128,14 @@ def record(bug, side, seed, kernel_name, out, opts):
            "time_to_failure_s": first["first_s"] if first else None,
            "signature": first["signature"] if first else None, "digest": None,
            "side": side, "kernel": kernel_name,
-           "base": bug.base + (" +KASAN" if bug.kasan else ""),
+           "base": bug_base(bug),
            "budget_s": opts.budget_s, "jobs": opts.jobs, "programs": last.get("programs", 0),
            "fuzz_out": records.display(out), "failures": failures,
            "minimized": first["minimized"] if first else None,
            # Only a person can say whether a buggy kernel's failure is the bug's.
            "bug_failure": "untriaged" if first and side == "buggy" else None,
            "bug_failure_why": None, "bug_failure_index": None,
+           "until_failure": side == "buggy", "shared_from": None,
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "faultline": git_describe()}
     return rec
 
@@ -124,7 +144,8 @@ def run_campaign(bug, side, seed, kern, builds, opts, out):
     """One fuzz campaign in @out, from scratch: its record."""
     image, modules = kern
     shutil.rmtree(out, ignore_errors=True)
-    fopts = fuzz_manager.FuzzOptions(out=out, budget_s=opts.budget_s, jobs=opts.jobs, seed=seed)
+    fopts = fuzz_manager.FuzzOptions(out=out, budget_s=opts.budget_s, jobs=opts.jobs, seed=seed,
+                                     until_failure=side == "buggy")
     fopts.check()
     fuzz_command.run(fopts, kernel=image, modules=modules, builds=builds)
     fixed_name, buggy_name = recall.kernel_names(bug)
@@ -163,37 +184,47 @@ def campaign(opts):
     out = os.path.abspath(opts.out)
     os.makedirs(out, exist_ok=True)
     recs, errors, t0 = [], [], time.monotonic()
-    for bug in bugs:
-        kern = {"buggy": recall.build_kernel(bug, True, opts.make_jobs),
-                "fixed": recall.build_kernel(bug, False, opts.make_jobs)}
-        builds, ident = {}, {}
+    kern, builds, ident = {}, {}, {}
+    for bug in bugs:        # every kernel first: a build that fails stops before hours of fuzz
         for side in SIDES:
-            image, modules = kern[side]
-            builds[side] = build_all(image, modules, True)
-            ident[side] = fuzz_command.builds_identity(builds[side], image)
+            k = (bug.name, side)
+            kern[k] = recall.build_kernel(bug, side == "buggy", opts.make_jobs)
+            image, modules = kern[k]
+            builds[k] = build_all(image, modules, True)
+            ident[k] = fuzz_command.builds_identity(builds[k], image)
             records.check_builds(records.display(results_path), existing,
-                                 ident[side]["qemu_build"],
-                                 {ident[side]["kernel_key"]: ident[side]["guest_build"]})
-        for side in SIDES:
-            for seed in opts.seeds:
-                where = f"bugs: {bug.name} {side:5} seed {seed}"
-                old = find(existing, bug.name, side, seed)
-                if not opts.rerun and recorded(old, ident[side], opts.budget_s, opts.jobs):
-                    recs.append(old)
-                    say(f"{where}: recorded already ({summary_line(old)}; --rerun runs it "
-                        "again)")
-                    continue
-                d = os.path.join(out, bug.name, side, f"seed{seed}")
-                say(f"{where}: fuzz {fuzz_table.duration(opts.budget_s)} in {d}")
-                try:
-                    rec = run_campaign(bug, side, seed, kern[side], builds[side], opts, d)
-                except SetupError as e:
-                    errors.append(f"{where}: {e}")
-                    say(f"{where}: the campaign did not run to its end: {e}")
-                    continue
-                recs.append(rec)
-                existing = save(results_path, [rec])
-                say(f"{where}: {summary_line(rec)}  [{time.monotonic() - t0:.0f} s]")
+                                 ident[k]["qemu_build"],
+                                 {ident[k]["kernel_key"]: ident[k]["guest_build"]})
+    # Every buggy kernel before the fixed ones: the recall is known first.
+    for side, bug, seed in ((s, b, n) for s in SIDES for b in bugs for n in opts.seeds):
+        k = (bug.name, side)
+        where = f"bugs: {bug.name} {side:5} seed {seed}"
+        old = find(existing, bug.name, side, seed)
+        if not opts.rerun and recorded(old, ident[k], opts.budget_s, opts.jobs):
+            recs.append(old)
+            say(f"{where}: recorded already ({summary_line(old)}; --rerun runs it again)")
+            continue
+        other = None if opts.rerun or side != "fixed" else shared_run(
+            existing, bug.name, seed, ident[k], opts.budget_s, opts.jobs)
+        if other is not None:
+            rec = {**other, "subject": bug.name, "base": bug_base(bug),
+                   "shared_from": other["subject"]}
+            recs.append(rec)
+            existing = save(results_path, [rec])
+            say(f"{where}: the same kernel's campaign of {other['subject']} "
+                f"({summary_line(other)})")
+            continue
+        d = os.path.join(out, bug.name, side, f"seed{seed}")
+        say(f"{where}: fuzz {fuzz_table.duration(opts.budget_s)} in {d}")
+        try:
+            rec = run_campaign(bug, side, seed, kern[k], builds[k], opts, d)
+        except SetupError as e:
+            errors.append(f"{where}: {e}")
+            say(f"{where}: the campaign did not run to its end: {e}")
+            continue
+        recs.append(rec)
+        existing = save(results_path, [rec])
+        say(f"{where}: {summary_line(rec)}  [{time.monotonic() - t0:.0f} s]")
     rows = fuzz_table.rows(recs)
     if rows:
         print(fuzz_table.text_table(rows), flush=True)

@@ -329,7 +329,7 @@ def cmd_fuzz_lava(args):
     """`fuzz --lava N`: the shards, written in --out."""
     refuse([("--resume", args.resume), ("--results", args.results),
             ("--jobs", args.jobs != 1), ("--budget", args.budget != "30m"),
-            ("--accel", args.accel != "tcg")], "fuzz --lava (a fresh --deterministic boot "
+            ("--until-failure", args.until_failure), ("--accel", args.accel != "tcg")], "fuzz --lava (a fresh --deterministic boot "
            "a program, under TCG)")
     if not args.out:
         raise SetupError("fuzz --lava N: --out DIR is where the shards go")
@@ -377,7 +377,7 @@ def cmd_fuzz(args):
     opts = fuzz_manager.FuzzOptions(
         out=args.resume or args.out or "", budget_s=fuzz_manager.parse_budget(args.budget),
         jobs=args.jobs, seed=args.seed, resume=bool(args.resume), plant=args.plant,
-        results=args.results, quiet=args.quiet,
+        results=args.results, quiet=args.quiet, until_failure=args.until_failure,
         minimize_budget_s=fuzz_manager.parse_budget(args.minimize_budget, "--minimize-budget"))
     opts.check()
     opts.out = opts.out or runner.new_dir(DEFAULT_OUT, "fuzz")

@@ -511,6 +511,9 @@ def fuzz_parser(sub, kernel):
                     "oracle-error) and why; record: the campaign's results record (--results)")
     fz.add_argument("--budget", default="30m",
                     help="wall time of the campaign, e.g. 90s, 30m, 4h (default 30m)")
+    fz.add_argument("--until-failure", action="store_true",
+                    help="stop when the first new failure is triaged (minimized, its "
+                    "reproducer written) instead of at --budget")
     fz.add_argument("--lava", type=int, metavar="N",
                     help="write N shards of LAVA jobs (one fresh boot per program) in --out "
                     "instead of fuzzing here")

@@ -69,6 +69,7 @@ class FuzzOptions:
     results: str | None = None
     minimize_budget_s: float = 600.0
     quiet: bool = False
+    until_failure: bool = False     # stop once the first new failure is triaged
 
     def check(self):
         if not 1 <= self.jobs <= MAX_JOBS:
@@ -225,6 +226,9 @@ class Campaign:
         say(f"fuzz: {sig}: replay {summary.get('replay', '?')}, minimized to "
             f"{summary.get('minimize', {}).get('ops', ['?', '?'])[1]} ops, deterministic "
             f"{summary.get('deterministic', '?')}: {fdir}")
+        if self.opts.until_failure:
+            say("fuzz: --until-failure: stopping at the first failure")
+            self.stopping.set()
 
     # ------------------------------------------------------------ the whole
 
@@ -366,7 +370,7 @@ def fuzz(opts, builds_meta, make_vm, replay_argv, repro_options=None):
     os.makedirs(out, exist_ok=True)
     st["sessions"].append({"jobs": opts.jobs, "budget_s": opts.budget_s,
                            "started_s": round(float(st.get("elapsed_s", 0.0)), 1),
-                           "plant": opts.plant})
+                           "plant": opts.plant, "until_failure": opts.until_failure})
     state.save(out, st)
     c = Campaign(opts, st, corpus, book, Booter(out, make_vm), replay_argv, repro_options)
     if not opts.quiet:
