@@ -352,6 +352,19 @@ class ManagerTest(unittest.TestCase):
         campaign(out, budget_s=1.0, resume=True, results=results)
         [back] = records.read_set(results, state.RECORD_FIELDS)
         self.assertEqual(back["verdicts"], rec["verdicts"])
+        # A running campaign writes its book last: no verdict, record, merge
+        # or second run meanwhile.
+        with state.running(out, "fuzz"):
+            for call, what in ((lambda: manager.triage_failure(out, failure["dir"], "kernel-bug",
+                                                               "x"), "fuzz triage"),
+                               (lambda: manager.record_campaign(out, results), "fuzz record"),
+                               (lambda: campaign(out, budget_s=1.0, resume=True),
+                                "fuzz --resume")):
+                with self.assertRaises(SetupError) as e:
+                    call()
+                self.assertEqual(str(e.exception), f"{what}: {out}: its campaign is running "
+                                 f"(pid {os.getpid()}); wait for it or stop it (Ctrl-C) first")
+        manager.triage_failure(out, failure["dir"], "kernel-bug", "after the stop")
 
     def test_growth_is_read_off_at_the_marks(self):
         stats = [{"t": t, "programs": t // 10, "edges": 1000 + t, "features": 7}

@@ -310,6 +310,7 @@ def record_campaign(out, results):
     in @out as it stands, with the verdicts of its failures (`fuzz
     triage`); nothing runs, so the record is of the campaign's own builds."""
     st = state.load(out)
+    state.check_stopped(out, "fuzz record")
     try:
         book = FailureBook(os.path.join(out, "failures")).load()
     except ValueError as e:
@@ -339,6 +340,7 @@ def triage_failure(out, which, verdict, why):
     """`fuzz triage DIR FAILURE VERDICT WHY`: a person's verdict on a
     failure of the campaign in @out; its record in the book."""
     state.load(out)
+    state.check_stopped(out, "fuzz triage")
     try:
         return FailureBook(os.path.join(out, "failures")).load().judge(which, verdict, why)
     except ValueError as e:
@@ -350,6 +352,11 @@ def fuzz(opts, builds_meta, make_vm, replay_argv, repro_options=None):
     identity), @make_vm(rundir, deterministic) -> a VM, @replay_argv(path,
     deterministic) -> argv, @repro_options: execute/repro.py's
     write_reproducer keywords.  Exit status: 0 no failure, 1 a failure found."""
+    with state.running(opts.out, "fuzz" + (" --resume" if opts.resume else "")):
+        return _fuzz(opts, builds_meta, make_vm, replay_argv, repro_options)
+
+
+def _fuzz(opts, builds_meta, make_vm, replay_argv, repro_options):
     out = opts.out
     ident = state.identity(builds_meta, opts.plant)
     if opts.resume:

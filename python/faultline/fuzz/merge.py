@@ -201,6 +201,11 @@ def merge(out, sdirs, quiet=False):
         raise SetupError("fuzz merge: OUT SHARD_DIR...: no shard given")
     if os.path.exists(out) and not os.path.isdir(out):
         raise SetupError(f"fuzz merge: {out}: not a directory")
+    with state.running(out, "fuzz merge", create=False):
+        return _merge(out, sdirs, quiet)
+
+
+def _merge(out, sdirs, quiet):
     docs = [(sdir, load_shard(sdir)) for sdir in sdirs]
     check_shards(out, docs)
     first = docs[0][1]

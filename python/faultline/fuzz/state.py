@@ -11,13 +11,18 @@ campaign, the fields every record has plus the campaign's numbers;
 `faultline docs` renders a set with render().
 """
 
+import fcntl
 import json
 import os
+from contextlib import contextmanager
 
 from faultline.errors import SetupError
 from faultline.results import records
 
 STATE = "fuzz.json"
+# Held (flock) by the process that runs or merges into a campaign: what
+# reads or writes its failure book from outside waits for it to stop.
+LOCK = "fuzz.lock"
 # The fields a fuzz record adds to records.REQUIRED.
 RECORD_FIELDS = {"programs": (int,), "programs_per_hour": records.NUMBER,
                  "corpus": (int,), "edges": (int,), "features": (int,),
@@ -73,6 +78,44 @@ def check_same(out, old, new):
         what, a, b = diff
         raise SetupError(f"--resume {out}: its corpus was made with {what} {a}, this run "
                          f"has {b} (a corpus belongs to one build: start a new --out)")
+
+
+def _holder(fd):
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return os.read(fd, 32).decode(errors="replace").strip() or "?"
+    except OSError:
+        return "?"
+
+
+@contextmanager
+def running(out, what, create=True):
+    """Hold campaign @out's lock for its run; SetupError (one line) when
+    another process holds it.  @create: make @out (else a missing @out
+    holds no campaign and needs no lock)."""
+    if not create and not os.path.isdir(out):
+        yield
+        return
+    os.makedirs(out, exist_ok=True)
+    fd = os.open(os.path.join(out, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SetupError(f"{what}: {out}: its campaign is running (pid {_holder(fd)}); "
+                             "wait for it or stop it (Ctrl-C) first") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_stopped(out, what):
+    """SetupError (one line) when a process runs the campaign in @out: its
+    book and fuzz.json change under it, and it writes them last."""
+    with running(out, what, create=False):
+        pass
 
 
 def save(out, state):
