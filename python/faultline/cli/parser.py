@@ -60,6 +60,7 @@ import argparse
 import os
 
 from faultline import TOP
+from faultline.bench.figures import GROUPS as BENCH_GROUPS
 from faultline.bugs import recall, recall_fuzz
 from faultline.build.builds import version_lines
 from faultline.judge import mutate
@@ -314,8 +315,7 @@ def parser():
                         "measured in the same run (docs/bench.md)")
     bn.add_argument("--quick", action="store_true", help="fewer I/Os and rounds (about 4x less)")
     bn.add_argument("--only", metavar="GROUPS",
-                    help="comma-separated: engine,latency,overhead,deterministic,restore "
-                         "(default: all)")
+                    help=f"comma-separated: {','.join(BENCH_GROUPS)} (default: all)")
     bn.add_argument("--rounds", metavar="N", type=int,
                     help="interleaved rounds of the overhead group (default 5, --quick 2): "
                     "more narrow its confidence interval")
