@@ -21,7 +21,8 @@ from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.judge.report import Report
 from faultline.run import runner, spec_builder
 from faultline.run.options import ExploreOptions, RunOptions
-from faultline.search import explore, feedback, grammar
+from faultline.faults import grammar
+from faultline.search import explore, feedback
 from faultline.vm import machine
 
 FIXTURES = os.path.join(TOP, "tests", "unit", "explore")

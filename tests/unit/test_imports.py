@@ -20,6 +20,9 @@ MAX_LINES = 600
 LAYERS = [
     {"faultline", "faultline.errors", "faultline.paths"},
     {"faultline.scenario", "faultline.rules"},
+    # faults/: the fault-schedule grammar, drawn by explore/ (search/) and by
+    # the program generator (prog/).
+    {"faultline.faults"},
     {"faultline.prog", "faultline.host"},
     {"faultline.build", "faultline.kernel", "faultline.judge"},
     # results/ (records of runs, docs tables from them): below bugs/ and

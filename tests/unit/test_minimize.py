@@ -18,6 +18,7 @@ from faultline import cli, rules, scenario
 from faultline.errors import SetupError
 from faultline.judge import failure
 from faultline.judge.report import Report
+from faultline.faults import grammar
 from faultline.search import fault_schedule, minimize
 
 
@@ -175,7 +176,7 @@ class ScheduleTest(unittest.TestCase):
             fault_schedule.build_schedule([entry(0, "gone", 1, "drop")], RULE_TEXTS, RULES_TEXT)
 
     def test_tokens_keep_parentheses(self):
-        self.assertEqual(fault_schedule.rule_tokens("a: write delay=uniform(1us, 2us) # x y"),
+        self.assertEqual(grammar.rule_tokens("a: write delay=uniform(1us, 2us) # x y"),
                          ["a:", "write", "delay=uniform(1us, 2us)"])
         self.assertEqual(fault_schedule.explicit_names(RULES_TEXT), {"arm", "noise", "late"})
 

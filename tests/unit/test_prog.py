@@ -15,6 +15,7 @@ from unittest import mock
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
+from faultline.faults import grammar  # noqa: E402
 from faultline.prog import check, gen, lang, mutate, pattern  # noqa: E402
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
@@ -407,6 +408,59 @@ class GeneratorTest(unittest.TestCase):
         for key, values in w["knobs"]["values"].items():
             for v in values:
                 lang.knob_value(key, v)
+
+
+class RulesTest(unittest.TestCase):
+    """A program's rules come from the fault-schedule grammar, within what
+    its device's attach point and the program oracle take."""
+
+    def rules_of(self, programs):
+        w = gen.load_weights()
+        for p in programs:
+            swaps = {st.args[0]: st for st in p.of("swap")}
+            for st in p.of("rule"):
+                space = gen.device_space(swaps[st.args[0]], w)
+                yield st, space
+
+    def test_generated_and_mutated_rules_stay_in_the_program_space(self):
+        programs = []
+        for seed in range(150):
+            p = gen.generate(seed)
+            programs += [p] + [mutate.candidate(p, "rule", random.Random(seed),
+                                                gen.load_weights()) or p]
+        actions, ops = set(), set()
+        for st, space in self.rules_of(programs):
+            text = st.args[2]
+            self.assertEqual(grammar.excluded(text, space), "", text)
+            self.assertEqual(grammar.device_problem(space.kind, text), "", text)
+            rule = grammar.parse_rule(text, st.args[1])
+            self.assertEqual(rule.body(), text)         # read back as written
+            ops.add(rule.op)
+            actions.update(rule.action)
+            self.assertFalse({"lie", "corrupt", "fatal", "reset-fail", "state"}
+                             & (set(rule.action) | set(rule.match)), text)
+            if "drop" in rule.action or rule.action.get("error") == "timeout":
+                self.assertEqual(space.kind, "syncblk", text)
+            lo, hi = rule.match.get("lba", (0, 0))
+            self.assertLess(hi, space.sectors, text)
+        # Breadth: the grammar's ops and actions, not a fixed list of texts.
+        self.assertLessEqual({"write", "read", "any", "discard"}, ops)
+        self.assertLessEqual({"delay", "error", "irq-delay", "complete"}, actions)
+        # The engine's own parser takes every one of them.
+        for p in programs[:60]:
+            check.check(p)
+
+    def test_the_program_space(self):
+        w = gen.load_weights()
+        budget_ns = int(w["rules"]["delay_budget_s"] * 10**9)
+        for kind in lang.SWAP_KINDS:
+            space = grammar.Space.of_program(kind, 64 << 20, 2, budget_ns)
+            self.assertEqual(space.sectors, (64 << 20) // 512)
+            # Stalls within the program's delay budget (explore's _fit_budget).
+            self.assertEqual(space.heavy_count(), budget_ns // grammar.HEAVY_DELAY_MAX_NS)
+            self.assertEqual(space.lost_ok, kind == "syncblk")
+            self.assertFalse(space.fatal_ok or space.allow_lies)
+            self.assertEqual(space.read_error_states, ())
 
 
 class MutateTest(unittest.TestCase):

@@ -27,7 +27,8 @@ from faultline.judge.stats import paired_ratio
 from faultline.prog.gen import generate
 from faultline.run import runner
 from faultline.run.options import RunOptions
-from faultline.search import explore, grammar
+from faultline.faults import grammar
+from faultline.search import explore
 from faultline.vm.qmp import QmpError
 
 EXPLORE_SCENARIO = "smoke"

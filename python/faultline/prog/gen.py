@@ -16,12 +16,14 @@ import os
 import random
 import tomllib
 
+from faultline.faults import grammar
 from faultline.prog.check import Checker
 from faultline.prog.lang import (CGROUP_LIMITS, MTHP_RE, OPS, PAGE, Op, ProgramError, Program,
                                  parse)
 
 WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights.toml")
 MIB = 1 << 20
+DEFAULT_CPUS = 2    # the program VM's vCPUs when no guest's offers say
 ATTEMPTS = 12       # tries to find a statement the checker takes, then skip it
 
 
@@ -53,11 +55,32 @@ def offered_weights(weights, offers):
     return w
 
 
+def offered_cpus(offers):
+    """The guest's online CPUs (DEFAULT_CPUS when @offers does not say)."""
+    cpus = (offers or {}).get("cpus")
+    return cpus if isinstance(cpus, int) and cpus > 0 else DEFAULT_CPUS
+
+
 def offered_limits(offers):
     """The limit files `cgset` may change (CGROUP_LIMITS unless @offers
     leaves some out)."""
     files = (offers or {}).get("cgroup.files")
     return CGROUP_LIMITS if files is None else tuple(k for k in CGROUP_LIMITS if k in files)
+
+
+def device_space(swap, weights, cpus=DEFAULT_CPUS):
+    """The fault-schedule space (faults/grammar.py) of the program's
+    `swap` statement @swap."""
+    return grammar.Space.of_program(swap.args[1], swap.opt("size", 64 * MIB), cpus,
+                                    int(weights["rules"]["delay_budget_s"] * 10**9))
+
+
+def draw_rule(rng, swaps, weights, name, cpus=DEFAULT_CPUS):
+    """A `rule` statement named @name on one of @swaps (the program's
+    `swap` statements), drawn by the fault-schedule grammar."""
+    swap = rng.choice(swaps)
+    body = grammar.gen_rule(rng, device_space(swap, weights, cpus), name).body()
+    return Op("rule", (swap.args[0], name, body))
 
 
 def load_weights(path=WEIGHTS):
@@ -89,9 +112,9 @@ def option(op_opts, **kw):
 class Generator:
     """Builds statements from the checker's state: what exists now."""
 
-    def __init__(self, rng, weights, checker, limits=CGROUP_LIMITS):
+    def __init__(self, rng, weights, checker, limits=CGROUP_LIMITS, cpus=DEFAULT_CPUS):
         self.rng, self.w, self.c = rng, weights, checker
-        self.cgset_keys = limits
+        self.cgset_keys, self.cpus = limits, cpus
         self.version = 0
         self.uses_fork = rng.random() < weights["program"]["fork"]
         self.uses_threads = rng.random() < weights["program"]["threads"]
@@ -139,9 +162,9 @@ class Generator:
         for i in range(between(rng, w["cgroup"]["count"])):
             out.append(Op("cgroup", (f"g{i}",), self.limits(working_set)))
         if self.chance(w["rules"]["probability"]):
+            swaps = [st for st in out if st.verb == "swap"]
             for i in range(between(rng, w["rules"]["count"])):
-                dev = f"s{rng.randrange(len([s for s in out if s.verb == 'swap']))}"
-                out.append(Op("rule", (dev, f"r{i}", rng.choice(w["rules"]["texts"]))))
+                out.append(draw_rule(rng, swaps, w, f"r{i}", self.cpus))
         return out
 
     def limits(self, working_set):
@@ -333,7 +356,7 @@ def generate(seed, weights=None, path="<gen>", offers=None):
     if offers:
         w = offered_weights(w, offers)
     c = Checker(path)
-    g = Generator(rng, w, c, offered_limits(offers))
+    g = Generator(rng, w, c, offered_limits(offers), offered_cpus(offers))
     sizes = g.object_sizes()
     header = g.header(sum(sizes))
     for st in header:

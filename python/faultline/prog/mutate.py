@@ -9,7 +9,9 @@ RNG, so the same RNG state gives the same mutant).
 import random
 
 from faultline.prog.check import Checker, replay
-from faultline.prog.gen import Generator, generate, load_weights, pages_of, pick
+from faultline.faults import grammar as fault_grammar
+from faultline.prog.gen import (Generator, device_space, draw_rule, generate, load_weights,
+                                pages_of, pick)
 from faultline.prog.lang import PAGE, VERSION_MAX, Op, ProgramError, Program, grammar, parse
 
 KINDS = ("value", "insert", "delete", "duplicate", "splice", "knob", "rule")
@@ -111,22 +113,30 @@ def change_knob(rng, header, weights):
 
 
 def change_rule(rng, header, weights):
-    texts = weights["rules"]["texts"]
+    """Drop a rule, mutate one as explore mutates a schedule's rule (its
+    distribution or its range), or draw a new one (faults/grammar.py)."""
     found = [i for i, st in enumerate(header) if st.verb == "rule"]
-    devs = [st.args[0] for st in header if st.verb == "swap"]
+    swaps = [st for st in header if st.verb == "swap"]
     if found and rng.random() < 0.3:
         del header[rng.choice(found)]
         return header
-    if found and rng.random() < 0.5:
+    if found and rng.random() < 0.6:
         i = rng.choice(found)
-        dev, name, _ = header[i].args
-        header[i] = Op("rule", (dev, name, rng.choice(texts)))
-        return header
-    if not devs:
+        dev, name, body = header[i].args
+        swap = next((st for st in swaps if st.args[0] == dev), None)
+        if swap is not None:
+            rule = fault_grammar.Schedule(0, [fault_grammar.parse_rule(body, name)])
+            what = "seed"
+            while what == "seed":       # a program's rules have no engine seed of their own
+                sched, what = fault_grammar.mutate(rng, device_space(swap, weights), rule,
+                                                   max_rules=1)
+            header[i] = Op("rule", (dev, name, sched.rules[0].body()))
+            return header
+    if not swaps:
         return header
     used = {st.args[1] for st in header if st.verb == "rule"}
     name = next(f"r{n}" for n in range(len(used) + 1) if f"r{n}" not in used)
-    header.append(Op("rule", (rng.choice(devs), name, rng.choice(texts))))
+    header.append(draw_rule(rng, swaps, weights, name))
     return header
 
 

@@ -30,7 +30,8 @@ from faultline.judge import failure, judge, ktap, report
 from faultline.kernel import kconfig
 from faultline.run import runner
 from faultline.run.options import ExploreOptions, MinimizeOptions, RunOptions
-from faultline.search import fault_schedule, feedback, grammar, minimize
+from faultline.faults import grammar
+from faultline.search import feedback, minimize
 
 STATE = "state.json"
 # Fresh schedules against mutations of kept ones, once the corpus has some.
@@ -405,24 +406,8 @@ class Explorer:
 
 def parse_schedule(entry):
     """A corpus entry back into a Schedule (its rules re-read from text)."""
-    rules = []
-    for line in entry["rules"].splitlines():
-        toks = fault_schedule.rule_tokens(line)
-        if not toks:
-            continue
-        r = grammar.Rule(toks[0].rstrip(":"), toks[1])
-        for t in toks[2:]:
-            k, eq, v = t.partition("=")
-            if k in ("lba", "len", "sq", "cpu", "state"):
-                a, _, b = v.partition("-")
-                r.match[k] = (int(a), int(b)) if b else int(a)
-            elif k in ("nth", "after", "every", "count"):
-                r.trigger[k] = int(v)
-            elif k == "prob":
-                r.trigger[k] = float(v)
-            else:
-                r.action[k] = v if eq else None
-        rules.append(r)
+    rules = [grammar.parse_rule(line) for line in entry["rules"].splitlines()
+             if grammar.rule_tokens(line)]
     return grammar.Schedule(int(entry["seed"]), rules)
 
 

@@ -7,6 +7,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from faultline.faults.grammar import rule_tokens
+
 
 # Match keys kept in a pinned rule: the I/Os the original rule counted.
 MATCH_KEYS = ("lba", "len", "sq", "cpu", "state")
@@ -39,24 +41,6 @@ class Fault:
     def short(self):
         return (f"{self.op} lba={self.lba} len={self.len} ({self.rule} "
                 f"nth={self.nth}) {self.action}")
-
-
-def rule_tokens(text):
-    """Tokens of one rule line (spaces inside (...) kept); no comments."""
-    text = text.split("#", 1)[0]
-    out, cur, depth = [], "", 0
-    for ch in text:
-        if ch in " \t\r" and depth == 0:
-            if cur:
-                out.append(cur)
-            cur = ""
-            continue
-        depth += ch == "("
-        depth -= ch == ")" and depth > 0
-        cur += ch
-    if cur:
-        out.append(cur)
-    return out
 
 
 def explicit_names(rules_text):

@@ -1,5 +1,7 @@
-"""Fault schedules for `faultline explore`: random rule sets drawn from what
-one attach point supports (docs/rules.md), and their mutations.
+"""Fault schedules: random rule sets drawn from what one attach point
+supports (docs/rules.md), and their mutations.  `faultline explore` draws
+them for a scenario's device (Space.of); the program generator draws a
+program's rules for its swap devices (Space.of_program).
 
 A schedule is an engine seed and a list of Rule; its text is a rules file
 for `faultline run --rules`.  Everything is drawn from a random.Random the
@@ -90,6 +92,21 @@ class Space:
                    fatal_ok=kind == "nvme" and (fatal or allow_lies),
                    delay_budget_ns=int(sc.timeout_s * DELAY_BUDGET_SHARE * 10**9))
 
+    @classmethod
+    def of_program(cls, kind, size_bytes, cpus, delay_budget_ns):
+        """The space of a program's swap device of @kind and @size_bytes.
+        The program oracle relaxes what a failed read may do (its
+        failed-read rule, docs/programs.md), so reads may fail in any
+        state; lost completions only where the driver's abort fails the
+        lost I/O alone (syncblk: the NVMe abort and reset fail the reads in
+        flight, which no read rule announced; virtio never times out); no
+        fatal and no lies (a failed controller or a lying device leaves
+        nothing the oracle can judge).  The engine's states are the gate's
+        in a run without the host: no state= matches."""
+        return cls(kind=kind, sectors=max(1, size_bytes // 512), cpus=cpus,
+                   read_error_states=(), lost_ok=kind == "syncblk",
+                   delay_budget_ns=delay_budget_ns)
+
     def with_io(self, io):
         """This space, its rules drawn on the I/O of @io (the "io" list of
         x-fault-query-stats from a run without faults)."""
@@ -151,6 +168,11 @@ class Rule:
     trigger: dict = field(default_factory=dict)   # nth, after, every, count: int; prob: float
     action: dict = field(default_factory=dict)    # key: value (None for a flag)
 
+    def body(self):
+        """The rule's text without its name: what a program's `rule` line
+        carries after `NAME:`."""
+        return self.text().split(" ", 1)[1]
+
     def text(self):
         out = [f"{self.name}:", self.op]
         for k in ("lba", "len", "sq", "cpu", "state"):
@@ -168,6 +190,45 @@ class Rule:
     def copy(self):
         return Rule(self.name, self.op, dict(self.match), dict(self.trigger),
                     dict(self.action))
+
+
+def rule_tokens(text):
+    """Tokens of one rule line (spaces inside (...) kept); no comments."""
+    text = text.split("#", 1)[0]
+    out, cur, depth = [], "", 0
+    for ch in text:
+        if ch in " \t\r" and depth == 0:
+            if cur:
+                out.append(cur)
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")" and depth > 0
+        cur += ch
+    if cur:
+        out.append(cur)
+    return out
+
+
+def parse_rule(text, name="r"):
+    """The Rule of one rule's text (`NAME: OP ...` or `OP ...` named
+    @name), as text() writes it."""
+    toks = rule_tokens(text)
+    if toks and toks[0].endswith(":"):
+        name, toks = toks[0][:-1], toks[1:]
+    r = Rule(name, toks[0] if toks else "")
+    for t in toks[1:]:
+        k, eq, v = t.partition("=")
+        if k in ("lba", "len", "sq", "cpu", "state"):
+            a, _, b = v.partition("-")
+            r.match[k] = (int(a), int(b)) if b else int(a)
+        elif k in ("nth", "after", "every", "count"):
+            r.trigger[k] = int(v)
+        elif k == "prob":
+            r.trigger[k] = float(v)
+        else:
+            r.action[k] = v if eq else None
+    return r
 
 
 @dataclass
