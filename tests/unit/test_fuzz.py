@@ -67,6 +67,7 @@ class FakeGuest:
     def run(self, prep):
         assert self.alive, "a dead guest got a program"
         self.log.append(("run", prep.name))
+        self.log.append(("rules", [st.args[2] for st in prep.program.of("rule")]))
         ops = prep.program.ops
         if any(op.verb == "compact" for op in ops):
             self.alive = False
@@ -95,11 +96,11 @@ class FakeGuest:
 
 
 def campaign(out, budget_s=2.0, resume=False, seed=None, ident=IDENT, fail_boots=0, jobs=1,
-             results=None, until_failure=False):
+             results=None, until_failure=False, faults="all"):
     log = []
     opts = manager.FuzzOptions(out=out, budget_s=budget_s, jobs=jobs, seed=seed, resume=resume,
                                results=results, minimize_budget_s=20.0, quiet=True,
-                               until_failure=until_failure)
+                               until_failure=until_failure, faults=faults)
     opts.check()
     with redirect_stderr(io.StringIO()) as err:
         status = manager.fuzz(opts, dict(ident),
@@ -270,6 +271,30 @@ class ManagerTest(unittest.TestCase):
         # The budget, the triage of the failures found in it, and no more.
         self.assertLess(time.monotonic() - t0, 40)
 
+    def test_faults_none_and_delay(self):
+        d = tempfile.mkdtemp()
+        seen = {}
+        for faults in ("none", "delay", "all"):
+            out = os.path.join(d, faults)
+            _, log, _ = campaign(out, budget_s=4.0, seed=3, faults=faults)
+            runs = [e[1] for e in log if e[0] == "rules"]
+            self.assertGreater(len(runs), 10, faults)
+            seen[faults] = [text for rules in runs for text in rules]
+            self.assertEqual(state.load(out)["identity"]["faults"], faults)
+        self.assertEqual(seen["none"], [])
+        self.assertTrue(seen["delay"])
+        for text in seen["delay"]:
+            actions = {t.split("=")[0] for t in text.split()[1:]} & {
+                "delay", "irq-delay", "error", "drop", "complete", "irq"}
+            self.assertLessEqual(actions, {"delay", "irq-delay"}, text)
+            self.assertTrue(actions, text)
+        self.assertTrue(any("error=" in t for t in seen["all"]), seen["all"])
+        # Another --faults is another measurement: no resume across them.
+        with self.assertRaises(SetupError) as e:
+            campaign(os.path.join(d, "none"), budget_s=1.0, resume=True, faults="delay")
+        self.assertIn("--faults none, this run has delay", str(e.exception))
+        self.assertEqual(manager.subject(None, "none"), "fuzz-faults-none")
+
     def test_until_failure_stops_at_the_first_failure(self):
         out = os.path.join(tempfile.mkdtemp(), "c")
         t0 = time.monotonic()
@@ -365,6 +390,19 @@ class ManagerTest(unittest.TestCase):
                 self.assertEqual(str(e.exception), f"{what}: {out}: its campaign is running "
                                  f"(pid {os.getpid()}); wait for it or stop it (Ctrl-C) first")
         manager.triage_failure(out, failure["dir"], "kernel-bug", "after the stop")
+
+    def test_totals_add_up_campaigns_of_one_kind_and_kernel(self):
+        def rec(subject, kernel, seconds, programs, sigs, verdicts):
+            return {"subject": subject, "kernel_release": kernel, "kernel_key": "k",
+                    "elapsed_s": seconds, "programs": programs, "signatures": sigs,
+                    "verdicts": verdicts}
+        recs = [rec("fuzz-faults-none", "6.12", 3600, 1400, ["a"], {"a": "kernel-bug: x"}),
+                rec("fuzz-faults-none", "6.12", 1800, 700, ["b"], {}),
+                rec("fuzz-faults-none", "7.2", 600, 200, [], {})]
+        text = state.totals_table(recs)
+        self.assertIn("| fuzz-faults-none | 6.12 | 2 | 1.5 h | 2100 | 2 | 1 |", text)
+        self.assertIn("| fuzz-faults-none | 7.2 | 1 | ", text)
+        self.assertEqual(state.totals_table(recs[1:]), "")     # nothing to add up
 
     def test_growth_is_read_off_at_the_marks(self):
         stats = [{"t": t, "programs": t // 10, "edges": 1000 + t, "features": 7}

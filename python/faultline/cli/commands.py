@@ -287,6 +287,7 @@ def cmd_fuzz_words(args):
     refuse([("--lava", args.lava is not None), ("--programs", args.programs is not None),
             ("--from", args.from_dir), ("--resume", args.resume), ("--out", args.out),
             ("--base-url", args.base_url), ("--kernel", args.kernel), ("--plant", args.plant),
+            ("--faults", args.faults != "all"),
             ("--results", args.results and verb != "record")], f"fuzz {verb}")
     if verb == "triage":
         if len(rest) != 4:
@@ -330,7 +331,8 @@ def cmd_fuzz_lava(args):
     """`fuzz --lava N`: the shards, written in --out."""
     refuse([("--resume", args.resume), ("--results", args.results),
             ("--jobs", args.jobs != 1), ("--budget", args.budget != "30m"),
-            ("--until-failure", args.until_failure), ("--accel", args.accel != "tcg")], "fuzz --lava (a fresh --deterministic boot "
+            ("--until-failure", args.until_failure), ("--faults", args.faults != "all"),
+            ("--accel", args.accel != "tcg")], "fuzz --lava (a fresh --deterministic boot "
            "a program, under TCG)")
     if not args.out:
         raise SetupError("fuzz --lava N: --out DIR is where the shards go")
@@ -379,6 +381,7 @@ def cmd_fuzz(args):
         out=args.resume or args.out or "", budget_s=fuzz_manager.parse_budget(args.budget),
         jobs=args.jobs, seed=args.seed, resume=bool(args.resume), plant=args.plant,
         results=args.results, quiet=args.quiet, until_failure=args.until_failure,
+        faults=args.faults,
         minimize_budget_s=fuzz_manager.parse_budget(args.minimize_budget, "--minimize-budget"))
     opts.check()
     opts.out = opts.out or runner.new_dir(DEFAULT_OUT, "fuzz")

@@ -511,6 +511,9 @@ def fuzz_parser(sub, kernel):
                     "oracle-error) and why; record: the campaign's results record (--results)")
     fz.add_argument("--budget", default="30m",
                     help="wall time of the campaign, e.g. 90s, 30m, 4h (default 30m)")
+    fz.add_argument("--faults", choices=["all", "delay", "none"], default="all",
+                    help="the fault rules programs may carry: every kind the grammar draws "
+                    "(default), delays only, or none (soundness runs)")
     fz.add_argument("--until-failure", action="store_true",
                     help="stop when the first new failure is triaged (minimized, its "
                     "reproducer written) instead of at --budget")

@@ -65,6 +65,9 @@ class Space:
     # states (empty: in any); None: not allowed.
     read_error_states: tuple | None = None
     delay_budget_ns: int = 0        # what heavy delays may add to a run in all
+    # The action kinds rules may take (empty: every one the space allows),
+    # e.g. ("delay", "irq-delay") for a delay-only search.
+    actions: tuple = ()
     # The I/Os the device saw in a run without faults (x-fault-query-stats
     # "io"): {op: (count, first sector, last sector)}; empty: not known.
     io: dict = field(default_factory=dict)
@@ -93,7 +96,7 @@ class Space:
                    delay_budget_ns=int(sc.timeout_s * DELAY_BUDGET_SHARE * 10**9))
 
     @classmethod
-    def of_program(cls, kind, size_bytes, cpus, delay_budget_ns):
+    def of_program(cls, kind, size_bytes, cpus, delay_budget_ns, actions=()):
         """The space of a program's swap device of @kind and @size_bytes.
         The program oracle relaxes what a failed read may do (its
         failed-read rule, docs/programs.md), so reads may fail in any
@@ -105,7 +108,7 @@ class Space:
         in a run without the host: no state= matches."""
         return cls(kind=kind, sectors=max(1, size_bytes // 512), cpus=cpus,
                    read_error_states=(), lost_ok=kind == "syncblk",
-                   delay_budget_ns=delay_budget_ns)
+                   delay_budget_ns=delay_budget_ns, actions=tuple(actions))
 
     def with_io(self, io):
         """This space, its rules drawn on the I/O of @io (the "io" list of
@@ -337,7 +340,7 @@ def _actions(space, op):
         acts.append(("lie", 1))
         if space.kind == "nvme":
             acts.append(("reset-fail", 1))
-    return acts
+    return [a for a in acts if a[0] in space.actions] if space.actions else acts
 
 
 def _weighted(rng, pairs):

@@ -34,7 +34,7 @@ from faultline.fuzz.triage import BootFailed, FailureBook, Triage, prepared, sig
 from faultline.host import stop
 from faultline.host.messages import say
 from faultline.host.step_progress import Progress
-from faultline.prog.gen import generate
+from faultline.prog.gen import FAULTS, fault_weights, generate, load_weights
 from faultline.prog.mutate import mutate
 
 PLANTS = ("drop-write", "stale-page", "leak-slot")
@@ -70,12 +70,15 @@ class FuzzOptions:
     minimize_budget_s: float = 600.0
     quiet: bool = False
     until_failure: bool = False     # stop once the first new failure is triaged
+    faults: str = "all"             # the rules programs may carry (prog/gen.py FAULTS)
 
     def check(self):
         if not 1 <= self.jobs <= MAX_JOBS:
             raise SetupError(f"--jobs {self.jobs}: expected 1 to {MAX_JOBS}")
         if self.seed is not None and self.seed < 0:
             raise SetupError(f"--seed {self.seed}: expected a number >= 0")
+        if self.faults not in FAULTS:
+            raise SetupError(f"--faults {self.faults}: expected one of {', '.join(FAULTS)}")
         if self.plant is not None and self.plant not in PLANTS:
             raise SetupError(f"--plant {self.plant}: expected one of {', '.join(PLANTS)}")
         if os.path.exists(self.out) and not os.path.isdir(self.out):
@@ -118,6 +121,7 @@ class Campaign:
         self.replay_argv = replay_argv
         self.session = len(st["sessions"]) - 1
         self.seed = st["seed"]
+        self.weights = fault_weights(load_weights(), state.faults_of(st["identity"]))
         last = (st["stats"] or [{}])[-1]
         # A resumed campaign counts on from where it stopped.
         self.counts = Counts(**{k: last.get(k, 0) for k in ("programs", "passed", "failed",
@@ -145,8 +149,8 @@ class Campaign:
         parent = self.corpus.choose(rng) if rng.random() >= GENERATE_P else None
         if parent is None:
             seed = rng.getrandbits(32)
-            return generate(seed, path=f"<gen {seed}>"), f"gen {seed}"
-        return mutate(parent.program, rng), f"mutant of {parent.id}"
+            return generate(seed, self.weights, path=f"<gen {seed}>"), f"gen {seed}"
+        return mutate(parent.program, rng, self.weights), f"mutant of {parent.id}"
 
     # ------------------------------------------------------------ one job
 
@@ -290,9 +294,10 @@ class Campaign:
         return snap
 
 
-def subject(plant):
+def subject(plant, faults="all"):
     """A campaign's results subject."""
-    return "fuzz" + (f"-plant-{plant}" if plant else "")
+    return ("fuzz" + (f"-plant-{plant}" if plant else "")
+            + (f"-faults-{faults}" if faults != "all" else ""))
 
 
 def campaign_record(out, st, book):
@@ -301,7 +306,8 @@ def campaign_record(out, st, book):
     guests' consoles."""
     ident = dict(st["identity"])
     ident["kernel_release"] = ident.get("kernel_release") or release_on_console(out)
-    return state.record({**st, "identity": ident}, subject(ident.get("plant")),
+    return state.record({**st, "identity": ident},
+                        subject(ident.get("plant"), state.faults_of(ident)),
                         book.summaries())
 
 
@@ -358,7 +364,7 @@ def fuzz(opts, builds_meta, make_vm, replay_argv, repro_options=None):
 
 def _fuzz(opts, builds_meta, make_vm, replay_argv, repro_options):
     out = opts.out
-    ident = state.identity(builds_meta, opts.plant)
+    ident = state.identity(builds_meta, opts.plant, opts.faults)
     if opts.resume:
         st = state.load(out)
         state.check_same(out, st["identity"], ident)
@@ -377,13 +383,15 @@ def _fuzz(opts, builds_meta, make_vm, replay_argv, repro_options):
     os.makedirs(out, exist_ok=True)
     st["sessions"].append({"jobs": opts.jobs, "budget_s": opts.budget_s,
                            "started_s": round(float(st.get("elapsed_s", 0.0)), 1),
-                           "plant": opts.plant, "until_failure": opts.until_failure})
+                           "plant": opts.plant, "until_failure": opts.until_failure,
+                           "faults": opts.faults})
     state.save(out, st)
     c = Campaign(opts, st, corpus, book, Booter(out, make_vm), replay_argv, repro_options)
     if not opts.quiet:
         say(f"fuzz: {out}: {opts.jobs} job(s) for {state.hours(opts.budget_s)}, seed "
             f"{st['seed']}, corpus {len(corpus)}, {len(book.known)} failure(s) known"
-            + (f", planted {opts.plant}" if opts.plant else ""))
+            + (f", planted {opts.plant}" if opts.plant else "")
+            + (f", faults: {opts.faults}" if opts.faults != "all" else ""))
     try:
         snap = c.run()
     finally:

@@ -35,9 +35,16 @@ GROWTH_MARKS_S = (60, 300, 900, 1800, 3600, 7200, 14400, 28800, 57600)
 SPARK = "▁▂▃▄▅▆▇█"
 
 
-def identity(builds_meta, plant):
-    """@builds_meta: {qemu_build, guest_build, kernel_key, kernel_release}."""
-    return {**builds_meta, "plant": plant}
+def identity(builds_meta, plant, faults="all"):
+    """@builds_meta: {qemu_build, guest_build, kernel_key, kernel_release};
+    @faults: what rules the programs may carry (prog/gen.py FAULTS)."""
+    return {**builds_meta, "plant": plant, "faults": faults}
+
+
+def faults_of(ident):
+    """The --faults of a campaign identity (campaigns from before the
+    option drew every fault)."""
+    return ident.get("faults") or "all"
 
 
 def load(out):
@@ -62,8 +69,10 @@ def differs(old, new):
     campaign identities @old and @new (a guest build's scenario tools
     aside), or None."""
     for key, what in (("qemu_build", "QEMU build"), ("guest_build", "guest build"),
-                      ("kernel_key", "kernel"), ("plant", "--plant")):
+                      ("kernel_key", "kernel"), ("plant", "--plant"), ("faults", "--faults")):
         a, b = old.get(key), new.get(key)
+        if key == "faults":
+            a, b = faults_of(old), faults_of(new)
         if key == "guest_build" and a and b:
             a, b = records.guest_base(a), records.guest_base(b)
         if a != b:
@@ -204,7 +213,28 @@ def render(recs, set_path):
                     f"| {r['seed']} | {r['jobs']} | {hours(r['elapsed_s'])} | {r['programs']} "
                     f"| {r['programs_per_hour']:.0f} | {r['corpus']} | {r['edges']} "
                     f"| {r['features']} | {r['failures']} | {first} | {sigs} |")
-    return head + "\n".join(rows) + "\n" + growth_table(recs)
+    return head + "\n".join(rows) + "\n" + totals_table(recs) + growth_table(recs)
+
+
+def totals_table(recs):
+    """The campaigns of each subject and kernel added up (nothing when no
+    two share them)."""
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["subject"], r.get("kernel_release") or r["kernel_key"]),
+                          []).append(r)
+    if len(groups) == len(recs):
+        return ""
+    rows = ["", "Added up per campaign kind and kernel:", "",
+            "| campaign | kernel | campaigns | ran | programs | failures | not triaged |",
+            "|---|---|---|---|---|---|---|"]
+    for (subj, kernel), group in groups.items():
+        sigs = [(s, r["verdicts"]) for r in group for s in r["signatures"]]
+        rows.append(f"| {subj} | {kernel} | {len(group)} "
+                    f"| {hours(sum(r['elapsed_s'] for r in group))} "
+                    f"| {sum(r['programs'] for r in group)} | {len(sigs)} "
+                    f"| {sum(1 for s, v in sigs if s not in v)} |")
+    return "\n".join(rows) + "\n"
 
 
 def growth_table(recs):

@@ -68,11 +68,31 @@ def offered_limits(offers):
     return CGROUP_LIMITS if files is None else tuple(k for k in CGROUP_LIMITS if k in files)
 
 
+# What rules a search may draw (fuzz --faults): every action, delays only
+# (the soundness runs: a slow device owes the same bytes), or none.
+FAULTS = ("all", "delay", "none")
+DELAY_ACTIONS = ("delay", "irq-delay")
+
+
+def fault_weights(weights, faults):
+    """@weights for programs with @faults (FAULTS) only."""
+    if faults not in FAULTS:
+        raise ValueError(f"faults {faults!r}: expected one of {', '.join(FAULTS)}")
+    w = copy.deepcopy(weights)
+    if faults == "none":
+        w["rules"]["probability"] = 0.0
+    elif faults == "delay":
+        w["rules"]["actions"] = list(DELAY_ACTIONS)
+    return w
+
+
 def device_space(swap, weights, cpus=DEFAULT_CPUS):
     """The fault-schedule space (faults/grammar.py) of the program's
     `swap` statement @swap."""
+    rules = weights["rules"]
     return grammar.Space.of_program(swap.args[1], swap.opt("size", 64 * MIB), cpus,
-                                    int(weights["rules"]["delay_budget_s"] * 10**9))
+                                    int(rules["delay_budget_s"] * 10**9),
+                                    rules.get("actions", ()))
 
 
 def draw_rule(rng, swaps, weights, name, cpus=DEFAULT_CPUS):

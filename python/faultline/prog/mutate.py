@@ -117,6 +117,8 @@ def change_rule(rng, header, weights):
     distribution or its range), or draw a new one (faults/grammar.py)."""
     found = [i for i, st in enumerate(header) if st.verb == "rule"]
     swaps = [st for st in header if st.verb == "swap"]
+    if weights["rules"]["probability"] <= 0:
+        return [st for st in header if st.verb != "rule"]     # a search without faults
     if found and rng.random() < 0.3:
         del header[rng.choice(found)]
         return header
