@@ -73,16 +73,19 @@ static int object_cgroup(struct runner *rn, const struct pe_op *op)
 
 void pe_run_cgroup_enter(struct runner *rn, const struct pe_op *op)
 {
-	int cg = object_cgroup(rn, op), proc = rn->p->actor[op->actor].proc;
+	int cg = object_cgroup(rn, op), proc = rn->p->actor[op->actor].proc, err;
 	struct live *l = &rn->live[proc];
 
 	if (cg < 0 || l->cg == cg || l->pid <= 0)
 		return;
-	if (pe_env_move(&rn->p->env, cg, l->pid))
+	err = pe_env_move(&rn->p->env, cg, l->pid);
+	/* A process the OOM killer took is no failure of the move: the
+	 * operation's send finds it gone and judges the death. */
+	if (!err)
+		l->moved_to = cg;
+	else if (err != -ESRCH)
 		pe_finding(rn->r, "content", "line=%d proc=%s why=move detail=\"%s\"", op->line,
 			   proc_name(rn, op), rn->p->env.why);
-	else
-		l->moved_to = cg;
 }
 
 void pe_run_cgroup_leave(struct runner *rn, const struct pe_op *op)
@@ -231,7 +234,12 @@ void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 				   op->line, e->swap[op->dev].name, err_name(-rc));
 		return;
 	case PE_MOVE:
-		if (!(rc = pe_env_move(e, op->cg, rn->live[proc].pid)))
+		rc = pe_env_move(e, op->cg, rn->live[proc].pid);
+		if (rc == -ESRCH) {             /* gone before its move */
+			pe_run_actor_died(rn, op->actor, op);
+			return;
+		}
+		if (!rc)
 			rn->live[proc].cg = op->cg;
 		break;
 	case PE_CGSET:

@@ -142,7 +142,7 @@ static void process_gone(struct runner *rn, int proc, enum pe_relax relax)
  * relaxation) when the kernel counted one not yet matched to a death, else
  * a finding.  One kill explains one death: two processes killed together
  * are two kills, and the second death must find its own. */
-static void actor_died(struct runner *rn, int a, const struct pe_op *op)
+void pe_run_actor_died(struct runner *rn, int a, const struct pe_op *op)
 {
 	int proc = rn->p->actor[a].proc;
 	long long ooms = pe_env_oom_kills(&rn->p->env, -1);
@@ -294,7 +294,7 @@ static bool take_reply(struct runner *rn, int a, const struct pe_op *op)
 	    (rep.nexc && (!(exc = malloc(rep.nexc * sizeof(*exc))) ||
 			  pe_recv(l->fd, exc, rep.nexc * sizeof(*exc), NULL)))) {
 		free(exc);
-		actor_died(rn, a, op);
+		pe_run_actor_died(rn, a, op);
 		return false;
 	}
 	if (op->verb == PE_WRITE || op->verb == PE_PWRITE) {
@@ -336,7 +336,7 @@ static void actor_op(struct runner *rn, const struct pe_op *op)
 
 	pe_run_cgroup_enter(rn, op);
 	if (send_op(rn, op, PE_CMD_OP)) {
-		actor_died(rn, op->actor, op);
+		pe_run_actor_died(rn, op->actor, op);
 		return;
 	}
 	if (op->bg)

@@ -51,6 +51,9 @@ void pe_run_relaxed(struct runner *rn, enum pe_relax relax, const struct pe_op *
 /* A call of an actor failed: a finding, or a skip the language allows. */
 void pe_run_call_failed(struct runner *rn, const struct pe_op *op, int actor, const char *call,
 			int err);
+/* Actor @a's process is gone while @op needed it: an OOM kill the kernel
+ * counted (the oom-kill relaxation), else a finding. */
+void pe_run_actor_died(struct runner *rn, int a, const struct pe_op *op);
 /* `cgroup=CG` objects: the process moves into CG for the access, then back. */
 void pe_run_cgroup_enter(struct runner *rn, const struct pe_op *op);
 void pe_run_cgroup_leave(struct runner *rn, const struct pe_op *op);
