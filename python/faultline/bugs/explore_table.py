@@ -40,6 +40,7 @@ from faultline.errors import SetupError
 from faultline.judge import failure
 from faultline.judge.report import load_report
 from faultline.results import records as results
+from faultline.results import tables
 
 SIDES = ("buggy", "fixed")
 NULL = type(None)
@@ -249,16 +250,11 @@ def caption(recs):
 
 
 def markdown(table_rows):
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells(r)) + " |" for r in table_rows]
-    return "\n".join(lines) + "\n"
+    return tables.markdown(COLUMNS, [cells(r) for r in table_rows])
 
 
 def text_table(table_rows):
-    table = [list(COLUMNS)] + [cells(r, markdown=False) for r in table_rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                     for r in table)
+    return tables.text(COLUMNS, [cells(r, markdown=False) for r in table_rows])
 
 
 def minimal_rules(text):

@@ -18,6 +18,7 @@ a shared record names the bug whose run it is (shared_from)."""
 from faultline.bugs.recall_table import span
 from faultline.errors import SetupError
 from faultline.results import records as results
+from faultline.results import tables
 
 SIDES = ("buggy", "fixed")
 VERDICTS = ("untriaged", "yes", "no")
@@ -155,16 +156,11 @@ def verdict_notes(recs):
 
 
 def markdown(table_rows):
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells(r)) + " |" for r in table_rows]
-    return "\n".join(lines) + "\n"
+    return tables.markdown(COLUMNS, [cells(r) for r in table_rows])
 
 
 def text_table(table_rows):
-    table = [list(COLUMNS)] + [cells(r, markdown=False) for r in table_rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                     for r in table)
+    return tables.text(COLUMNS, [cells(r, markdown=False) for r in table_rows])
 
 
 def render(recs, where):

@@ -11,6 +11,7 @@ a check of its workload).  The record of the buggy seed that `repro` and
 
 from faultline.errors import SetupError
 from faultline.results import records as results
+from faultline.results import tables
 
 SIDES = ("buggy", "fixed", "nofaults")
 NULL = type(None)
@@ -140,16 +141,11 @@ def caption(recs):
 
 
 def markdown(table_rows):
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cells(r)) + " |" for r in table_rows]
-    return "\n".join(lines) + "\n"
+    return tables.markdown(COLUMNS, [cells(r) for r in table_rows])
 
 
 def text_table(table_rows):
-    table = [list(COLUMNS)] + [cells(r) for r in table_rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                     for r in table)
+    return tables.text(COLUMNS, [cells(r) for r in table_rows])
 
 
 def render(recs, where):
