@@ -27,7 +27,6 @@ from faultline.judge.report import Report  # noqa: E402
 from faultline.results import records  # noqa: E402
 from docs_page import render_set  # noqa: E402
 
-FAULTLINE = os.path.join(TOP, "scripts", "faultline")
 WRITE_BUG = "swap-write-error-drops-page"
 BASELINE_BUG = "rotational-reclaim-work"
 KTAP_FAIL = "KTAP version 1\n1..1\nnot ok 1 pattern intact # 5 bad pages\n"
