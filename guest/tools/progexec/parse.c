@@ -639,6 +639,7 @@ int pe_program_allow_failed_read(struct pe_program *p, const char *dev, char *wh
 	for (int i = 0; i < p->env.nswap; i++) {
 		if (!strcmp(p->env.swap[i].name, dev)) {
 			p->allow_failed_read = true;
+			p->env.swap[i].fails_reads = true;
 			return 0;
 		}
 	}

@@ -35,6 +35,7 @@ struct pe_swap {
 	char target[80];        /* from `bind`: nvme:SERIAL, virtio-blk:SERIAL, syncblk:MODE */
 	char path[64];          /* the block device env.c resolved, /dev/... */
 	bool on;
+	bool fails_reads;       /* `allow failed-read`: its rules may fail reads */
 };
 #define PE_PRIO_DEFAULT (-2)
 

@@ -229,7 +229,12 @@ void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 			e->swap[op->dev].on = true;
 			return;
 		}
-		if ((rc = pe_env_swapon(e, op->dev, op->prio, op->discard)))
+		rc = pe_env_swapon(e, op->dev, op->prio, op->discard);
+		/* swapon reads the swap header: where the rules fail reads it may
+		 * fail with EIO, and the device stays off. */
+		if (rc == -EIO && e->swap[op->dev].fails_reads)
+			pe_run_relaxed(rn, PE_RELAX_FAILED_READ, op, -1, 0);
+		else if (rc)
 			pe_finding(rn->r, "swapoff", "line=%d proc=main dev=%s why=swapon errno=%s",
 				   op->line, e->swap[op->dev].name, err_name(-rc));
 		return;
