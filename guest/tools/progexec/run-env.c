@@ -24,11 +24,16 @@
 #include "runner.h"
 
 #define SWAPOFF_KILL_MS 10000   /* docs/programs.md: a killed swapoff ends within 10 s */
-/* A swapoff (not `&`) that has not returned after this long is a finding,
- * then killed: try_to_unuse() retries without end when it cannot bring a
- * slot back, and the host gives the whole program 300 s.  The kernel's own
- * hung-task limit is 120 s, but a retrying swapoff is not in D state. */
+/* A swapoff waited for (without `&`, or by `wait DEV`) that has not
+ * returned after this long is a finding, then killed: try_to_unuse()
+ * retries without end when it cannot bring a slot back, and the host gives
+ * the whole program 300 s.  The kernel's own hung-task limit is 120 s, but
+ * a retrying swapoff is not in D state.  Once one swapoff of the program
+ * timed out, the next ones are killed at once: the host's budget holds one
+ * such wait, not several.  A background swapoff nothing waited for gets
+ * SWAPOFF_END_MS at the end, within the host's budget for the result. */
 #define SWAPOFF_FOREGROUND_MS 120000
+#define SWAPOFF_END_MS 10000
 
 static const char *err_name(int err)
 {
@@ -162,47 +167,58 @@ static int swapoff_result(struct runner *rn, int dev, int ms)
 	return rc;
 }
 
-void pe_run_swapoff_wait(struct runner *rn, const struct pe_op *op, int timeout_ms)
+static void kill_swapoff_of(struct runner *rn, const struct pe_op *op, int dev)
 {
-	for (int dev = 0; dev < rn->p->env.nswap; dev++) {
-		if (rn->swapoff_fd[dev] < 0 || (op && op->dev != dev))
-			continue;
-		judge_swapoff(rn, op, dev, swapoff_result(rn, dev, timeout_ms));
-	}
-}
-
-static void kill_swapoff(struct runner *rn, const struct pe_op *op)
-{
-	int dev = op->dev, rc;
+	int rc;
 
 	if (rn->swapoff_fd[dev] < 0)
 		return;
 	kill(rn->swapoff_pid[dev], SIGKILL);
 	rc = swapoff_result(rn, dev, SWAPOFF_KILL_MS);
 	if (rc == -ETIMEDOUT) {
-		pe_finding(rn->r, "swapoff", "line=%d proc=main dev=%s why=timeout", op->line,
+		pe_finding(rn->r, "swapoff", "line=%d proc=main dev=%s why=timeout", op ? op->line : 0,
 			   rn->p->env.swap[dev].name);
-		/* Still stuck: its result is taken at the end. */
+		/* Still stuck, and SIGKILL cannot end it: nothing waits for it
+		 * again (the device stays as it is). */
+		close(rn->swapoff_fd[dev]);
+		rn->swapoff_fd[dev] = -1;
+		rn->swapoff_pid[dev] = 0;
 		return;
 	}
 	/* Killed before or after it finished: DEV may be on or off. */
 	judge_swapoff(rn, op, dev, rc);
 }
 
-/* A swapoff without `&` runs in a child as a background one does, so that
- * one that never returns is a finding and is killed, not a silent guest. */
-static void swapoff_foreground(struct runner *rn, const struct pe_op *op)
+static void kill_swapoff(struct runner *rn, const struct pe_op *op)
 {
-	int dev = op->dev, rc;
+	kill_swapoff_of(rn, op, op->dev);
+}
+
+/* Wait for @dev's swapoff child: a swapoff that never returns is a
+ * finding and is killed, not a silent guest.  A swapoff without `&`, a
+ * `wait DEV` and the end of the program wait alike. */
+static void swapoff_wait(struct runner *rn, const struct pe_op *op, int dev)
+{
+	int ms = rn->swapoff_timed_out ? 0 : op ? SWAPOFF_FOREGROUND_MS : SWAPOFF_END_MS, rc;
 
 	if (rn->swapoff_fd[dev] < 0)
-		return;         /* no child: swapoff_bg judged it */
-	rc = swapoff_result(rn, dev, SWAPOFF_FOREGROUND_MS);
-	if (rc != -ETIMEDOUT)
-		return judge_swapoff(rn, op, dev, rc);
-	pe_finding(rn->r, "swapoff", "line=%d proc=main dev=%s why=timeout ms=%d", op->line,
-		   rn->p->env.swap[dev].name, SWAPOFF_FOREGROUND_MS);
-	kill_swapoff(rn, op);
+		return;         /* no child: swapoff_bg judged it, or nothing waits */
+	rc = swapoff_result(rn, dev, ms);
+	if (rc != -ETIMEDOUT) {
+		judge_swapoff(rn, op, dev, rc);
+		return;
+	}
+	rn->swapoff_timed_out = true;
+	pe_finding(rn->r, "swapoff", "line=%d proc=main dev=%s why=timeout ms=%d", op ? op->line : 0,
+		   rn->p->env.swap[dev].name, ms);
+	kill_swapoff_of(rn, op, dev);
+}
+
+void pe_run_swapoff_wait(struct runner *rn, const struct pe_op *op)
+{
+	for (int dev = 0; dev < rn->p->env.nswap; dev++)
+		if (!op || op->dev == dev)
+			swapoff_wait(rn, op, dev);
 }
 
 void pe_run_env_op(struct runner *rn, const struct pe_op *op)
@@ -220,7 +236,7 @@ void pe_run_env_op(struct runner *rn, const struct pe_op *op)
 		}
 		swapoff_bg(rn, op);
 		if (!op->bg)
-			swapoff_foreground(rn, op);
+			swapoff_wait(rn, op, op->dev);
 		return;
 	case PE_KILL_SWAPOFF:
 		return kill_swapoff(rn, op);

@@ -371,7 +371,7 @@ static void end_process(struct runner *rn, const struct pe_op *op)
 static void wait_op(struct runner *rn, const struct pe_op *op)
 {
 	if (op->target < 0) {
-		pe_run_swapoff_wait(rn, op, -1);
+		pe_run_swapoff_wait(rn, op);
 		return;
 	}
 	if (rn->live[op->target].bg) {
@@ -593,7 +593,7 @@ enum pe_outcome pe_program_run(struct pe_program *p, const struct pe_hooks *hook
 			hooks->ops_done(hooks->arg);
 	}
 	end_all(&rn);
-	pe_run_swapoff_wait(&rn, NULL, -1);
+	pe_run_swapoff_wait(&rn, NULL);
 	pe_env_teardown(&p->env, r);
 	if (rn.hidden > 0) {
 		kill(rn.hidden, SIGKILL);

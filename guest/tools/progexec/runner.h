@@ -33,6 +33,7 @@ struct runner {
 	struct live live[PE_MAX_ACTORS];
 	pid_t swapoff_pid[PE_MAX_SWAPS];        /* a background swapoff, 0: none */
 	int swapoff_fd[PE_MAX_SWAPS];           /* its result (an int), -1: none */
+	bool swapoff_timed_out;                 /* a swapoff of this program did */
 	bool unmade[PE_MAX_OBJECTS];            /* its anon/memfd/tmpfs call failed (a
 						 * finding): later operations on it are skipped */
 	bool swapoff_skipped[PE_MAX_SWAPS];     /* a background swapoff skipped with its
@@ -59,8 +60,10 @@ void pe_run_cgroup_enter(struct runner *rn, const struct pe_op *op);
 void pe_run_cgroup_leave(struct runner *rn, const struct pe_op *op);
 /* swapoff, swapon, kill swapoff, move, cgset, knob. */
 void pe_run_env_op(struct runner *rn, const struct pe_op *op);
-/* Wait for DEV's background swapoff (@op a `wait DEV`); NULL: every one. */
-void pe_run_swapoff_wait(struct runner *rn, const struct pe_op *op, int timeout_ms);
+/* Wait for DEV's background swapoff (@op a `wait DEV`); NULL: every one.
+ * One that does not return within the swapoff budget is a finding and is
+ * killed. */
+void pe_run_swapoff_wait(struct runner *rn, const struct pe_op *op);
 /* Refusals before anything changes: pinned threads' CPUs, knob operations
  * the kernel lacks. */
 int pe_run_precheck(struct runner *rn, char *why, size_t len);
