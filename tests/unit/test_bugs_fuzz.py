@@ -225,6 +225,23 @@ class ResumeTest(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp)
 
+    def test_a_known_findings_failure_is_listed_apart_and_the_search_goes_on(self):
+        fakes = Fakes(self.tmp, fixed_fails=True)
+        with mock.patch.object(recall_fuzz, "known_signatures",
+                               lambda: frozenset({"content read -"})):
+            status, _, err = run(fakes, seeds=(1,))
+        self.assertNotIn("stopping at the first failure", err)
+        self.assertIn("content read - is a known kernel finding's: going on", err)
+        recs = {r["side"]: r for r in read_set(self.set)}
+        for side in ("buggy", "fixed"):
+            r = recs[side]
+            self.assertEqual((r["verdict"], r["time_to_failure_s"], r["known_failures"]),
+                             ("pass", None, ["content read -"]), side)
+            self.assertTrue(r["failures"][0]["known"])
+        row = fuzz_table.rows(list(recs.values()))[0]
+        self.assertIn("0/1; known findings: `content read -` (s1)", fuzz_table.cells(row))
+        self.assertEqual(status, EXIT_FAIL)     # the buggy kernel showed nothing else
+
     def test_bugs_of_one_fixed_kernel_share_its_campaigns(self):
         other = "swapoff-read-error-maps-garbage"
         fakes = Fakes(self.tmp)

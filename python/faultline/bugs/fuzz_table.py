@@ -28,7 +28,7 @@ RECORD_FIELDS = {"side": (str,), "kernel": (str,), "base": (str,),
                  "fuzz_out": (str,), "failures": (list,), "minimized": (str, NULL),
                  "bug_failure": (str, NULL), "bug_failure_why": (str, NULL),
                  "bug_failure_index": (int, NULL), "until_failure": (bool,),
-                 "shared_from": (str, NULL)}
+                 "shared_from": (str, NULL), "known_failures": (list,)}
 # One record per bug, side and search seed; the set's lines in this order.
 IDENTITY = ("subject", "side", "seed")
 COLUMNS = ("bug", "base", "buggy failed/N", "time to first failure", "failure signature",
@@ -38,8 +38,10 @@ LEGEND = ("Columns: search seeds on which the fuzzer found a failure on the bugg
           "budget); each failing seed's first failure signature; search seeds on which it "
           "found a failure on the fixed kernel, a false alarm; whether a person who read "
           "the minimized program and its report judged the failure to be the bug's "
-          "(`faultline bugs --fuzz-verdict`), per failing seed. A buggy kernel's campaign "
-          "stops at its first failure; a fixed kernel's runs its whole budget, once per "
+          "(`faultline bugs --fuzz-verdict`), per failing seed. A failure with the "
+          "signature of a kernel finding already known (findings.md) is no bug's and no "
+          "false alarm: it is listed apart and the search goes on. A buggy kernel's campaign "
+          "stops at its first other failure; a fixed kernel's runs its whole budget, once per "
           "seed for the bugs it is the fixed kernel of.")
 
 
@@ -111,6 +113,10 @@ def cells(row, markdown=True):
     fixed_cell = "not run" if not fixed else f"{len(alarms)}/{len(fixed)}"
     if alarms:
         fixed_cell += ": " + _by_signature(alarms, markdown)
+    known = sorted({(s, f"s{r['seed']}") for r in fixed for s in r["known_failures"]})
+    if known:
+        fixed_cell += "; known findings: " + ", ".join(f"{_code(s, markdown)} ({n})"
+                                                       for s, n in known)
     return [row["bug"], row["base"],
             f"{len(failed)}/{len(buggy)}" if buggy else "not run", times,
             _by_signature(failed, markdown) or "-", fixed_cell,

@@ -83,6 +83,16 @@ def recorded(rec, ident, budget_s, jobs):
 
 # ---------------------------------------------------------------- one campaign
 
+def known_signatures(path=None):
+    """The failure signatures of the kernel findings replayed into the
+    findings set @path (results/findings/default.jsonl): failures the
+    fuzzer may meet on any kernel, not a bug's."""
+    path = path or os.path.join(records.RESULTS_DIR, "findings", "default.jsonl")
+    if not os.path.exists(path):
+        return frozenset()
+    return frozenset(r["signature"] for r in records.read_set(path) if r.get("signature"))
+
+
 def read_text(path):
     try:
         with open(path) as f:
@@ -114,16 +124,18 @@ def bug_base(bug):
     return bug.base + (" +KASAN" if bug.kasan else "")
 
 
-def record(bug, side, seed, kernel_name, out, opts):
-    """The results record of the finished campaign in @out."""
+def record(bug, side, seed, kernel_name, out, opts, known=frozenset()):
+    """The results record of the finished campaign in @out; a failure
+    with a signature of @known (known_signatures) is listed, marked known,
+    and is not the campaign's first failure."""
     st = fuzz_state.load(out)
     ident, last = st["identity"], (st["stats"] or [{}])[-1]
-    failures = failures_of(out, st)
-    first = failures[0] if failures else None
+    failures = [{**f, "known": f["signature"] in known} for f in failures_of(out, st)]
+    first = next((f for f in failures if not f["known"]), None)
     rec = {"subject": bug.name, "kernel_key": ident["kernel_key"],
            "qemu_build": ident["qemu_build"], "guest_build": ident["guest_build"],
            "seed": seed, "deterministic": False,
-           "verdict": "fail" if failures else "pass",
+           "verdict": "fail" if first else "pass",
            "elapsed_s": round(float(st.get("elapsed_s", 0.0)), 1),
            "time_to_failure_s": first["first_s"] if first else None,
            "signature": first["signature"] if first else None, "digest": None,
@@ -136,6 +148,7 @@ def record(bug, side, seed, kernel_name, out, opts):
            "bug_failure": "untriaged" if first and side == "buggy" else None,
            "bug_failure_why": None, "bug_failure_index": None,
            "until_failure": side == "buggy", "shared_from": None,
+           "known_failures": [f["signature"] for f in failures if f["known"]],
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "faultline": git_describe()}
     return rec
 
@@ -144,12 +157,14 @@ def run_campaign(bug, side, seed, kern, builds, opts, out):
     """One fuzz campaign in @out, from scratch: its record."""
     image, modules = kern
     shutil.rmtree(out, ignore_errors=True)
+    known = known_signatures()
     fopts = fuzz_manager.FuzzOptions(out=out, budget_s=opts.budget_s, jobs=opts.jobs, seed=seed,
-                                     until_failure=side == "buggy")
+                                     until_failure=side == "buggy", known=known)
     fopts.check()
     fuzz_command.run(fopts, kernel=image, modules=modules, builds=builds)
     fixed_name, buggy_name = recall.kernel_names(bug)
-    return record(bug, side, seed, buggy_name if side == "buggy" else fixed_name, out, opts)
+    return record(bug, side, seed, buggy_name if side == "buggy" else fixed_name, out, opts,
+                  known)
 
 
 # ---------------------------------------------------------------- the command

@@ -71,6 +71,9 @@ class FuzzOptions:
     quiet: bool = False
     until_failure: bool = False     # stop once the first new failure is triaged
     faults: str = "all"             # the rules programs may carry (prog/gen.py FAULTS)
+    # Signatures of kernel findings already known (findings/): a failure
+    # with one is recorded but does not end an --until-failure campaign.
+    known: frozenset = frozenset()
 
     def check(self):
         if not 1 <= self.jobs <= MAX_JOBS:
@@ -230,7 +233,9 @@ class Campaign:
         say(f"fuzz: {sig}: replay {summary.get('replay', '?')}, minimized to "
             f"{summary.get('minimize', {}).get('ops', ['?', '?'])[1]} ops, deterministic "
             f"{summary.get('deterministic', '?')}: {fdir}")
-        if self.opts.until_failure:
+        if self.opts.until_failure and sig in self.opts.known:
+            say(f"fuzz: --until-failure: {sig} is a known kernel finding's: going on")
+        elif self.opts.until_failure:
             say("fuzz: --until-failure: stopping at the first failure")
             self.stopping.set()
 
