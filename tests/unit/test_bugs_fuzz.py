@@ -231,13 +231,17 @@ class ResumeTest(unittest.TestCase):
                                lambda: frozenset({"content read -"})):
             status, _, err = run(fakes, seeds=(1,))
         self.assertNotIn("stopping at the first failure", err)
-        self.assertIn("content read - is a known kernel finding's: going on", err)
+        self.assertIn("content read -: a known kernel finding's, kept as found", err)
+        self.assertIn("--until-failure goes on", err)
         recs = {r["side"]: r for r in read_set(self.set)}
         for side in ("buggy", "fixed"):
             r = recs[side]
             self.assertEqual((r["verdict"], r["time_to_failure_s"], r["known_failures"]),
                              ("pass", None, ["content read -"]), side)
             self.assertTrue(r["failures"][0]["known"])
+            # Kept as found: findings/ has its minimized program already.
+            self.assertTrue(r["failures"][0]["program"])
+            self.assertFalse(r["failures"][0]["minimized"].endswith("minimized.prog"))
         row = fuzz_table.rows(list(recs.values()))[0]
         self.assertIn("0/1; known findings: `content read -` (s1)", fuzz_table.cells(row))
         self.assertEqual(status, EXIT_FAIL)     # the buggy kernel showed nothing else

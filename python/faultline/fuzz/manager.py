@@ -225,17 +225,19 @@ class Campaign:
         sig = signature(found.outcome, found.console, found.prep.name)
         fdir = os.path.join(self.book.dir, slug(sig))
         t = Triage(self.booter.boot, fdir, sig, self.opts.plant, self.replay_argv,
-                   self.opts.minimize_budget_s, self.repro_options)
+                   self.opts.minimize_budget_s, self.repro_options, known=sig in self.opts.known)
         summary = t.run(found)
         self.book.done(sig, {k: summary[k] for k in ("class", "replay", "deterministic",
                                                      "minimize", "reproducer", "triage_error")
                              if k in summary})
+        if sig in self.opts.known:
+            say(f"fuzz: {sig}: a known kernel finding's, kept as found: {fdir}"
+                + ("; --until-failure goes on" if self.opts.until_failure else ""))
+            return
         say(f"fuzz: {sig}: replay {summary.get('replay', '?')}, minimized to "
             f"{summary.get('minimize', {}).get('ops', ['?', '?'])[1]} ops, deterministic "
             f"{summary.get('deterministic', '?')}: {fdir}")
-        if self.opts.until_failure and sig in self.opts.known:
-            say(f"fuzz: --until-failure: {sig} is a known kernel finding's: going on")
-        elif self.opts.until_failure:
+        if self.opts.until_failure:
             say("fuzz: --until-failure: stopping at the first failure")
             self.stopping.set()
 

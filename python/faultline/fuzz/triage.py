@@ -196,6 +196,9 @@ def prepared(name, program, path):
     return Prepared.of(name, path, program, devices.bind(program), devices.rules_of(program))
 
 
+KNOWN_CLASS = "a known kernel finding's (findings/): kept as found, not minimized"
+
+
 def write_text(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -207,8 +210,9 @@ class Triage:
     (path, deterministic) -> the command that replays a program file."""
 
     def __init__(self, boot, fdir, sig, plant, replay_argv, minimize_budget_s,
-                 repro_options=None):
+                 repro_options=None, known=False):
         self.boot, self.dir, self.sig, self.plant = boot, fdir, sig, plant
+        self.known = known      # a known kernel finding's: its evidence only
         self.replay_argv = replay_argv
         self.repro_options = repro_options or {}
         self.minimize_budget_s = minimize_budget_s
@@ -303,6 +307,10 @@ class Triage:
         summary = {"signature": self.sig, "class": failure_class(self.sig, self.plant),
                    "program": found.prep.name, "job": found.job,
                    "found_s": round(found.found_s, 1), "history": len(found.history)}
+        if self.known:
+            # findings/ has its minimized program and reproducer already.
+            summary["class"] = KNOWN_CLASS
+            return summary
         try:
             summary["replay"], seen = self.replay(prep, found.history)
             if summary["replay"] != "alone":
