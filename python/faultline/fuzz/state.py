@@ -17,7 +17,7 @@ import os
 from contextlib import contextmanager
 
 from faultline.errors import SetupError
-from faultline.results import records
+from faultline.results import records, tables
 
 STATE = "fuzz.json"
 # Held (flock) by the process that runs or merges into a campaign: what
@@ -225,16 +225,14 @@ def totals_table(recs):
                           []).append(r)
     if len(groups) == len(recs):
         return ""
-    rows = ["", "Added up per campaign kind and kernel:", "",
-            "| campaign | kernel | campaigns | ran | programs | failures | not triaged |",
-            "|---|---|---|---|---|---|---|"]
+    rows = []
     for (subj, kernel), group in groups.items():
         sigs = [(s, r["verdicts"]) for r in group for s in r["signatures"]]
-        rows.append(f"| {subj} | {kernel} | {len(group)} "
-                    f"| {hours(sum(r['elapsed_s'] for r in group))} "
-                    f"| {sum(r['programs'] for r in group)} | {len(sigs)} "
-                    f"| {sum(1 for s, v in sigs if s not in v)} |")
-    return "\n".join(rows) + "\n"
+        rows.append([subj, kernel, str(len(group)), hours(sum(r["elapsed_s"] for r in group)),
+                     str(sum(r["programs"] for r in group)), str(len(sigs)),
+                     str(sum(1 for s, v in sigs if s not in v))])
+    return "\nAdded up per campaign kind and kernel:\n\n" + tables.markdown(
+        ("campaign", "kernel", "campaigns", "ran", "programs", "failures", "not triaged"), rows)
 
 
 def growth_table(recs):
