@@ -16,10 +16,14 @@ sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import rules, scenario
 from faultline.bench import bench, cpu, figures, report, trace
+from faultline.bench import results as bench_results
 from faultline.errors import SetupError
 from faultline.judge import stats
+from faultline.results import records
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from docs_page import render_set  # noqa: E402
 
 
 def nvme_io(t_us, lba, dur_us, sqid=1, vector=1):
@@ -390,6 +394,69 @@ class JsonTest(unittest.TestCase):
         self.assertEqual(res.stderr.strip().splitlines(),
                          ["faultline: error: --only bogus: groups are "
                           "engine, latency, overhead, deterministic, restore, programs"])
+
+
+class ResultsTest(unittest.TestCase):
+    """--results: each row a record of a results set, its table in docs/."""
+    IDENT = {"qemu_build": "q1", "guest_build": "g1", "kernel_key": "debian:6.12.118+deb12-amd64"}
+    META = {"date": "2026-12-07T19:00:00Z", "git": "abc1234", "quick": False, "seconds": 640.2}
+
+    def rows(self, programs_ratio=14.2, ok=True):
+        return [report.Row("engine", "matching, prob=0, 64 rules", 22.1, 1.7, "ns", 13.0,
+                           target="<= 30 ns", ok=True),
+                report.Row("programs", "per hour", 900.0, 63.4, "/h", programs_ratio,
+                           ci_low=8.1, ci_high=20.3, n=3, target=">= 10x", ok=ok,
+                           note="undecided on this host" if ok is None else "")]
+
+    def test_rows_become_records_and_a_rerun_replaces_its_row(self):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "default.jsonl")
+        bench_results.write(path, self.rows(), self.IDENT, self.META)
+        rerun = report.Row("programs", "per hour", 700.0, 70.0, "/h", 10.0, target=">= 10x",
+                           ok=False)
+        bench_results.write(path, [rerun], self.IDENT, dict(self.META, git="def5678"))
+        recs = records.read_set(path, bench_results.RECORD_FIELDS)
+        self.assertEqual([r["subject"] for r in recs],
+                         ["engine/matching, prob=0, 64 rules", "programs/per hour"])
+        eng, prog = recs
+        self.assertEqual((eng["verdict"], eng["time_to_failure_s"], eng["faultline"]),
+                         ("pass", None, "abc1234"))
+        self.assertEqual((prog["verdict"], prog["value"], prog["faultline"], prog["signature"]),
+                         ("fail", 700.0, "def5678", "missed >= 10x"))
+        self.assertEqual(prog["date"], "2026-12-07")
+
+    def test_rows_of_another_build_are_refused_before_anything_runs(self):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "default.jsonl")
+        bench_results.write(path, self.rows(), self.IDENT, self.META)
+        with self.assertRaisesRegex(SetupError, "q1.*q2|q2.*q1"):
+            bench_results.check(path, dict(self.IDENT, qemu_build="q2"))
+        bench_results.check(path, self.IDENT)
+        with self.assertRaisesRegex(SetupError, "no directory"):
+            bench_results.check_path(os.path.join(d, "nowhere", "x.jsonl"))
+
+    def test_docs_table_from_the_set(self):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "set.jsonl")
+        bench_results.write(path, self.rows(ok=None), self.IDENT, self.META)
+        status, err, text = render_set(os.path.join(d, "repo"), "bench", path)
+        self.assertEqual(status, 0, err)
+        self.assertIn("| `engine/matching, prob=0, 64 rules` | 22.1 ns | 1.7 ns | 13.00 | 1 "
+                      "| <= 30 ns | ok |", text)
+        self.assertIn("| `programs/per hour` | 900.0 /h | 63.4 /h | 14.20 (8.10..20.30) | 3 "
+                      "| >= 10x | ? (undecided) |", text)
+        self.assertIn("- `programs/per hour`: undecided on this host", text)
+        self.assertIn("QEMU build q1", text)
+        self.assertTrue(text.endswith("<!-- end generated -->\nafter\n"), text)
+
+    def test_bad_results_path_is_one_line_before_any_build(self):
+        res = subprocess.run([FAULTLINE, "bench", "--only", "engine", "--results",
+                              "/nonexistent-dir/x.jsonl"], capture_output=True, text=True,
+                             timeout=60)
+        self.assertEqual(res.returncode, 2, res.stderr)
+        self.assertEqual(res.stderr.strip().splitlines(),
+                         ["faultline: error: --results /nonexistent-dir/x.jsonl: no directory "
+                          "/nonexistent-dir"])
 
 
 class ScenarioTest(unittest.TestCase):

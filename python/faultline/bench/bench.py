@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 from faultline import TOP, rules, scenario
 from faultline.bench import programs, restored
+from faultline.bench import results as bench_results
 from faultline.bench.cpu import proc_cpu_seconds, proc_thread_cpu_seconds
 from faultline.bench.figures import (COOLING_KIB, DELAYS_US, GROUPS, MAX_ROUNDS, Sizes,
                                      cooling_rows, deterministic_rows, engine_rows, latency_rows,
@@ -409,6 +410,7 @@ def bench(opts: BenchOptions):
     if bad:
         raise SetupError(f"--only {','.join(bad)}: groups are {', '.join(GROUPS)}")
     old = load_json(opts.compare) if opts.compare else None
+    bench_results.check_path(opts.results)
     sizes = Sizes.for_mode(opts.quick)
     if opts.rounds is not None:
         if not 2 <= opts.rounds <= MAX_ROUNDS:
@@ -416,6 +418,8 @@ def bench(opts: BenchOptions):
                              f"two) and {MAX_ROUNDS}")
         sizes.overhead_rounds = opts.rounds
     builds = build_all(quiet=True)
+    ident = bench_results.builds_of(builds)
+    bench_results.check(opts.results, ident)
     out = tempfile.mkdtemp(prefix="bench-", dir=_out_base(opts.out))
 
     def log(msg):
@@ -475,6 +479,9 @@ def bench(opts: BenchOptions):
         with open(opts.json, "w") as f:
             json.dump(to_json(rows, meta), f, indent=1)
         say(f"bench: {len(rows)} rows in {opts.json}; run directories in {out}")
+    if opts.results and rows:
+        bench_results.write(opts.results, rows, ident, meta)
+        say(f"bench: {len(rows)} rows added to {opts.results} (`faultline docs` writes its table)")
     missed = [r.key for r in rows if r.ok is False]
     if missed:
         say(f"bench: {len(missed)} target(s) missed: {', '.join(missed)}")

@@ -9,6 +9,7 @@ import sys
 
 from faultline import scenario
 from faultline.bench import bench
+from faultline.bench import results as bench_results
 from faultline.bugs import explore_table, fuzz_table, recall, recall_fuzz, recall_table
 from faultline.build.builds import build_all, run_script
 from faultline.errors import EXIT_FAIL, EXIT_SETUP, SetupError
@@ -169,7 +170,8 @@ TABLE_KINDS = {"recall": (recall_table.RECORD_FIELDS, recall_table.render),
                "recall-fuzz": (fuzz_table.RECORD_FIELDS, fuzz_table.render),
                "fuzz": (fuzz_state.RECORD_FIELDS, fuzz_state.render),
                "findings": (finding.RECORD_FIELDS, finding.render),
-               "explore-corpus": (explore_table.RECORD_FIELDS, explore_table.render)}
+               "explore-corpus": (explore_table.RECORD_FIELDS, explore_table.render),
+               "bench": (bench_results.RECORD_FIELDS, bench_results.render)}
 
 
 def refuse(options, what):

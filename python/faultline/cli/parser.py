@@ -25,6 +25,7 @@
   faultline lava --bug NAME ... [--seeds A..B]  the real-bug corpus as LAVA jobs
   faultline check [--suite unit,qtest,asan,vm] [--junit FILE]
   faultline bench [--quick] [--only GROUPS] [--rounds N] [--json FILE] [--compare OLD.json]
+                  [--results FILE]
   faultline kernel config|build|list  guest kernels from source (docs/kernels.md)
   faultline prog check FILE... | prog gen --seed S --count N --out DIR
   faultline prog run FILE|DIR [--kernel K] [--mutate lie|corrupt] [--deterministic]
@@ -322,6 +323,9 @@ def parser():
     bn.add_argument("--json", metavar="FILE", help="write rows and samples as JSON")
     bn.add_argument("--compare", metavar="OLD.json", help="also print changes against a "
                     "previous --json")
+    bn.add_argument("--results", metavar="FILE", help="also add each row to this results set "
+                    "(e.g. results/bench/default.jsonl; rows of another QEMU or guest build "
+                    "are refused before anything runs)")
     bn.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
                     help="its run directories go here")
     bugs_parser(sub)

@@ -171,6 +171,7 @@ class BenchOptions:
     rounds: int | None = None
     json: str | None = None
     compare: str | None = None  # an earlier --json
+    results: str | None = None  # a results set (bench/results.py)
 
 
 @dataclass
