@@ -15,7 +15,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
 from faultline import rules, scenario
-from faultline.bench import bench, cpu, figures, report, trace
+from faultline.bench import bench, cpu, figures, fresh, report, trace
 from faultline.bench import results as bench_results
 from faultline.errors import SetupError
 from faultline.judge import stats
@@ -393,7 +393,21 @@ class JsonTest(unittest.TestCase):
         self.assertEqual(res.returncode, 2)
         self.assertEqual(res.stderr.strip().splitlines(),
                          ["faultline: error: --only bogus: groups are "
-                          "engine, latency, overhead, deterministic, restore, programs"])
+                          "engine, latency, overhead, deterministic, restore, programs, fresh"])
+
+    def test_fresh_phases_from_the_launchers_lines(self):
+        text = ("faultline: QEMU built in 645s: /tmp/c/qemu/7642bef5a6b6757f\n"
+                "faultline: build: setup for qemu 8.2s, qemu 645.6s, setup + guest 83.7s "
+                "(side by side), wall 653.8s\n  [  16.5s] done\n"
+                "faultline: phases: build 653.8s, run 16.7s, total 670.5s\n")
+        self.assertEqual(fresh.parse_phases(text),
+                         {"build": 653.8, "run": 16.7, "total": 670.5, "setup": 8.2,
+                          "qemu": 645.6, "guest": 83.7})
+        warm = ("faultline: build: qemu 0.1s, guest 0.2s (side by side), wall 0.3s\n"
+                "faultline: phases: build 0.3s, run 16.1s, total 16.4s\n")
+        self.assertEqual(fresh.parse_phases(warm)["qemu"], 0.1)
+        with self.assertRaisesRegex(SetupError, "no `faultline: phases:` line"):
+            fresh.parse_phases("faultline: error: boom\n")
 
 
 class ResultsTest(unittest.TestCase):

@@ -35,6 +35,9 @@ Rows, by group:
   programs       generated swap programs per hour per VM (many in one boot)
                  against explore's smoke runs per hour (one boot per
                  schedule), in interleaved rounds (programs.bench_rows).
+  fresh          (only with --only) a first `run` from a clean clone and
+                 empty caches to its PASS, 3 rounds (--quick 1), against
+                 the same run again (fresh.bench_rows).
 """
 
 import json
@@ -48,10 +51,10 @@ import time
 from dataclasses import dataclass
 
 from faultline import TOP, rules, scenario
-from faultline.bench import programs, restored
+from faultline.bench import fresh, programs, restored
 from faultline.bench import results as bench_results
 from faultline.bench.cpu import proc_cpu_seconds, proc_thread_cpu_seconds
-from faultline.bench.figures import (COOLING_KIB, DELAYS_US, GROUPS, MAX_ROUNDS, Sizes,
+from faultline.bench.figures import (COOLING_KIB, DEFAULT_GROUPS, DELAYS_US, GROUPS, MAX_ROUNDS, Sizes,
                                      cooling_rows, deterministic_rows, engine_rows, latency_rows,
                                      overhead_rows, overhead_sample, waited_us)
 from faultline.bench.report import compare_lines, format_rows, load_json, to_json
@@ -405,7 +408,7 @@ def run_deterministic(sizes, out, builds, log, delay="10ms"):
 # ---------------------------------------------------------------- command
 
 def bench(opts: BenchOptions):
-    only = GROUPS if not opts.only else tuple(opts.only.split(","))
+    only = DEFAULT_GROUPS if not opts.only else tuple(opts.only.split(","))
     bad = [g for g in only if g not in GROUPS]
     if bad:
         raise SetupError(f"--only {','.join(bad)}: groups are {', '.join(GROUPS)}")
@@ -465,8 +468,13 @@ def bench(opts: BenchOptions):
         log(f"programs: {rounds} rounds of one boot with {per_round} generated programs "
             f"and {runs} explore run(s) of {programs.EXPLORE_SCENARIO}")
         group("programs", lambda: programs.bench_rows(rounds, per_round, runs, out, log))
+    if "fresh" in only:
+        rounds = 1 if opts.quick else 3
+        log(f"fresh: {rounds} round(s) of a first `run` from a clean clone and empty caches, "
+            "then the same run again")
+        group("fresh", lambda: fresh.bench_rows(rounds, out, log))
     rows.sort(key=lambda r: ("engine", "latency", "idle", "wakeup", "overhead", "boot",
-                             "deterministic", "restore", "programs").index(r.group))
+                             "deterministic", "restore", "programs", "fresh").index(r.group))
     print(format_rows(rows))
     meta = {"failed": failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git": git_describe(),

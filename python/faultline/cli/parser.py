@@ -316,7 +316,7 @@ def parser():
                         "measured in the same run (docs/bench.md)")
     bn.add_argument("--quick", action="store_true", help="fewer I/Os and rounds (about 4x less)")
     bn.add_argument("--only", metavar="GROUPS",
-                    help=f"comma-separated: {','.join(BENCH_GROUPS)} (default: all)")
+                    help=f"comma-separated: {','.join(BENCH_GROUPS)} (default: all but fresh)")
     bn.add_argument("--rounds", metavar="N", type=int,
                     help="interleaved rounds of the overhead group (default 5, --quick 2): "
                     "more narrow its confidence interval")
