@@ -202,18 +202,19 @@ def render(recs, set_path):
                        f"{set_path}`, then `faultline docs`.\n")
     # The time it ran, not the budgets asked for: a session stopped early
     # (Ctrl-C, then --resume) ran less than its budget.
-    rows = ["| campaign | kernel | seed | jobs | ran | programs | per hour | corpus | edges "
-            "| features | failures | first failure after | signatures |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for r in recs:
         first = "" if r["time_to_failure_s"] is None else hours(r["time_to_failure_s"])
         sigs = "; ".join(f"`{s}` ({r['verdicts'].get(s, 'not triaged yet')})"
                          for s in r["signatures"]) or "none"
-        rows.append(f"| {r['subject']} | {r.get('kernel_release') or r['kernel_key']} "
-                    f"| {r['seed']} | {r['jobs']} | {hours(r['elapsed_s'])} | {r['programs']} "
-                    f"| {r['programs_per_hour']:.0f} | {r['corpus']} | {r['edges']} "
-                    f"| {r['features']} | {r['failures']} | {first} | {sigs} |")
-    return head + "\n".join(rows) + "\n" + totals_table(recs) + growth_table(recs)
+        rows.append([r["subject"], r.get("kernel_release") or r["kernel_key"], str(r["seed"]),
+                     str(r["jobs"]), hours(r["elapsed_s"]), str(r["programs"]),
+                     f"{r['programs_per_hour']:.0f}", str(r["corpus"]), str(r["edges"]),
+                     str(r["features"]), str(r["failures"]), first, sigs])
+    table = tables.markdown(("campaign", "kernel", "seed", "jobs", "ran", "programs",
+                             "per hour", "corpus", "edges", "features", "failures",
+                             "first failure after", "signatures"), rows)
+    return head + table + totals_table(recs) + growth_table(recs)
 
 
 def totals_table(recs):
@@ -242,11 +243,7 @@ def growth_table(recs):
     marks = [m for m in GROWTH_MARKS_S if any(p[0] == m for r in recs for p in r["growth"])]
     if not marks:
         return ""
-    rows = ["", "Coverage as the campaigns went on (kcov edges; `f`: features, on a "
-            "kernel without kcov):", "",
-            "| campaign | kernel | seed | " + " | ".join(hours(m) for m in marks)
-            + " | end | curve |",
-            "|---|---|---|" + "---|" * (len(marks) + 2)]
+    rows = []
     for r in recs:
         use_edges = bool(r["growth"]) and r["growth"][-1][2] > 0
         col = 2 if use_edges else 3
@@ -257,6 +254,9 @@ def growth_table(recs):
         endcell = f"{end[col]}{unit} at {hours(end[0])}" if end else ""
         top = max(end[col], 1) if end else 1
         curve = "".join(SPARK[min(7, int(8 * p[col] / (top + 1)))] for p in r["growth"])
-        rows.append(f"| {r['subject']} | {r.get('kernel_release') or r['kernel_key']} "
-                    f"| {r['seed']} | " + " | ".join(cells) + f" | {endcell} | {curve} |")
-    return "\n".join(rows) + "\n"
+        rows.append([r["subject"], r.get("kernel_release") or r["kernel_key"], str(r["seed"])]
+                    + cells + [endcell, curve])
+    return ("\nCoverage as the campaigns went on (kcov edges; `f`: features, on a kernel "
+            "without kcov):\n\n" + tables.markdown(
+                ["campaign", "kernel", "seed"] + [hours(m) for m in marks] + ["end", "curve"],
+                rows))
