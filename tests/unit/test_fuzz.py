@@ -52,10 +52,14 @@ class FakeGuest:
     on that read); its kernel panics on `compact`; every other program
     passes, with counters and kcov edges made of its operations."""
 
-    def __init__(self, log, rundir, deterministic, fail_boots=0):
+    def __init__(self, log, rundir, deterministic, fail_boots=0, offers=None):
         self.log, self.rundir, self.deterministic = log, rundir, deterministic
         self.fail_boots = fail_boots
         self.alive = True
+        self.kernel_offers = offers or {}
+
+    def offers(self):
+        return self.kernel_offers
 
     def start(self):
         self.log.append(("boot", os.path.basename(self.rundir), self.deterministic))
@@ -68,6 +72,7 @@ class FakeGuest:
         assert self.alive, "a dead guest got a program"
         self.log.append(("run", prep.name))
         self.log.append(("rules", [st.args[2] for st in prep.program.of("rule")]))
+        self.log.append(("knobs", [kv for st in prep.program.of("knob") for kv in st.args]))
         ops = prep.program.ops
         if any(op.verb == "compact" for op in ops):
             self.alive = False
@@ -96,7 +101,7 @@ class FakeGuest:
 
 
 def campaign(out, budget_s=2.0, resume=False, seed=None, ident=IDENT, fail_boots=0, jobs=1,
-             results=None, until_failure=False, faults="all"):
+             results=None, until_failure=False, faults="all", offers=None):
     log = []
     opts = manager.FuzzOptions(out=out, budget_s=budget_s, jobs=jobs, seed=seed, resume=resume,
                                results=results, minimize_budget_s=20.0, quiet=True,
@@ -104,7 +109,8 @@ def campaign(out, budget_s=2.0, resume=False, seed=None, ident=IDENT, fail_boots
     opts.check()
     with redirect_stderr(io.StringIO()) as err:
         status = manager.fuzz(opts, dict(ident),
-                              lambda rundir, det: FakeGuest(log, rundir, det, fail_boots),
+                              lambda rundir, det: FakeGuest(log, rundir, det, fail_boots,
+                                                            offers),
                               lambda path, det: ["faultline", "prog", "run", path]
                               + (["--deterministic"] if det else []))
     return status, log, err.getvalue()
@@ -294,6 +300,22 @@ class ManagerTest(unittest.TestCase):
             campaign(os.path.join(d, "none"), budget_s=1.0, resume=True, faults="delay")
         self.assertIn("--faults none, this run has delay", str(e.exception))
         self.assertEqual(manager.subject(None, "none"), "fuzz-faults-none")
+
+    def test_programs_keep_to_what_the_guests_kernel_offers(self):
+        d = tempfile.mkdtemp()
+        offers = {"knobs": ["zswap.compressor", "zswap.zpool", "vm.swappiness"],
+                  "zswap.compressor": ["lz4"], "zswap.zpool": ["zsmalloc"]}
+        seen = {}
+        for name, given in (("all", None), ("offered", offers)):
+            _, log, _ = campaign(os.path.join(d, name), budget_s=4.0, seed=5, offers=given)
+            seen[name] = {kv for e in log if e[0] == "knobs" for kv in e[1]}
+        # Without offers the language's every value is drawn (deflate, z3fold...).
+        self.assertTrue(seen["all"] - {("zswap.compressor", "lz4"), ("zswap.zpool", "zsmalloc")}
+                        - {("vm.swappiness", v) for v in ("0", "60", "100", "200")})
+        self.assertTrue(seen["offered"])
+        for key, value in seen["offered"]:
+            self.assertIn(key, offers["knobs"])
+            self.assertIn(value, offers.get(key, [value]))
 
     def test_until_failure_stops_at_the_first_failure(self):
         out = os.path.join(tempfile.mkdtemp(), "c")

@@ -40,6 +40,11 @@ class GuestVM:
             self.close()
             raise BootFailed(f"the guest in {self.rundir} did not come up: {e}") from None
 
+    def offers(self):
+        """What the guest's kernel offers (Session.offers): its knobs and
+        their values, mTHP sizes, cgroup files, CPUs."""
+        return self.vm.facts().get("offers") or {}
+
     def run(self, prep):
         """(Outcome, the console while it ran, whether the VM lives on)."""
         mark = len(read_text(self.console_path))
@@ -105,6 +110,10 @@ class Closing:
 
     def run(self, prep):
         return self.vm.run(prep)
+
+    def offers(self):
+        offers = getattr(self.vm, "offers", None)
+        return offers() if offers else {}
 
     def close(self):
         self.booter.forget(self.vm)

@@ -34,7 +34,7 @@ from faultline.fuzz.triage import BootFailed, FailureBook, Triage, prepared, sig
 from faultline.host import stop
 from faultline.host.messages import say
 from faultline.host.step_progress import Progress
-from faultline.prog.gen import FAULTS, fault_weights, generate, load_weights
+from faultline.prog.gen import FAULTS, fault_weights, generate, load_weights, offered_weights
 from faultline.prog.mutate import mutate
 
 PLANTS = ("drop-write", "stale-page", "leak-slot")
@@ -125,6 +125,7 @@ class Campaign:
         self.session = len(st["sessions"]) - 1
         self.seed = st["seed"]
         self.weights = fault_weights(load_weights(), state.faults_of(st["identity"]))
+        self.offers = None      # the first guest's (take_offers)
         last = (st["stats"] or [{}])[-1]
         # A resumed campaign counts on from where it stopped.
         self.counts = Counts(**{k: last.get(k, 0) for k in ("programs", "passed", "failed",
@@ -152,8 +153,19 @@ class Campaign:
         parent = self.corpus.choose(rng) if rng.random() >= GENERATE_P else None
         if parent is None:
             seed = rng.getrandbits(32)
-            return generate(seed, self.weights, path=f"<gen {seed}>"), f"gen {seed}"
+            return (generate(seed, self.weights, path=f"<gen {seed}>", offers=self.offers),
+                    f"gen {seed}")
         return mutate(parent.program, rng, self.weights), f"mutant of {parent.id}"
+
+    def take_offers(self, vm):
+        """The first guest's offers narrow what is generated and mutated to
+        what its kernel has: a knob value, mTHP size or cgroup file it lacks
+        would only be refused (every guest of a campaign boots one kernel)."""
+        offers = vm.offers()
+        with self.lock:
+            if offers and self.offers is None:
+                self.offers = offers
+                self.weights = offered_weights(self.weights, offers)
 
     # ------------------------------------------------------------ one job
 
@@ -177,6 +189,7 @@ class Campaign:
                     boot_failures = 0
                     history.clear()
                     self.count(boots=1)
+                    self.take_offers(vm)
                     if self.over():
                         break       # the budget ran out while it booted
                 program, origin = self.next_program(rng)
