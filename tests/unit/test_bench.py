@@ -409,6 +409,29 @@ class JsonTest(unittest.TestCase):
         with self.assertRaisesRegex(SetupError, "no `faultline: phases:` line"):
             fresh.parse_phases("faultline: error: boom\n")
 
+    def test_fresh_row_misses_when_one_round_is_over_the_target(self):
+        def fake_round(walls):
+            it = iter(walls)
+
+            def one_round(n, out, log):
+                w = next(it)
+                return ("abc1234", ({"build": w - 16, "run": 16.0, "total": w, "qemu": w - 30,
+                                     "guest": 50.0}, w), ({"run": 16.0, "total": 17.0}, 17.0))
+            return one_round
+        orig = fresh.one_round
+        try:
+            fresh.one_round = fake_round([280.0, 290.0, 299.0])
+            (row,), samples = fresh.bench_rows(3, "/nonexistent", lambda m: None)
+            self.assertTrue(row.ok)
+            self.assertAlmostEqual(row.value, 289.667, places=2)
+            self.assertEqual((row.baseline, row.n, row.unit), (17.0, 3, "s"))
+            self.assertIn("commit abc1234; fresh runs: 280 s (QEMU 250 s", row.note)
+            fresh.one_round = fake_round([280.0, 310.0, 250.0])
+            (row,), _ = fresh.bench_rows(3, "/nonexistent", lambda m: None)
+            self.assertIs(row.ok, False)
+        finally:
+            fresh.one_round = orig
+
 
 class ResultsTest(unittest.TestCase):
     """--results: each row a record of a results set, its table in docs/."""

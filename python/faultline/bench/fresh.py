@@ -48,14 +48,15 @@ def parse_phases(text):
 
 
 def one_round(n, out, log):
-    """A fresh run and the warm run after it: ({fresh phases}, {warm phases}, wall s of each)."""
+    """A fresh run and the warm run after it: [the clone's commit,
+    (fresh phases, wall s), (warm phases, wall s)]."""
     work = tempfile.mkdtemp(prefix=f"bench-fresh-{n}-", dir=out)
     clone, cache = os.path.join(work, "clone"), os.path.join(work, "cache")
     try:
         r = subprocess.run(["git", "clone", "-q", TOP, clone], capture_output=True, text=True)
         if r.returncode:
             raise SetupError(f"git clone {TOP}: {r.stderr.strip()}")
-        res = []
+        res = [_commit(clone)]
         for what in ("fresh", "warm"):
             t = time.monotonic()
             log_path = os.path.join(out, f"bench-fresh-{n}-{what}.log")
@@ -78,8 +79,8 @@ def one_round(n, out, log):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def commit():
-    r = subprocess.run(["git", "-C", TOP, "rev-parse", "--short", "HEAD"],
+def _commit(clone):
+    r = subprocess.run(["git", "-C", clone, "rev-parse", "--short", "HEAD"],
                        capture_output=True, text=True)
     return r.stdout.strip() or "?"
 
@@ -88,19 +89,20 @@ def bench_rows(rounds, out, log):
     """The fresh row: ([Row], samples).  Each round must be at most
     FRESH_TARGET_S from the clone to the PASS; the baseline is the warm run
     of the same clone and cache."""
-    fresh, warm = [], []
+    fresh, warm, commits = [], [], []
     for n in range(1, rounds + 1):
-        (fp, fw), (wp, ww) = one_round(n, out, log)
+        commit, (fp, fw), (wp, ww) = one_round(n, out, log)
+        commits.append(commit)
         fresh.append((fp, fw))
         warm.append((wp, ww))
     walls = [w for _, w in fresh]
     worst = max(walls)
     per = "; ".join(f"{w:.0f} s (QEMU {p.get('qemu', 0):.0f} s, guest {p.get('guest', 0):.0f} s "
                     f"beside it, run {p['run']:.0f} s)" for p, w in fresh)
-    note = (f"commit {commit()}; fresh runs: {per}; warm runs: "
+    note = (f"commit {', '.join(dict.fromkeys(commits))}; fresh runs: {per}; warm runs: "
             + ", ".join(f"{w:.0f} s" for _, w in warm))
     row = Row("fresh", "first run to PASS from a clean clone and empty caches, vs the "
               "same run again", mean(walls), mean([w for _, w in warm]), "s",
               mean(walls) / mean([w for _, w in warm]), n=rounds,
               target=f"<= {FRESH_TARGET_S:g} s each", ok=worst <= FRESH_TARGET_S, note=note)
-    return [row], {"fresh": fresh, "warm": warm}
+    return [row], {"fresh": fresh, "warm": warm, "commits": commits}
