@@ -297,7 +297,7 @@ class DocsTest(unittest.TestCase):
                                           "faultline abc1234. Columns:"), region)
         self.assertIn("| rotational-reclaim-work | debian:6.12 | rotational-swap | 1/2 | 63 s "
                       "| 2/2 | not run | yes | not a --deterministic run |\n", region)
-        self.assertIn("## History: what the first runs showed", text)   # untouched
+        self.assertIn("## How the scenarios were shaped", text)   # untouched
 
     def test_bad_markers_and_bad_records_are_one_line(self):
         with open(os.path.join(self.docs, "x.md"), "w") as f:
