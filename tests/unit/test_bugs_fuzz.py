@@ -372,6 +372,23 @@ class VerdictTest(unittest.TestCase):
         with open(self.set) as f:
             self.assertEqual(f.read(), before)
 
+    def test_the_default_verdict_is_on_the_first_failure_no_known_finding_has(self):
+        recs = read_set(self.set)
+        rec = recall_fuzz.find(recs, BUG, "buggy", 1)
+        known = {**rec["failures"][0], "signature": "swapoff swapoff timeout", "known": True}
+        two = {**rec, "failures": [known, rec["failures"][0]],
+               "known_failures": ["swapoff swapoff timeout"]}
+        recall_fuzz.save(self.set, [two])
+        with redirect_stderr(io.StringIO()) as err:
+            recall_fuzz.set_verdict(self.set, BUG, "1", "yes", "the lost write")
+        self.assertIn("failure 2 (content read -): yes", err.getvalue())
+        r = recall_fuzz.find(read_set(self.set), BUG, "buggy", 1)
+        self.assertEqual((r["bug_failure"], r["bug_failure_index"]), ("yes", 2))
+        with redirect_stderr(io.StringIO()):
+            recall_fuzz.set_verdict(self.set, BUG, "1", "no", "the livelock", failure=1)
+        r = recall_fuzz.find(read_set(self.set), BUG, "buggy", 1)
+        self.assertEqual((r["bug_failure"], r["bug_failure_index"]), ("no", 1))
+
     def test_a_seed_without_failure_has_nothing_to_judge(self):
         recs = read_set(self.set)
         rec = recall_fuzz.find(recs, BUG, "buggy", 1)

@@ -256,10 +256,11 @@ def campaign(opts):
 
 # ---------------------------------------------------------------- the verdict
 
-def set_verdict(results, bug, seed, verdict, why, failure=1):
+def set_verdict(results, bug, seed, verdict, why, failure=None):
     """`faultline bugs --fuzz-verdict BUG SEED yes|no WHY [--failure N]`:
-    a person's verdict on whether failure N (1: the first found) of the
-    buggy kernel's campaign of seed SEED is the bug's, into its record."""
+    a person's verdict on whether failure N (1: the first found; None: the
+    first that is no known finding's, the record's own first failure) of
+    the buggy kernel's campaign of seed SEED is the bug's, into its record."""
     path = os.path.abspath(results or default_results())
     where = records.display(path)
     try:
@@ -281,6 +282,8 @@ def set_verdict(results, bug, seed, verdict, why, failure=1):
     if not n:
         raise SetupError(f"--fuzz-verdict: {bug} seed {seed} found no failure on the buggy "
                          "kernel: nothing to judge")
+    if failure is None:
+        failure = next((i for i, f in enumerate(rec["failures"], 1) if not f.get("known")), 1)
     if not 1 <= failure <= n:
         raise SetupError(f"--failure {failure}: {bug} seed {seed} has failures 1 to {n}")
     rec = {**rec, "bug_failure": verdict, "bug_failure_why": why.strip(),

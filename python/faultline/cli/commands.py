@@ -187,7 +187,7 @@ def bugs_options(args):
     recall_only = [("--deterministic", args.deterministic), ("--no-faults", args.no_faults),
                    ("--no-repro", args.no_repro), ("--import", args.import_dir),
                    ("--backend", args.backend != "qemu"), ("--connect", args.connect)]
-    refuse([("--failure", args.failure != 1)], "bugs without --fuzz-verdict")
+    refuse([("--failure", args.failure is not None)], "bugs without --fuzz-verdict")
     if args.fuzz and not args.list:
         refuse(recall_only, "bugs --fuzz (the fuzzer's defaults, no scenario)")
         return BugsFuzzOptions(

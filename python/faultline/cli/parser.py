@@ -398,8 +398,9 @@ def bugs_parser(sub):
     fz.add_argument("--fuzz-verdict", nargs=4, metavar=("BUG", "SEED", "yes|no", "WHY"),
                     help="run nothing: record whether the failure of BUG's buggy kernel "
                          "with search seed SEED is the bug's, and why")
-    fz.add_argument("--failure", type=inputs.positive_int, default=1, metavar="N",
-                    help="--fuzz-verdict: the campaign's Nth failure found (default 1)")
+    fz.add_argument("--failure", type=inputs.positive_int, metavar="N",
+                    help="--fuzz-verdict: the campaign's Nth failure found (default: the "
+                         "first that is no known finding's, the one its table shows)")
     return bp
 
 
