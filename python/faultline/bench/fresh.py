@@ -28,8 +28,7 @@ BUILD = re.compile(r"^faultline: build: (?:setup for qemu ([\d.]+)s, )?qemu ([\d
 
 
 def fresh_env(cache):
-    env = dict(os.environ, FAULTLINE_CACHE=cache, FAULTLINE_CCACHE="0", CCACHE_DISABLE="1")
-    return env
+    return dict(os.environ, FAULTLINE_CACHE=cache, FAULTLINE_CCACHE="0", CCACHE_DISABLE="1")
 
 
 def parse_phases(text):

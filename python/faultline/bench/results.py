@@ -12,7 +12,6 @@ import dataclasses
 import os
 
 from faultline.errors import SetupError
-from faultline.host.versions import sha256, versions
 from faultline.results import records
 from faultline.results.tables import markdown
 
@@ -31,11 +30,7 @@ COMMAND = "faultline bench --only GROUPS --results FILE"
 
 def builds_of(builds):
     """The identity fields of the bench run's builds (Debian's kernel)."""
-    meta = {"kernel": builds.kernel, "versions": versions(),
-            "kernel_sha256": sha256(builds.kernel) if builds.kernel else None}
-    return {"qemu_build": os.path.basename(builds.qemu_dir),
-            "guest_build": os.path.basename(builds.guest_dir),
-            "kernel_key": records.kernel_key(meta)}
+    return records.builds_identity(builds, builds.kernel)
 
 
 def record_of_row(row, ident, meta):

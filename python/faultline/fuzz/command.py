@@ -11,16 +11,12 @@ from faultline.execute.session import Budgets
 from faultline.fuzz import manager, state
 from faultline.fuzz.corpus import Corpus
 from faultline.fuzz.machines import GuestVM
-from faultline.host.versions import sha256, versions
 from faultline.results import records
 
 
 def builds_identity(builds, kernel):
     """What a corpus was measured on: the QEMU build, the guest build, the kernel."""
-    meta = {"kernel": kernel, "versions": versions(), "kernel_sha256": sha256(builds.kernel)}
-    return {"qemu_build": os.path.basename(builds.qemu_dir),
-            "guest_build": os.path.basename(builds.guest_dir),
-            "kernel_key": records.kernel_key(meta)}
+    return records.builds_identity(builds, kernel)
 
 
 def run(opts, kernel=None, modules=None, memory=None, cpus=None, accel="tcg", builds=None):

@@ -18,6 +18,7 @@ import time
 
 from faultline import TOP
 from faultline.errors import EXIT_CRASH, EXIT_PASS, SetupError
+from faultline.host.versions import sha256, versions
 from faultline.judge import failure
 from faultline.judge.report import load_report
 from faultline.kernel import store
@@ -66,6 +67,16 @@ def kernel_key(meta):
         return store.key_of(image) or "sha256:" + str(meta.get("kernel_sha256", "?"))[:16]
     abi = (meta.get("versions") or {}).get("KERNEL_ABI")
     return "debian:" + abi if abi else "sha256:" + str(meta.get("kernel_sha256", "?"))[:16]
+
+
+def builds_identity(builds, kernel):
+    """What a measurement ran on: the QEMU build, the guest build and the
+    kernel's key (@kernel: its image, None for Debian's packaged one)."""
+    meta = {"kernel": kernel, "versions": versions(),
+            "kernel_sha256": sha256(kernel) if kernel else None}
+    return {"qemu_build": os.path.basename(builds.qemu_dir),
+            "guest_build": os.path.basename(builds.guest_dir),
+            "kernel_key": kernel_key(meta)}
 
 
 def load_run(rundir):
