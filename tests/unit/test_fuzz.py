@@ -188,6 +188,14 @@ class SignatureTest(unittest.TestCase):
                          "hang: no ops-done of PROGRAM from the guest in Ns")
         self.assertIsNone(signature(Outcome("p", "pass"), "", "p"))
 
+    def test_swapoff_is_one_failure_whichever_line_saw_it(self):
+        own = {"check": "swapoff", "op": "swapoff s0", "why": "timeout"}
+        joined = {"check": "swapoff", "op": "wait", "why": "timeout"}
+        self.assertEqual(signature(Outcome("p", "fail", findings=[own]), "", "p"),
+                         "swapoff swapoff timeout")
+        self.assertEqual(signature(Outcome("p", "fail", findings=[joined]), "", "p"),
+                         "swapoff swapoff timeout")
+
 
 class ManagerTest(unittest.TestCase):
     def test_finds_minimizes_and_records_each_failure_once(self):

@@ -165,6 +165,24 @@ class RecordTest(unittest.TestCase):
         with open(path) as f:
             self.assertEqual(f.read(), before)
 
+    def test_writers_sharing_a_set_keep_each_others_records(self):
+        path = os.path.join(self.tmp, "recall", "s.jsonl")
+        ident, fields = recall_table.IDENTITY, recall_table.RECORD_FIELDS
+        rec = self.record()
+        pids = []
+        for w in range(4):      # four campaigns writing one set at once
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    for i in range(15):
+                        records.write_set(path, [dict(rec, seed=100 * w + i)], ident, fields)
+                finally:
+                    os._exit(0)
+            pids.append(pid)
+        for pid in pids:
+            os.waitpid(pid, 0)
+        self.assertEqual(len(records.read_set(path, fields)), 60)
+
 
 class ImportTest(unittest.TestCase):
     """`faultline bugs --import`: the converter of kept run directories."""

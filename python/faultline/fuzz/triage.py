@@ -76,6 +76,12 @@ def top_frames(console, n=FRAMES):
     return []
 
 
+# Checks about one operation whatever line saw them fail: a swapoff that
+# does not end is one failure whether its own line timed out or a `wait`
+# (or the end of the program) joined it in the background.
+OWN_OPERATION = {"swapoff": "swapoff"}
+
+
 def signature(outcome, console, name):
     """Which failure @outcome (of program @name; @console: the console
     while it ran) is; None for a program that did not fail."""
@@ -93,7 +99,8 @@ def signature(outcome, console, name):
         how = "hang" if "from the guest in" in reason else "crash"
         return f"{how}: {mask(reason)}"
     f = outcome.findings[0] if outcome.findings else {"check": "result"}
-    verb = next((w for w in (f.get("op") or "").split() if not w.startswith("@")), "-")
+    verb = OWN_OPERATION.get(f["check"]) \
+        or next((w for w in (f.get("op") or "").split() if not w.startswith("@")), "-")
     return f"{f['check']} {verb} {f.get('why', '-')}"
 
 

@@ -12,6 +12,8 @@ naming both builds.
 Lines are written with sorted keys and in the order of the set's identity
 fields, so that a rerun changes only the lines of the runs it redid."""
 
+import contextlib
+import fcntl
 import json
 import os
 import time
@@ -209,7 +211,26 @@ def write_set(path, new, identity, fields=None, drop=None):
     anything is written) if a record is incomplete or of another build.
     @drop(record) -> True: a record of the set that @new replaces whatever
     its identity (it does not count against @new's builds).  Returns the
-    set's records."""
+    set's records.  Campaigns that share a set (two `bugs --fuzz` at once)
+    take turns: each reads what the other wrote."""
+    with _set_lock(path):
+        return _write_set(path, new, identity, fields, drop)
+
+
+@contextlib.contextmanager
+def _set_lock(path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    lock = os.path.join(os.path.dirname(os.path.abspath(path)),
+                        f".{os.path.basename(path)}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _write_set(path, new, identity, fields, drop):
     old = read_set(path, fields) if os.path.exists(path) else []
     old = [r for r in old if not (drop and drop(r))]
     for rec in new:
@@ -218,7 +239,6 @@ def write_set(path, new, identity, fields=None, drop=None):
     merged = {tuple(r[k] for k in identity): r for r in old}
     merged.update({tuple(r[k] for k in identity): r for r in new})
     records = [merged[k] for k in sorted(merged)]
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         f.writelines(dumps(r) + "\n" for r in records)
