@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(TOP, "python"))
 from faultline.bugs import recall_table
 from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.judge.report import Report
+from faultline.lab import matrix_results
 from faultline.results import records
 
 FAULTLINE = os.path.join(TOP, "scripts", "faultline")
@@ -182,6 +183,54 @@ class RecordTest(unittest.TestCase):
         for pid in pids:
             os.waitpid(pid, 0)
         self.assertEqual(len(records.read_set(path, fields)), 60)
+
+
+class MatrixSetTest(unittest.TestCase):
+    """`matrix --results`: a run's record, the set's builds, the table."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_records_of_runs_and_their_table(self):
+        path = os.path.join(self.tmp, "stock.jsonl")
+        for seed, status, kernel, key in ((1, EXIT_PASS, "debian-6.12", "k1"),
+                                          (2, EXIT_FAIL, "debian-6.12", "k1"),
+                                          (1, EXIT_PASS, "debian-7.2", "k2")):
+            d = os.path.join(self.tmp, f"{kernel}-{seed}")
+            write_run(d, seed, status, kernel_key=key, guest=f"g-{key}",
+                      ktap="KTAP version 1\n1..1\nnot ok 1 pattern intact # 5 bad pages\n")
+            meta, report = records.load_run(d)
+            rec = matrix_results.record_of(d, report, meta, kernel)
+            matrix_results.write(path, rec)
+        recs = records.read_set(path, matrix_results.RECORD_FIELDS)
+        self.assertEqual([(r["kernel"], r["seed"], r["verdict"]) for r in recs],
+                         [("debian-6.12", 1, "pass"), ("debian-6.12", 2, "fail"),
+                          ("debian-7.2", 1, "pass")])
+        table = matrix_results.render(recs, "results/scenarios/stock.jsonl")
+        row = next(ln for ln in table.splitlines() if ln.startswith(f"| `{SCENARIO}`"))
+        self.assertRegex(row, r"^\| `rotational-swap` \| 1/2 pass \(fail\), 32 s \(load "
+                              r"[0-9.]+\) \| 1/1 pass, 31 s \(load [0-9.]+\) \|$")
+        self.assertIn("- `rotational-swap` on debian-6.12, seed 2: fail (fail): not ok", table)
+        # Another QEMU build is refused before any run.
+        with self.assertRaisesRegex(SetupError, "QEMU build q2 cannot join"):
+            matrix_results.check(path, [{"qemu_build": "q2", "guest_build": "g-k1",
+                                         "kernel_key": "k1"}])
+        matrix_results.check(path, [{"qemu_build": "q1", "guest_build": "g-k1",
+                                     "kernel_key": "k1"}])
+
+    def test_bad_options_are_one_line_before_any_build(self):
+        for args, want in ((("--scenarios", "all,smoke"), "--scenarios all stands alone"),
+                           (("--scenarios", "smoke", "--results", "/nonexistent/s.jsonl"),
+                            "--results /nonexistent/s.jsonl: no directory /nonexistent"),
+                           (("--scenarios", "smoke", "--backend", "lava", "--results",
+                             os.path.join(self.tmp, "s.jsonl")),
+                            "--results records runs of --backend qemu")):
+            r = cli("matrix", *args)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(r.stderr, f"faultline: error: {want}\n")
 
 
 class ImportTest(unittest.TestCase):

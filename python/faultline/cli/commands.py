@@ -30,7 +30,7 @@ from faultline.findings import finding
 from faultline.host.messages import say
 from faultline.judge import report
 from faultline.kernel import build, configure, fragments, store
-from faultline.lab import check, compare, lavajobs, libvirtxml, matrix
+from faultline.lab import check, compare, lavajobs, libvirtxml, matrix, matrix_results
 from faultline.prog import tool as prog_tool
 from faultline.results import docs
 from faultline.run import inputs, runner
@@ -171,7 +171,8 @@ TABLE_KINDS = {"recall": (recall_table.RECORD_FIELDS, recall_table.render),
                "fuzz": (fuzz_state.RECORD_FIELDS, fuzz_state.render),
                "findings": (finding.RECORD_FIELDS, finding.render),
                "explore-corpus": (explore_table.RECORD_FIELDS, explore_table.render),
-               "bench": (bench_results.RECORD_FIELDS, bench_results.render)}
+               "bench": (bench_results.RECORD_FIELDS, bench_results.render),
+               "scenarios": (matrix_results.RECORD_FIELDS, matrix_results.render)}
 
 
 def refuse(options, what):

@@ -173,7 +173,8 @@ def parser():
                         "(or corrupts) some swap writes; the run must FAIL on its data check")
     mx = sub.add_parser("matrix", help="scenarios x seeds x kernels, in parallel")
     mx.add_argument("--scenarios", required=True, metavar="A,B,...",
-                    help="comma-separated scenario names or .toml paths")
+                    help="comma-separated scenario names or .toml paths; `all`: every "
+                         "scenario but faultline's self-tests")
     mx.add_argument("--seeds", metavar="A..B", type=inputs.seed_range,
                     help="default: each scenario's own seed")
     mx.add_argument("--kernel", action="append", metavar="BZIMAGE", type=inputs.kernel_image,
@@ -191,6 +192,10 @@ def parser():
                     help="with --backend lava: job directory")
     mx.add_argument("--deterministic", action="store_true",
                     help="every run --deterministic (icount, same seed same run)")
+    mx.add_argument("--results", metavar="FILE",
+                    help="add each run's record to this results set "
+                         "(results/scenarios/SET.jsonl; runs of another QEMU or guest build "
+                         "are refused before any run; docs/results.md)")
     mx.add_argument("--out", default=DEFAULT_OUT, type=inputs.out_dir,
                     help="the matrix directory goes here")
     mx.add_argument("--junit", metavar="FILE", help="also copy the JUnit XML here")

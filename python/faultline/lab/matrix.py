@@ -17,9 +17,11 @@ from faultline.host.messages import say
 from faultline.host.stop import Executor
 from faultline.judge import kcidb
 from faultline.judge.report import status_word, write_junit
-from faultline.kernel import kconfig
+from faultline import scenario
+from faultline.kernel import kconfig, store
 from faultline.kernel.store import label
-from faultline.lab import lavajobs
+from faultline.lab import lavajobs, matrix_results
+from faultline.results import records
 from faultline.run import inputs, runner
 from faultline.run.options import MatrixOptions, RunOptions
 
@@ -86,22 +88,38 @@ def kernel_label(kernel):
     return os.path.basename(tree) if tree else os.path.basename(kernel)
 
 
-def run_matrix(opts: MatrixOptions):
-    scenario_names = [s for s in opts.scenarios.split(",") if s]
-    if not scenario_names:
+def scenario_names(text):
+    """--scenarios A,B,... as names; `all`: every scenario that tests the
+    kernel (not faultline's self-tests)."""
+    names = [s for s in text.split(",") if s]
+    if not names:
         raise SetupError("--scenarios A,B,...: at least one scenario")
+    if "all" in names:
+        if names != ["all"]:
+            raise SetupError("--scenarios all stands alone")
+        names = [n for n, d in scenario.list_all() if not scenario.is_selftest(n, d)]
+    return names
+
+
+def run_matrix(opts: MatrixOptions):
+    names_given = scenario_names(opts.scenarios)
     kernels = [(k, None) for k in opts.kernel] if opts.kernel else [(None, None)]
     if opts.modules:
         if len(opts.modules) != len(kernels) or not opts.kernel:
             raise SetupError("--modules: give one per --kernel, in the same order")
         kernels = [(k, m) for (k, _), m in zip(kernels, opts.modules)]
+    # A kernel built by `faultline kernel build` may be named (its modules with it).
+    kernels = [store.resolve(k, m) if k else (k, m) for k, m in kernels]
+    if opts.results and opts.backend != "qemu":
+        raise SetupError("--results records runs of --backend qemu")
+    matrix_results.check_path(opts.results)
     for k, _ in kernels:
         if k and not os.path.isfile(k):
             raise SetupError(f"no kernel image {k}")
     seeds = inputs.parse_seeds(opts.seeds) if opts.seeds else None
     load_opts = RunOptions(deterministic=opts.deterministic, backend=opts.backend,
                                   quiet=True)
-    scs = runner.load_scenarios(scenario_names, load_opts)
+    scs = runner.load_scenarios(names_given, load_opts)
     for k, m in kernels:
         kconfig.check(scs, k, m)
     if opts.backend == "lava" and not opts.run:
@@ -115,6 +133,8 @@ def run_matrix(opts: MatrixOptions):
         raise SetupError("--jobs must be >= 1")
     jobs = opts.jobs or default_jobs(scs)
     builds = [build_all(k, m, quiet=True) for k, m in kernels]
+    matrix_results.check(opts.results, [records.builds_identity(b, k)
+                                        for b, (k, _) in zip(builds, kernels)])
     # Guest images with a scenario's optional tools, built here once rather
     # than by several runs at a time.
     for sc in scs:
@@ -138,7 +158,10 @@ def run_matrix(opts: MatrixOptions):
         rundir = os.path.join(group, f"{sc.name}-kernel{ki}-seed{seed}")
         os.makedirs(rundir)
         r, meta = runner.one_run(sc, seed, o, builds[ki], rundir, verbose=False)
+        rec = matrix_results.record_of(rundir, r, meta, names[ki]) if opts.results else None
         with lock:
+            if rec is not None:
+                matrix_results.write(opts.results, rec)
             done[0] += 1
             results.append((index, (sc.name, ki, r, meta["repro"]), (r, rundir)))
             counts = [sum(1 for _, (_, _, x, _), _ in results if x.status == s)

@@ -160,6 +160,7 @@ class MatrixOptions:
     deterministic: bool = False
     junit: str | None = None
     kcidb: str | None = None
+    results: str | None = None     # results/scenarios/SET.jsonl: each run's record
 
 
 @dataclass
