@@ -22,7 +22,7 @@ from faultline.errors import SetupError  # noqa: E402
 from faultline.execute.session import Outcome  # noqa: E402
 from faultline.fuzz import manager, signal, state  # noqa: E402
 from faultline.fuzz.corpus import Corpus  # noqa: E402
-from faultline.fuzz.triage import BootFailed, signature, top_frames  # noqa: E402
+from faultline.fuzz.triage import BootFailed, Triage, prepared, signature, top_frames  # noqa: E402
 from faultline.prog.gen import generate  # noqa: E402
 from faultline.prog.lang import parse  # noqa: E402
 from faultline.results import records  # noqa: E402
@@ -195,6 +195,61 @@ class SignatureTest(unittest.TestCase):
                          "swapoff swapoff timeout")
         self.assertEqual(signature(Outcome("p", "fail", findings=[joined]), "", "p"),
                          "swapoff swapoff timeout")
+
+
+class SequenceGuest:
+    """A guest whose kernel remembers: a program fails with a content
+    finding when both `arm-a` and `arm-b` ran on this boot before it (in
+    any order, with others between); every other program passes."""
+
+    def __init__(self, log, label, deterministic):
+        self.log, self.label, self.deterministic = log, label, deterministic
+        self.ran = set()
+
+    def run(self, prep):
+        self.log.append((self.label, prep.name))
+        self.ran.add(prep.name)
+        if prep.name.startswith("victim") or prep.name in ("deterministic", "replay") \
+                or prep.name.startswith("min-"):
+            if {"arm-a", "arm-b"} <= self.ran:
+                f = {"check": "content", "line": "2", "op": "read a 0 4K", "why": "-"}
+                return Outcome(prep.name, "fail", findings=[f]), "", True
+        return Outcome(prep.name, "pass"), "", True
+
+    def close(self):
+        pass
+
+
+class TriageTest(unittest.TestCase):
+    def test_a_failure_that_needs_its_history_is_minimized_over_it(self):
+        fdir = tempfile.mkdtemp()
+        log = []
+        text = "anon a 4K\nwrite a 0 4K v=1\nread a 0 4K\n"
+        prep = lambda name: prepared(name, parse(text), os.path.join(fdir, name))  # noqa: E731
+        history = [prep(n) for n in ("p1", "arm-b", "p3", "p4", "arm-a", "p6", "p7", "p8")]
+        victim = prep("victim")
+        sig = "content read -"
+        t = Triage(lambda label, det=False: SequenceGuest(log, label, det), fdir, sig, None,
+                   lambda path, det: ["faultline", "prog", "run", path], 60.0)
+        found = manager.Found(victim, Outcome("victim", "fail"), "", history, 0, 12.0)
+        summary = t.run(found)
+        self.assertEqual(summary["replay"], "after 8 programs")
+        self.assertEqual(summary["minimize_history"]["programs"], [8, 2])
+        self.assertFalse(summary["minimize_history"]["cut_by_budget"])
+        self.assertEqual(summary["deterministic"], "same")
+        seq = os.path.join(fdir, "sequence")
+        self.assertEqual(sorted(os.listdir(seq)),
+                         ["01-arm-b.prog", "02-arm-a.prog", "03-failing.prog"])
+        with open(os.path.join(fdir, "replay.sh")) as f:
+            replay = f.read()
+        self.assertIn("faultline prog run " + seq + "\n", replay)
+        self.assertIn("not written: the failure needs the programs before it",
+                      summary["reproducer"])
+        # The sequence replays: a fresh boot of its programs in name order fails so.
+        g = SequenceGuest([], "check", False)
+        outs = [g.run(prep(n.split("-", 1)[1][:-5] if not n.endswith("failing.prog")
+                           else "victim"))[0] for n in sorted(os.listdir(seq))]
+        self.assertEqual([o.verdict for o in outs], ["pass", "pass", "fail"])
 
 
 class ManagerTest(unittest.TestCase):

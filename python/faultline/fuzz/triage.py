@@ -13,15 +13,22 @@ found it:
  2. minimize (prog/minimize.py): a candidate fails when it fails with the
     same signature on a VM booted for the minimization (fresh, then fed
     candidate after candidate; rebooted when one kills it), within
-    --minimize-budget;
- 3. the minimized program once more on a fresh --deterministic boot;
+    --minimize-budget.  A failure that needs its history is minimized over
+    the history instead: the fewest earlier programs (ddmin, a fresh boot
+    per candidate) after which the program still fails so;
+ 3. the minimized program (after the history it needs) once more on a
+    fresh --deterministic boot;
  4. the C reproducer of the minimized program in repro/ (execute/repro.py's
-    write_reproducer, when this checkout has it).
+    write_reproducer, when this checkout has it), of a failure that needs
+    no history.
 
 OUT/failures/SLUG/ holds program.prog (as found), minimized.prog,
 rules.txt, report.txt, result.json, console.txt, history/ (the programs
-the VM ran before it), replay.sh, repro/ (the reproducer), and failure.json
-(signature, class, hits, what each step found).
+the VM ran before it), sequence/ (for a failure that needs its history:
+the programs it needs, then the failing one, in name order), replay.sh
+(`prog run` of minimized.prog, or of sequence/ in one boot), repro/ (the
+reproducer), and failure.json (signature, class, hits, what each step
+found).
 """
 
 import dataclasses
@@ -39,6 +46,7 @@ from faultline.judge.failure import crash_line
 from faultline.judge.judge import splat_line
 from faultline.prog.minimize import minimize
 from faultline.search.feedback import mask
+from faultline.search.minimize import BudgetSpent, ddmin
 
 try:                    # the C reproducer is another branch's work (execute/repro.py)
     from faultline.execute import repro
@@ -277,11 +285,45 @@ class Triage:
         program, stats = minimize(prep.program, fails)
         return program, stats.runs, tries["cut"]
 
-    def deterministic(self, prep):
-        """What the program does on a fresh --deterministic boot: "same",
-        "pass" or "other: SIGNATURE"."""
+    def minimize_history(self, prep, history):
+        """(the fewest programs of @history after which @prep still fails
+        so on a fresh boot, runs, whether the budget cut it short)."""
+        deadline = time.monotonic() + self.minimize_budget_s
+        tries = {"n": 0, "cut": False}
+
+        def fails_after(before):
+            if time.monotonic() > deadline:
+                raise BudgetSpent()
+            tries["n"] += 1
+            self._close()
+            try:
+                for p in before:
+                    self._run(p, "minimize")
+                    if self.vm is None:
+                        return False    # an earlier program killed the VM: another failure
+                return self._run(prep, "minimize")[0] == self.sig
+            except BootFailed:
+                raise BudgetSpent() from None
+            finally:
+                self._close()
+
+        # The replay showed the program alone passes: at least one is needed.
+        try:
+            needed = ddmin(list(history), lambda cands: [fails_after(c) for c in cands])
+        except BudgetSpent as e:
+            tries["cut"] = True
+            needed = e.args[0] if e.args else list(history)
+        return needed, tries["n"], tries["cut"]
+
+    def deterministic(self, prep, before=()):
+        """What the program does on a fresh --deterministic boot (after the
+        programs @before): "same", "pass" or "other: SIGNATURE"."""
         self._close()
         try:
+            for p in before:
+                self._run(p, "deterministic", deterministic=True)
+                if self.vm is None:
+                    return "other: an earlier program of the sequence killed the VM"
             seen, _ = self._run(prep, "deterministic", deterministic=True)
         finally:
             self._close()
@@ -297,6 +339,17 @@ class Triage:
         except Exception as e:  # noqa: BLE001 - another module's failure is one line here
             return f"not written: {type(e).__name__}: {e}"
         return "repro/"
+
+    def write_sequence(self, before, small_path):
+        """sequence/: the programs @before, then the failing one, named so
+        that `prog run DIR` runs them in this order; its path."""
+        seq = os.path.join(self.dir, "sequence")
+        os.makedirs(seq, exist_ok=True)
+        for i, p in enumerate(before, 1):
+            write_text(os.path.join(seq, f"{i:02d}-{p.name}.prog"), p.program.text())
+        with open(small_path) as f:
+            write_text(os.path.join(seq, f"{len(before) + 1:02d}-failing.prog"), f.read())
+        return seq
 
     def run(self, found):
         """Every step for @found (manager.Found); the failure.json summary."""
@@ -322,7 +375,12 @@ class Triage:
             summary["replay"], seen = self.replay(prep, found.history)
             if summary["replay"] != "alone":
                 summary["replay_saw"] = seen
-            small = prep.program
+            small, before = prep.program, []
+            if summary["replay"].startswith("after"):
+                before, runs, cut = self.minimize_history(prep, found.history)
+                summary["minimize_history"] = {"runs": runs,
+                                               "programs": [len(found.history), len(before)],
+                                               "cut_by_budget": cut}
             if summary["replay"] == "alone":
                 small, runs, cut = self.minimize(prep)
                 summary["minimize"] = {"runs": runs, "ops": [len(prep.program.ops),
@@ -334,19 +392,27 @@ class Triage:
             write_text(os.path.join(self.dir, "rules.txt"),
                        "".join(st.text() + "\n" for st in small.of("rule")))
             summary["deterministic"] = self.deterministic(
-                prepared("deterministic", small, small_path))
+                prepared("deterministic", small, small_path), before)
         except BootFailed as e:
             summary["triage_error"] = str(e)
             small_path = os.path.join(self.dir, "program.prog")
         finally:
             self._close()
         det = summary.get("deterministic") == "same"
+        replayed, what = small_path, "the minimized program"
+        if summary.get("replay", "").startswith("after"):
+            replayed = self.write_sequence(before, small_path)
+            what = (f"the {len(before)} program(s) it needs, then the failing one, in one boot "
+                    "(sequence/)")
         write_text(os.path.join(self.dir, "replay.sh"),
-                   "#!/bin/sh\n# replays the minimized program from a fresh boot\n"
+                   f"#!/bin/sh\n# replays {what} from a fresh boot\n"
                    + (f"# planted: the guest ran `progexec serve --plant {self.plant}`, which "
                       "`prog run` does not: this replay passes\n" if self.plant else "")
-                   + shlex.join(self.replay_argv(small_path, det)) + "\n")
+                   + shlex.join(self.replay_argv(replayed, det)) + "\n")
         os.chmod(os.path.join(self.dir, "replay.sh"), 0o755)
-        summary["reproducer"] = self.reproducer(small_path, det)
+        summary["reproducer"] = self.reproducer(small_path, det) \
+            if replayed == small_path else (
+                "not written: the failure needs the programs before it (sequence/), and a "
+                "C reproducer holds one program")
         write_text(os.path.join(self.dir, "failure.json"), json.dumps(summary, indent=1) + "\n")
         return summary
