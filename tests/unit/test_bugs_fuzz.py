@@ -25,7 +25,7 @@ from unittest import mock
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "python"))
 
-from faultline.bugs import fuzz_table, recall, recall_fuzz  # noqa: E402
+from faultline.bugs import fuzz_replay, fuzz_table, recall, recall_fuzz  # noqa: E402
 from faultline.build.builds import Builds  # noqa: E402
 from faultline.errors import EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError  # noqa: E402
 from faultline.execute.session import Outcome  # noqa: E402
@@ -400,6 +400,85 @@ class VerdictTest(unittest.TestCase):
         self.assertIn("found no failure on the buggy kernel", str(e.exception))
 
 
+class ReplayTest(unittest.TestCase):
+    """`--fuzz-replay`: what it replays (sequence/, the minimized program,
+    else history then the program), on which kernels, into the record."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.set = os.path.join(self.tmp, "recall-fuzz.jsonl")
+        self.fakes = Fakes(self.tmp)
+        run(self.fakes, seeds=(1,))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def replay(self, seen, **kw):
+        """The command with fake boots: @seen(target, image) -> what it saw."""
+        calls = []
+
+        def once(target, image, modules, out):
+            calls.append((target, os.path.basename(os.path.dirname(image))))
+            return seen(target, image)
+        with mock.patch.object(recall, "build_kernel", self.fakes.build_kernel), \
+                mock.patch.object(fuzz_replay, "replay_once", once), \
+                redirect_stderr(io.StringIO()) as err:
+            status = fuzz_replay.replay(self.set, BUG, "1", out=os.path.join(self.tmp, "r"),
+                                        **kw)
+        return status, calls, err.getvalue()
+
+    def test_replays_on_both_kernels_into_the_record(self):
+        status, calls, err = self.replay(
+            lambda target, image: "content read -" if "/bug-" in image else "pass", times=3)
+        self.assertEqual(status, EXIT_PASS)
+        # The failure replayed alone in triage: its minimized program.
+        self.assertTrue(all(t.endswith("/minimized.prog") for t, _ in calls))
+        self.assertEqual([k for _, k in calls], [f"bug-{BUG}-k1"] * 3 + ["debian-6.12-k1"] * 3)
+        rec = recall_fuzz.find(read_set(self.set), BUG, "buggy", 1)
+        (r,) = rec["replays"]
+        self.assertEqual((r["failure"], r["signature"], r["replayed"]),
+                         (1, "content read -", "minimized.prog"))
+        self.assertEqual((r["buggy"], r["fixed"]), (["content read -"] * 3, ["pass"] * 3))
+        self.assertIn("the same failure on the buggy kernel 3/3, on the fixed kernel 0/3", err)
+        self.assertEqual(rec["bug_failure"], "untriaged")      # evidence, not a verdict
+        recall_fuzz.save(self.set, [{**rec, "bug_failure": "yes", "bug_failure_why": "lost"}])
+        self.assertIn(f"- {BUG} seed 1, failure 1 `content read -`: yes, lost (replayed, "
+                      "minimized.prog: the same failure on the buggy kernel 3/3, on the fixed "
+                      "kernel 0/3)", fuzz_table.render(read_set(self.set), "x.jsonl"))
+
+    def test_a_sequence_or_the_history_is_replayed_in_one_boot(self):
+        fdir = tempfile.mkdtemp(dir=self.tmp)
+        os.makedirs(os.path.join(fdir, "history"))
+        for name, text in (("history/01-a.prog", "anon a 4K\n"),
+                           ("history/02-b.prog", "anon b 4K\n"),
+                           ("program.prog", "anon c 4K\n"),
+                           ("failure.json", '{"replay": "no"}')):
+            with open(os.path.join(fdir, name), "w") as f:
+                f.write(text)
+        work = os.path.join(self.tmp, "work")
+        target, what = fuzz_replay.target_of(fdir, work)
+        self.assertEqual((target, what), (work, "history/ then program.prog (3 programs)"))
+        self.assertEqual(sorted(os.listdir(work)), ["01-a.prog", "02-b.prog", "03-failing.prog"])
+        os.makedirs(os.path.join(fdir, "sequence"))
+        for name in ("01-b.prog", "02-failing.prog"):
+            open(os.path.join(fdir, "sequence", name), "w").close()
+        self.assertEqual(fuzz_replay.target_of(fdir, work),
+                         (os.path.join(fdir, "sequence"), "sequence/ (2 programs)"))
+
+    def test_bad_input_is_one_line(self):
+        for args, want in (((BUG, "one"), "seed 'one' is not a number"),
+                           ((BUG, "9"), "has no campaign of"),
+                           (("no-such-bug", "1"), "no corpus bug 'no-such-bug'"),
+                           ((BUG, "1", "--failure", "3"), "has failures 1 to 1"),
+                           ((BUG, "1", "--fuzz"), "--fuzz is not an option"),
+                           ((BUG, "1", "--times", "11"), "--times 11: expected 1 to 10")):
+            r = subprocess.run([FAULTLINE, "bugs", "--fuzz-replay", *args, "--results",
+                                self.set], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertIn(want, r.stderr)
+
+
 class BadInputTest(unittest.TestCase):
     """One line, exit 2, nothing built (a private cache stays absent)."""
 
@@ -414,6 +493,7 @@ class BadInputTest(unittest.TestCase):
                            (["--jobs", "2"], "--jobs is not an option of bugs without --fuzz"),
                            (["--budget", "30m"], "expected minimize's number of runs"),
                            (["--failure", "2"], "--failure is not an option"),
+                           (["--times", "3"], "--times is not an option"),
                            (["--fuzz", "--seeds", "0..2"], "search seeds start at 1"),
                            (["--fuzz", "--jobs", "17"], "--jobs 17: expected 1 to 16"),
                            (["--fuzz", "no-such-bug"], "no corpus bug 'no-such-bug'")):

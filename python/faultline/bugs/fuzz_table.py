@@ -157,8 +157,18 @@ def verdict_notes(recs):
             sig = r["failures"][i - 1]["signature"] if i <= len(r["failures"]) else "?"
             out.append(f"- {r['subject']} seed {r['seed']}, failure {i} "
                        f"`{sig.replace('`', chr(39))}`: {r['bug_failure']}, "
-                       f"{r['bug_failure_why']}")
+                       f"{r['bug_failure_why']}" + replay_note(r, i, sig))
     return out
+
+
+def replay_note(rec, index, sig):
+    """What `--fuzz-replay` of that failure saw, when it ran."""
+    rp = next((x for x in rec.get("replays") or [] if x.get("failure") == index), None)
+    if rp is None:
+        return ""
+    same = [sum(1 for x in rp[side] if x == sig) for side in ("buggy", "fixed")]
+    return (f" (replayed, {rp['replayed']}: the same failure on the buggy kernel "
+            f"{same[0]}/{len(rp['buggy'])}, on the fixed kernel {same[1]}/{len(rp['fixed'])})")
 
 
 def markdown(table_rows):

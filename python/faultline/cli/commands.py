@@ -10,7 +10,7 @@ import sys
 from faultline import scenario
 from faultline.bench import bench
 from faultline.bench import results as bench_results
-from faultline.bugs import explore_table, fuzz_table, recall, recall_fuzz, recall_table
+from faultline.bugs import explore_table, fuzz_replay, fuzz_table, recall, recall_fuzz, recall_table
 from faultline.build.builds import build_all, run_script
 from faultline.errors import EXIT_FAIL, EXIT_SETUP, SetupError
 from faultline.execute import boot as program_boot
@@ -188,7 +188,9 @@ def bugs_options(args):
     recall_only = [("--deterministic", args.deterministic), ("--no-faults", args.no_faults),
                    ("--no-repro", args.no_repro), ("--import", args.import_dir),
                    ("--backend", args.backend != "qemu"), ("--connect", args.connect)]
-    refuse([("--failure", args.failure is not None)], "bugs without --fuzz-verdict")
+    refuse([("--failure", args.failure is not None)],
+           "bugs without --fuzz-verdict or --fuzz-replay")
+    refuse([("--times", args.times != 2)], "bugs without --fuzz-replay")
     if args.fuzz and not args.list:
         refuse(recall_only, "bugs --fuzz (the fuzzer's defaults, no scenario)")
         return BugsFuzzOptions(
@@ -208,13 +210,21 @@ def bugs_options(args):
 
 
 def cmd_bugs(args):
+    if args.fuzz_verdict and args.fuzz_replay:
+        raise SetupError("--fuzz-verdict and --fuzz-replay exclude each other")
     if args.fuzz_verdict:
         refuse([("NAME", args.names), ("--fuzz", args.fuzz), ("--list", args.list),
                 ("--seeds", args.seeds), ("--budget", args.budget), ("--jobs", args.jobs),
-                ("--rerun", args.rerun), ("--out", args.out)],
+                ("--rerun", args.rerun), ("--out", args.out), ("--times", args.times != 2)],
                "bugs --fuzz-verdict (it runs nothing)")
         status = recall_fuzz.set_verdict(args.results, *args.fuzz_verdict,
                                          failure=args.failure)
+    elif args.fuzz_replay:
+        refuse([("NAME", args.names), ("--fuzz", args.fuzz), ("--list", args.list),
+                ("--seeds", args.seeds), ("--budget", args.budget), ("--jobs", args.jobs),
+                ("--rerun", args.rerun)], "bugs --fuzz-replay")
+        status = fuzz_replay.replay(args.results, *args.fuzz_replay, failure=args.failure,
+                                    times=args.times, out=args.out)
     else:
         opts = bugs_options(args)
         if isinstance(opts, BugsFuzzOptions):

@@ -43,6 +43,8 @@
                                       recall on the real-bug corpus (docs/bugs.md)
   faultline bugs [NAME ...] --fuzz [--budget 30m] [--seeds 1..3] [--jobs N] [--rerun]
                                       recall from no scenario: the fuzzer's defaults
+  faultline bugs --fuzz-replay BUG SEED [--failure N] [--times K]
+                                      replay it on the buggy and the fixed kernel
   faultline bugs --fuzz-verdict BUG SEED yes|no WHY [--failure N]
                                       a person's verdict: is that failure the bug's?
   faultline findings [NAME ...] [--results FILE] [--check]
@@ -403,9 +405,16 @@ def bugs_parser(sub):
     fz.add_argument("--fuzz-verdict", nargs=4, metavar=("BUG", "SEED", "yes|no", "WHY"),
                     help="run nothing: record whether the failure of BUG's buggy kernel "
                          "with search seed SEED is the bug's, and why")
+    fz.add_argument("--fuzz-replay", nargs=2, metavar=("BUG", "SEED"),
+                    help="replay the failure of BUG's buggy kernel with search seed SEED "
+                         "from fresh boots on its buggy and its fixed kernel, and record "
+                         "what each saw: the evidence --fuzz-verdict judges by")
+    fz.add_argument("--times", type=inputs.positive_int, default=2, metavar="K",
+                    help="--fuzz-replay: replays on each kernel (default 2)")
     fz.add_argument("--failure", type=inputs.positive_int, metavar="N",
-                    help="--fuzz-verdict: the campaign's Nth failure found (default: the "
-                         "first that is no known finding's, the one its table shows)")
+                    help="--fuzz-verdict, --fuzz-replay: the campaign's Nth failure found "
+                         "(default: the first that is no known finding's, the one its "
+                         "table shows)")
     return bp
 
 
