@@ -9,9 +9,7 @@ missed its target (exit status 1), else "pass", which includes a row
 without a target and one whose interval could not decide (`ok` null)."""
 
 import dataclasses
-import os
 
-from faultline.errors import SetupError
 from faultline.results import records
 from faultline.results.tables import markdown
 
@@ -48,22 +46,11 @@ def record_of_row(row, ident, meta):
 
 
 def check_path(path):
-    """SetupError (one line) for a set that cannot be read or written:
-    refused before anything is built."""
-    if not path:
-        return
-    if os.path.exists(path):
-        records.read_set(path, RECORD_FIELDS)
-    elif not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise SetupError(f"--results {path}: no directory {os.path.dirname(path) or '.'}")
+    records.check_results_option(path, RECORD_FIELDS)
 
 
 def check(path, ident):
-    """SetupError (one line) when the set @path holds rows of other builds:
-    refused before any group runs."""
-    if path and os.path.exists(path):
-        records.check_builds(records.display(path), records.read_set(path, RECORD_FIELDS),
-                             ident["qemu_build"], {ident["kernel_key"]: ident["guest_build"]})
+    records.check_set_builds(path, RECORD_FIELDS, [ident])
 
 
 def write(path, rows, ident, meta):

@@ -11,7 +11,6 @@ table says which it was."""
 import os
 import statistics
 
-from faultline.errors import SetupError
 from faultline.results import records
 from faultline.results.tables import markdown
 
@@ -24,25 +23,11 @@ COMMAND = "faultline matrix --scenarios all --kernel K ... --results FILE"
 
 
 def check_path(path):
-    """SetupError (one line) for a set that cannot be read or written:
-    refused before anything is built."""
-    if not path:
-        return
-    if os.path.exists(path):
-        records.read_set(path, RECORD_FIELDS)
-    elif not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise SetupError(f"--results {path}: no directory {os.path.dirname(path) or '.'}")
+    records.check_results_option(path, RECORD_FIELDS)
 
 
 def check(path, idents):
-    """SetupError (one line) when the set @path holds runs of other builds
-    than @idents (one builds identity per kernel): refused before any run."""
-    if not path or not os.path.exists(path):
-        return
-    recs = records.read_set(path, RECORD_FIELDS)
-    for ident in idents:
-        records.check_builds(records.display(path), recs, ident["qemu_build"],
-                             {ident["kernel_key"]: ident["guest_build"]})
+    records.check_set_builds(path, RECORD_FIELDS, idents)
 
 
 def record_of(rundir, report, meta, kernel):

@@ -169,6 +169,29 @@ def check_builds(path, records, qemu_build=None, guest_builds=None):
 
 # ---------------------------------------------------------------- sets
 
+def check_results_option(path, fields):
+    """SetupError (one line) for a --results set that cannot be read or
+    written: refused before anything is built."""
+    if not path:
+        return
+    if os.path.exists(path):
+        read_set(path, fields)
+    elif not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise SetupError(f"--results {path}: no directory {os.path.dirname(path) or '.'}")
+
+
+def check_set_builds(path, fields, idents):
+    """SetupError (one line) when the set @path holds runs of other builds
+    than @idents (builds_identity of each kernel to run): refused before
+    anything runs."""
+    if not path or not os.path.exists(path):
+        return
+    recs = read_set(path, fields)
+    for ident in idents:
+        check_builds(display(path), recs, ident["qemu_build"],
+                     {ident["kernel_key"]: ident["guest_build"]})
+
+
 def display(path):
     """@path relative to the repository when it is inside it."""
     rel = os.path.relpath(os.path.abspath(path), TOP)
