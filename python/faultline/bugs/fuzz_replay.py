@@ -91,27 +91,12 @@ def replay_once(target, image, modules, out):
 
 def replay(results, bug_name, seed, failure=None, times=2, out=None):
     """The command: replays, the record's `replays`; its exit status."""
-    path = os.path.abspath(results or recall_fuzz.default_results())
-    where = records.display(path)
-    try:
-        seed = int(seed)
-    except ValueError:
-        raise SetupError(f"--fuzz-replay: seed {seed!r} is not a number") from None
     if not 1 <= times <= 10:
         raise SetupError(f"--times {times}: expected 1 to 10")
     (bug,) = recall.select([bug_name])
-    rec = recall_fuzz.find(recall_fuzz.read_results(path), bug.name, "buggy", seed) \
-        if os.path.exists(path) else None
-    if rec is None:
-        raise SetupError(f"--fuzz-replay: {where} has no campaign of {bug.name!r} on its "
-                         f"buggy kernel with seed {seed}")
-    n = len(rec["failures"])
-    if not n:
-        raise SetupError(f"--fuzz-replay: {bug.name} seed {seed} found no failure")
-    if failure is None:
-        failure = next((i for i, f in enumerate(rec["failures"], 1) if not f.get("known")), 1)
-    if not 1 <= failure <= n:
-        raise SetupError(f"--failure {failure}: {bug.name} seed {seed} has failures 1 to {n}")
+    path, rec, failure = recall_fuzz.buggy_failure("--fuzz-replay", results, bug.name, seed,
+                                                   failure)
+    where, seed = records.display(path), rec["seed"]
     sig = rec["failures"][failure - 1]["signature"]
     fdir = failure_dir(rec, failure)
     out = out or new_dir(DEFAULT_OUT, f"fuzz-replay-{bug.name}-s{seed}")

@@ -256,36 +256,46 @@ def campaign(opts):
 
 # ---------------------------------------------------------------- the verdict
 
-def set_verdict(results, bug, seed, verdict, why, failure=None):
-    """`faultline bugs --fuzz-verdict BUG SEED yes|no WHY [--failure N]`:
-    a person's verdict on whether failure N (1: the first found; None: the
-    first that is no known finding's, the record's own first failure) of
-    the buggy kernel's campaign of seed SEED is the bug's, into its record."""
+def buggy_failure(flag, results, bug, seed, failure=None):
+    """(the set's path, the record of @bug's buggy-kernel campaign with
+    search seed @seed, the failure's index): failure @failure (1: the first
+    found; None: the first that is no known finding's, the record's own
+    first failure); SetupError (one line, naming @flag) when there is none."""
     path = os.path.abspath(results or default_results())
     where = records.display(path)
     try:
         seed = int(seed)
     except ValueError:
-        raise SetupError(f"--fuzz-verdict: seed {seed!r} is not a number") from None
-    if verdict not in ("yes", "no"):
-        raise SetupError(f"--fuzz-verdict: verdict {verdict!r}: expected yes or no")
-    if not why.strip():
-        raise SetupError("--fuzz-verdict: say why (the symptom the minimized program "
-                         "shows, or does not)")
+        raise SetupError(f"{flag}: seed {seed!r} is not a number") from None
     if not os.path.exists(path):
-        raise SetupError(f"--fuzz-verdict: no results set {where}")
+        raise SetupError(f"{flag}: no results set {where}")
     rec = find(read_results(path), bug, "buggy", seed)
     if rec is None:
-        raise SetupError(f"--fuzz-verdict: {where} has no campaign of {bug!r} on its buggy "
+        raise SetupError(f"{flag}: {where} has no campaign of {bug!r} on its buggy "
                          f"kernel with seed {seed}")
     n = len(rec["failures"])
     if not n:
-        raise SetupError(f"--fuzz-verdict: {bug} seed {seed} found no failure on the buggy "
+        raise SetupError(f"{flag}: {bug} seed {seed} found no failure on the buggy "
                          "kernel: nothing to judge")
     if failure is None:
         failure = next((i for i, f in enumerate(rec["failures"], 1) if not f.get("known")), 1)
     if not 1 <= failure <= n:
         raise SetupError(f"--failure {failure}: {bug} seed {seed} has failures 1 to {n}")
+    return path, rec, failure
+
+
+def set_verdict(results, bug, seed, verdict, why, failure=None):
+    """`faultline bugs --fuzz-verdict BUG SEED yes|no WHY [--failure N]`:
+    a person's verdict on whether failure N (1: the first found; None: the
+    first that is no known finding's, the record's own first failure) of
+    the buggy kernel's campaign of seed SEED is the bug's, into its record."""
+    if verdict not in ("yes", "no"):
+        raise SetupError(f"--fuzz-verdict: verdict {verdict!r}: expected yes or no")
+    if not why.strip():
+        raise SetupError("--fuzz-verdict: say why (the symptom the minimized program "
+                         "shows, or does not)")
+    path, rec, failure = buggy_failure("--fuzz-verdict", results, bug, seed, failure)
+    where, seed = records.display(path), rec["seed"]
     rec = {**rec, "bug_failure": verdict, "bug_failure_why": why.strip(),
            "bug_failure_index": failure}
     save(path, [rec])
