@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 import xml.etree.ElementTree as ET
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -21,7 +22,7 @@ import yaml  # noqa: E402
 from lava_common.schemas import validate as lava_validate  # noqa: E402
 
 from faultline import scenario
-from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP
+from faultline.errors import EXIT_CRASH, EXIT_FAIL, EXIT_PASS, EXIT_SETUP, SetupError
 from faultline.judge import kcidb
 from faultline.judge.judge import judge
 from faultline.judge.ktap import parse_ktap
@@ -568,6 +569,28 @@ class MatrixSummaryTest(unittest.TestCase):
         self.assertEqual(len(matrix.plan([sc, sc], [1, 2], [(None, None)] * 2)), 8)
         self.assertEqual(matrix.default_jobs([sc], ncpu=2), 1)
         self.assertEqual(matrix.default_jobs([sc], ncpu=8), 4)
+
+    def test_scenarios_all_leaves_out_what_a_kernel_refuses(self):
+        every = matrix.scenario_names("all")
+        self.assertIn("smoke", every)
+        self.assertFalse([n for n in every if "selftest" in n])
+        with self.assertRaisesRegex(SetupError, "--scenarios all stands alone"):
+            matrix.scenario_names("all,smoke")
+        a, b = scenario.load(SMOKE), scenario.load("nvme-iocheck")
+        kernels = [("/k/6.12", None), ("/k/7.2", None)]
+
+        def check(scs, kernel, modules):
+            if kernel == "/k/7.2" and any(sc.name == "nvme-iocheck" for sc in scs):
+                raise SetupError("kernel /k/7.2 lacks what the scenario needs: CONFIG_X")
+        with mock.patch.object(matrix.kconfig, "check", check):
+            refused = matrix.refusals([a, b], kernels, every=True)
+            self.assertEqual(list(refused), [("nvme-iocheck", 1)])
+            self.assertEqual([(sc.name, ki) for sc, ki, _ in
+                              matrix.plan([a, b], [1], kernels, refused)],
+                             [("smoke", 0), ("smoke", 1), ("nvme-iocheck", 0)])
+            # A list the user named is refused whole.
+            with self.assertRaisesRegex(SetupError, "CONFIG_X"):
+                matrix.refusals([a, b], kernels, every=False)
 
 
 if __name__ == "__main__":

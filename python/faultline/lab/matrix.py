@@ -32,10 +32,30 @@ def default_jobs(scenarios, ncpu=None):
     return max(1, ncpu // max(sc.vm.cpus for sc in scenarios))
 
 
-def plan(scenarios, seeds, kernels):
-    """Every (scenario, kernel index, seed): scenario-major, then kernel."""
+def plan(scenarios, seeds, kernels, refused=frozenset()):
+    """Every (scenario, kernel index, seed) but the (scenario name, kernel
+    index) pairs @refused: scenario-major, then kernel."""
     return [(sc, ki, s) for sc in scenarios for ki in range(len(kernels))
-            for s in (seeds or [sc.faults.seed])]
+            if (sc.name, ki) not in refused for s in (seeds or [sc.faults.seed])]
+
+
+def refusals(scs, kernels, every):
+    """{(scenario name, kernel index): why} of the scenarios a kernel's
+    config cannot run.  A list the user named is refused whole (one line,
+    before anything is built); with --scenarios all (@every) each such
+    pair is left out and said."""
+    if not every:
+        for k, m in kernels:
+            kconfig.check(scs, k, m)
+        return {}
+    out = {}
+    for ki, (k, m) in enumerate(kernels):
+        for sc in scs:
+            try:
+                kconfig.check([sc], k, m)
+            except SetupError as e:
+                out[sc.name, ki] = str(e)
+    return out
 
 
 def summarize(results, kernel_names):
@@ -120,8 +140,8 @@ def run_matrix(opts: MatrixOptions):
     load_opts = RunOptions(deterministic=opts.deterministic, backend=opts.backend,
                                   quiet=True)
     scs = runner.load_scenarios(names_given, load_opts)
-    for k, m in kernels:
-        kconfig.check(scs, k, m)
+    refused = refusals(scs, kernels, opts.scenarios == "all"
+                       and not (opts.backend == "lava" and not opts.run))
     if opts.backend == "lava" and not opts.run:
         out = opts.out_jobs or runner.new_dir(opts.out, "matrix-lava")
         jobs = lavajobs.write_jobs(scs, kernels, seeds, out, opts.base_url,
@@ -141,10 +161,12 @@ def run_matrix(opts: MatrixOptions):
         for (k, m), b in zip(kernels, builds):
             b.for_scenario(sc)
     group = runner.new_dir(opts.out, "matrix")
-    todo = plan(scs, seeds, kernels)
+    todo = plan(scs, seeds, kernels, refused)
     names = [kernel_label(k) for k, _ in kernels]
     if len(set(names)) != len(names):
         names = [f"{n}#{i}" for i, n in enumerate(names)]
+    for (name, ki), why in sorted(refused.items()):
+        say(f"matrix: {name} on {names[ki]}: not run: {why}")
     say(f"matrix: {len(scs)} scenario(s) x {len(seeds or [None])} seed(s) x "
         f"{len(kernels)} kernel(s) = {len(todo)} runs, {jobs} at a time, in {group}")
     lock = threading.Lock()

@@ -75,7 +75,9 @@ def render(recs, where):
     caption = (f"{len(recs)} run(s) of `faultline matrix` (QEMU build {recs[0]['qemu_build']}); "
                f"run {', '.join(dates)}; faultline {', '.join(gits)}. A cell: runs that "
                "passed, the median wall time, and the highest one-minute load average "
-               "of the host when they ended (2 cores: above 2, other VMs shared them).")
+               "of the host when they ended (2 cores: above 2, other VMs shared them); "
+               "`-`: not run on that kernel (`--scenarios all` leaves out what the "
+               "kernel-config check refuses before boot, and says why).")
     notes = [f"- `{r['subject']}` on {r['kernel']}, seed {r['seed']}: {r['verdict']} "
              f"({r['outcome']}): {r['signature'] or r['reason'] or '-'}" for r in failing]
     return (caption + "\n\n" + markdown(("scenario",) + tuple(kernels), rows)
