@@ -326,6 +326,17 @@ class ResumeTest(unittest.TestCase):
         self.assertEqual(row[5], "2/2: `content read -` (s1, s2)")
 
 
+class VersionTest(unittest.TestCase):
+    def test_a_record_names_the_faultline_that_ran_it_not_the_checkout_at_its_end(self):
+        tmp = tempfile.mkdtemp()
+        versions = iter(["abc1234", "def5678", "def5678", "def5678", "def5678"])
+        with mock.patch.object(recall_fuzz, "git_describe", lambda: next(versions)):
+            run(Fakes(tmp), seeds=(1,))
+        recs = read_set(os.path.join(tmp, "recall-fuzz.jsonl"))
+        self.assertEqual({r["faultline"] for r in recs}, {"abc1234"})
+        shutil.rmtree(tmp)
+
+
 class VerdictTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp()

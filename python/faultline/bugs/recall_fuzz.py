@@ -124,10 +124,12 @@ def bug_base(bug):
     return bug.base + (" +KASAN" if bug.kasan else "")
 
 
-def record(bug, side, seed, kernel_name, out, opts, known=frozenset()):
+def record(bug, side, seed, kernel_name, out, opts, known=frozenset(), version=None):
     """The results record of the finished campaign in @out; a failure
     with a signature of @known (known_signatures) is listed, marked known,
-    and is not the campaign's first failure."""
+    and is not the campaign's first failure.  @version: the faultline that
+    ran it (git_describe() when the campaign started; the checkout may have
+    moved since)."""
     st = fuzz_state.load(out)
     ident, last = st["identity"], (st["stats"] or [{}])[-1]
     failures = [{**f, "known": f["signature"] in known} for f in failures_of(out, st)]
@@ -149,11 +151,11 @@ def record(bug, side, seed, kernel_name, out, opts, known=frozenset()):
            "bug_failure_why": None, "bug_failure_index": None,
            "until_failure": side == "buggy", "shared_from": None,
            "known_failures": [f["signature"] for f in failures if f["known"]],
-           "date": time.strftime("%Y-%m-%d", time.gmtime()), "faultline": git_describe()}
+           "date": time.strftime("%Y-%m-%d", time.gmtime()), "faultline": version or git_describe()}
     return rec
 
 
-def run_campaign(bug, side, seed, kern, builds, opts, out):
+def run_campaign(bug, side, seed, kern, builds, opts, out, version=None):
     """One fuzz campaign in @out, from scratch: its record."""
     image, modules = kern
     shutil.rmtree(out, ignore_errors=True)
@@ -164,7 +166,7 @@ def run_campaign(bug, side, seed, kern, builds, opts, out):
     fuzz_command.run(fopts, kernel=image, modules=modules, builds=builds)
     fixed_name, buggy_name = recall.kernel_names(bug)
     return record(bug, side, seed, buggy_name if side == "buggy" else fixed_name, out, opts,
-                  known)
+                  known, version)
 
 
 # ---------------------------------------------------------------- the command
@@ -191,6 +193,7 @@ def campaign(opts):
     and no fixed kernel did, 1 otherwise, 2 when a campaign could not run
     (the others still ran)."""
     check_options(opts)
+    version = git_describe()        # the code this process runs, whatever the checkout does
     bugs = recall.select(opts.names)
     results_path = os.path.abspath(opts.results or default_results())
     existing = read_results(results_path)
@@ -232,7 +235,7 @@ def campaign(opts):
         d = os.path.join(out, bug.name, side, f"seed{seed}")
         say(f"{where}: fuzz {fuzz_table.duration(opts.budget_s)} in {d}")
         try:
-            rec = run_campaign(bug, side, seed, kern[k], builds[k], opts, d)
+            rec = run_campaign(bug, side, seed, kern[k], builds[k], opts, d, version)
         except SetupError as e:
             errors.append(f"{where}: {e}")
             say(f"{where}: the campaign did not run to its end: {e}")
