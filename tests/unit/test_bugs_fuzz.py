@@ -7,7 +7,7 @@ passes every program, or, as a false alarm, fails like the buggy one.
 
 Covered: a record per (bug, side, search seed) with the failures and the
 minimized programs; resume (a recorded campaign is not run again, --rerun
-and another budget run it, an interrupted campaign directory is run anew);
+and another budget run it, an interrupted campaign goes on with the budget it has left);
 a set of another QEMU or guest build refused before anything runs; the
 table and its empty text; `--fuzz-verdict`; bad input in one line."""
 
@@ -287,6 +287,28 @@ class ResumeTest(unittest.TestCase):
         self.assertEqual(more.campaigns_run(), [f"out/{BUG}/{side}/seed{s}"
                                                 for side in ("buggy", "fixed") for s in (2, 3)])
         self.assertEqual(len(read_set(self.set)), 6)
+
+    def test_an_interrupted_campaign_goes_on_with_the_budget_it_has_left(self):
+        run(Fakes(self.tmp), seeds=(2,))
+        out = os.path.join(self.tmp, "out", BUG, "fixed", "seed2")
+        with open(os.path.join(out, "fuzz.json")) as f:
+            st = json.load(f)
+        st["elapsed_s"] = 0.5       # stopped by a signal a third of the way in
+        with open(os.path.join(out, "fuzz.json"), "w") as f:
+            json.dump(st, f)
+        kept = [r for r in read_set(self.set) if r["side"] == "buggy"]
+        os.remove(self.set)
+        recall_fuzz.save(self.set, kept)
+        again = Fakes(self.tmp)
+        _, _, err = run(again, seeds=(2,))
+        self.assertIn("going on with the interrupted campaign", err)
+        self.assertEqual(again.campaigns_run(), [f"out/{BUG}/fixed/seed2"])
+        with open(os.path.join(out, "fuzz.json")) as f:
+            st = json.load(f)
+        self.assertEqual(len(st["sessions"]), 2)
+        self.assertAlmostEqual(st["sessions"][1]["budget_s"], BUDGET_S - 0.5)
+        fixed = recall_fuzz.find(read_set(self.set), BUG, "fixed", 2)
+        self.assertGreater(fixed["elapsed_s"], 0.5)
 
     def test_rerun_and_another_budget_run_again(self):
         run(Fakes(self.tmp), seeds=(1,))

@@ -21,8 +21,12 @@ shared record names the bug whose run it is (shared_from).
 
 Resume: a campaign whose record is in the set, of this QEMU build, guest
 build and kernel, with this budget and jobs, is not run again (--rerun
-runs it again).  A campaign directory without such a record (an
-interrupted campaign, another build's) is removed and run anew.  The set
+runs it again).  An interrupted campaign (stopped by a signal, its
+directory and fuzz.json kept) goes on from where it stopped with the
+budget it has left: its corpus, failures and campaign time are kept, so
+its time to failure is campaign time as in one session.  Any other
+campaign directory without a record (another build's, a buggy kernel's
+that found its failure) is removed and run anew.  The set
 takes campaigns of one QEMU build (and one guest build per kernel): a run
 of another build is refused before its first kernel is built.
 """
@@ -155,15 +159,55 @@ def record(bug, side, seed, kernel_name, out, opts, known=frozenset(), version=N
     return rec
 
 
+# An interrupted campaign with less than this left is run anew: a boot
+# and a few programs would be all its last session measured.
+MIN_LEFT_S = 120.0
+
+
+def interrupted_s(out, side, seed, opts, known):
+    """The campaign time of an interrupted campaign in @out that this one
+    goes on with (the same seed and jobs, budget left, and on the buggy
+    side no failure of its own found yet), else None."""
+    try:
+        st = fuzz_state.load(out)
+    except SetupError:
+        return None
+    elapsed = float(st.get("elapsed_s", 0.0))
+    sessions = st.get("sessions") or [{}]
+    if st.get("seed") != seed or sessions[0].get("jobs") != opts.jobs \
+            or not 0 < elapsed <= opts.budget_s - min(MIN_LEFT_S, opts.budget_s / 10):
+        return None
+    if side == "buggy" and any(f["signature"] not in known for f in st.get("failures", [])):
+        return None     # it found its failure; its triage may not have ended
+    return elapsed
+
+
 def run_campaign(bug, side, seed, kern, builds, opts, out, version=None):
-    """One fuzz campaign in @out, from scratch: its record."""
+    """One fuzz campaign in @out: an interrupted one goes on with the budget
+    it has left (its corpus and campaign time kept), else it runs from
+    scratch; its record."""
     image, modules = kern
-    shutil.rmtree(out, ignore_errors=True)
     known = known_signatures()
-    fopts = fuzz_manager.FuzzOptions(out=out, budget_s=opts.budget_s, jobs=opts.jobs, seed=seed,
-                                     until_failure=side == "buggy", known=known)
-    fopts.check()
-    fuzz_command.run(fopts, kernel=image, modules=modules, builds=builds)
+    prior = interrupted_s(out, side, seed, opts, known)
+    if prior is not None:
+        say(f"bugs: {bug.name} {side} seed {seed}: going on with the interrupted campaign "
+            f"in {out} after {fuzz_table.duration(prior)}")
+        fopts = fuzz_manager.FuzzOptions(out=out, budget_s=opts.budget_s - prior,
+                                         jobs=opts.jobs, resume=True,
+                                         until_failure=side == "buggy", known=known)
+        try:
+            fopts.check()
+            fuzz_command.run(fopts, kernel=image, modules=modules, builds=builds)
+        except SetupError as e:     # another build's campaign: measured nothing of ours
+            say(f"bugs: {bug.name} {side} seed {seed}: not going on with it ({e}); anew")
+            prior = None
+    if prior is None:
+        shutil.rmtree(out, ignore_errors=True)
+        fopts = fuzz_manager.FuzzOptions(out=out, budget_s=opts.budget_s, jobs=opts.jobs,
+                                         seed=seed, until_failure=side == "buggy",
+                                         known=known)
+        fopts.check()
+        fuzz_command.run(fopts, kernel=image, modules=modules, builds=builds)
     fixed_name, buggy_name = recall.kernel_names(bug)
     return record(bug, side, seed, buggy_name if side == "buggy" else fixed_name, out, opts,
                   known, version)
