@@ -31,7 +31,10 @@ class Sizes:
     """How much each group measures: --quick is about 4 times less."""
     engine_iters: int
     latency_ios: dict            # DUR us (0 = baseline) -> I/Os
-    latency_rounds: int          # each segment's I/Os in this many turns
+    latency_rounds: int          # each segment's I/Os in this many turns: a shared
+                                 # host's speed drifts over seconds (a boot's baseline
+                                 # guest median ranged 123-268 us between runs on the
+                                 # 2-core development host)
     overhead_ios: int
     overhead_rounds: int
     det_rounds: int
