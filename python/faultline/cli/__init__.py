@@ -9,7 +9,7 @@ from faultline import scenario
 from faultline.cli.commands import COMMANDS, resolve_kernels
 from faultline.cli.parser import parser
 from faultline.errors import EXIT_SETUP, SetupError
-from faultline.host import stop
+from faultline.host import stop, versions
 from faultline.host.messages import say
 from faultline.run import aborted
 
@@ -30,6 +30,7 @@ def main(argv=None):
         # Here, not per command: a signal stops any command in order
         # (docs/launcher.md); and what a killed launcher left is removed.
         stop.install()
+        versions.git_describe()     # what this process runs, before the checkout can move
         aborted.sweep()
         resolve_kernels(args)     # --kernel NAME: a kernel built by `faultline kernel`
         status = COMMANDS[args.cmd](args)

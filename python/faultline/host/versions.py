@@ -1,6 +1,7 @@
 """What scripts/setup resolved and whether it must run again; file hashes and
 this checkout's git description."""
 
+import functools
 import hashlib
 import os
 import shutil
@@ -52,7 +53,11 @@ def sha256(path):
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
 def git_describe():
+    """The checkout's version, described once a process: the code the
+    process runs, even when the checkout moves on while a long command
+    (a campaign, a matrix) runs."""
     try:
         return subprocess.run(["git", "-C", TOP, "describe", "--always", "--dirty", "--tags"],
                               capture_output=True, text=True, timeout=10).stdout.strip() or "?"
