@@ -309,6 +309,9 @@ class ResumeTest(unittest.TestCase):
         self.assertAlmostEqual(st["sessions"][1]["budget_s"], BUDGET_S - 0.5)
         fixed = recall_fuzz.find(read_set(self.set), BUG, "fixed", 2)
         self.assertGreater(fixed["elapsed_s"], 0.5)
+        self.assertEqual(fixed["sessions"], 2)
+        self.assertIn("; 1 of them interrupted and gone on with, with the budget left",
+                      fuzz_table.render(read_set(self.set), "x.jsonl"))
 
     def test_rerun_and_another_budget_run_again(self):
         run(Fakes(self.tmp), seeds=(1,))

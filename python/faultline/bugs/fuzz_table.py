@@ -138,6 +138,10 @@ def caption(recs):
             f"{' or '.join(str(j) for j in jobs)} job(s); QEMU build {recs[0]['qemu_build']}; "
             "kernels (cache key, guest build): "
             + ", ".join(f"{n} ({k}, {g})" for n, (k, g) in sorted(kernels.items())))
+    resumed = sum(1 for r in recs if r.get("sessions", 1) > 1 and r["shared_from"] is None)
+    if resumed:
+        text += (f"; {resumed} of them interrupted and gone on with, with the budget left "
+                 "(their times are campaign time)")
     dates = span(r["date"] for r in recs if r.get("date"))
     versions = span(r["faultline"] for r in recs if r.get("faultline"))
     if dates:

@@ -155,6 +155,7 @@ def record(bug, side, seed, kernel_name, out, opts, known=frozenset(), version=N
            "bug_failure_why": None, "bug_failure_index": None,
            "until_failure": side == "buggy", "shared_from": None,
            "known_failures": [f["signature"] for f in failures if f["known"]],
+           "sessions": len(st.get("sessions") or [None]),
            "date": time.strftime("%Y-%m-%d", time.gmtime()), "faultline": version or git_describe()}
     return rec
 
