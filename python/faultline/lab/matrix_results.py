@@ -52,8 +52,7 @@ def _cell(runs):
     ok = sum(1 for r in runs if r["verdict"] == "pass")
     wall = statistics.median(r["elapsed_s"] for r in runs)
     load = max(r["load1"] for r in runs)
-    bad = sorted({r["verdict"] if r["verdict"] != "fail" else "fail"
-                  for r in runs if r["verdict"] != "pass"})
+    bad = sorted({r["verdict"] for r in runs if r["verdict"] != "pass"})
     return (f"{ok}/{len(runs)} pass{' (' + ', '.join(bad) + ')' if bad else ''}, "
             f"{wall:.0f} s (load {load:.1f})")
 
