@@ -18,7 +18,7 @@ from faultline.host.stop import Executor
 from faultline.judge import kcidb
 from faultline.judge.report import status_word, write_junit
 from faultline import scenario
-from faultline.kernel import kconfig, store
+from faultline.kernel import kconfig
 from faultline.kernel.store import label
 from faultline.lab import lavajobs, matrix_results
 from faultline.results import records
@@ -128,8 +128,6 @@ def run_matrix(opts: MatrixOptions):
         if len(opts.modules) != len(kernels) or not opts.kernel:
             raise SetupError("--modules: give one per --kernel, in the same order")
         kernels = [(k, m) for (k, _), m in zip(kernels, opts.modules)]
-    # A kernel built by `faultline kernel build` may be named (its modules with it).
-    kernels = [store.resolve(k, m) if k else (k, m) for k, m in kernels]
     if opts.results and opts.backend != "qemu":
         raise SetupError("--results records runs of --backend qemu")
     matrix_results.check_path(opts.results)
