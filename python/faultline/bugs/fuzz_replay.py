@@ -13,6 +13,7 @@ replay saw into the campaign's record (`replays`), without judging:
     the programs its guest ran before it, then it, in one boot.
 """
 
+import json
 import os
 import shutil
 import time
@@ -23,8 +24,7 @@ from faultline.bugs import recall_fuzz
 from faultline.errors import EXIT_PASS, SetupError
 from faultline.execute import boot
 from faultline.execute import results as program_results
-from faultline.execute.session import Outcome
-from faultline.fuzz.triage import signature
+from faultline.fuzz.triage import result_signature
 from faultline.host.messages import say
 from faultline.results import records
 from faultline.run.runner import DEFAULT_OUT, new_dir
@@ -52,9 +52,13 @@ def target_of(fdir, work):
     if os.path.isdir(seq):
         n = len([p for p in os.listdir(seq) if p.endswith(".prog")])
         return seq, f"sequence/ ({n} programs)"
-    summary = recall_fuzz.read_text(os.path.join(fdir, "failure.json")) or ""
+    try:
+        with open(os.path.join(fdir, "failure.json")) as f:
+            summary = json.load(f)
+    except (OSError, ValueError):
+        summary = {}
     small = os.path.join(fdir, "minimized.prog")
-    if '"replay": "alone"' in summary and os.path.exists(small):
+    if summary.get("replay") == "alone" and os.path.exists(small):
         return small, "minimized.prog"
     hist = os.path.join(fdir, "history")
     names = sorted(p for p in os.listdir(hist) if p.endswith(".prog")) \
@@ -80,8 +84,7 @@ def replay_once(target, image, modules, out):
     except OSError:
         console = ""
     for i, r in enumerate(res):
-        sig = signature(Outcome(r["name"], r["verdict"], r.get("reason") or "",
-                                r.get("findings") or []), console, r["name"])
+        sig = result_signature(r, console)
         if sig is not None:
             return sig if i == len(res) - 1 else f"earlier: {sig}"
         if r["verdict"] not in ("pass",):

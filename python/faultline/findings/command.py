@@ -18,9 +18,8 @@ from faultline.errors import EXIT_FAIL, EXIT_PASS, SetupError
 from faultline.execute import boot
 from faultline.execute import repro
 from faultline.execute import results as program_results
-from faultline.execute.session import Outcome
 from faultline.findings import finding
-from faultline.fuzz.triage import signature
+from faultline.fuzz.triage import result_signature
 from faultline.host.messages import say
 from faultline.host.versions import sha256, versions
 from faultline.kernel import store
@@ -91,8 +90,7 @@ def replay(f, builds, image, modules, out, quiet, kernel_key):
             console = fh.read()
     except OSError:
         console = ""
-    outcome = Outcome(res["name"], res["verdict"], res.get("reason") or "", res["findings"])
-    sig = signature(outcome, console, res["name"])
+    sig = result_signature(res, console)
     verdict = res["verdict"]
     if verdict == "crash" and sig.startswith("hang"):
         verdict = "hang"

@@ -41,7 +41,7 @@ import threading
 import time
 
 from faultline.execute import devices
-from faultline.execute.session import Prepared
+from faultline.execute.session import Outcome, Prepared
 from faultline.judge.failure import crash_line
 from faultline.judge.judge import splat_line
 from faultline.prog.minimize import minimize
@@ -110,6 +110,14 @@ def signature(outcome, console, name):
     verb = OWN_OPERATION.get(f["check"]) \
         or next((w for w in (f.get("op") or "").split() if not w.startswith("@")), "-")
     return f"{f['check']} {verb} {f.get('why', '-')}"
+
+
+def result_signature(res, console):
+    """signature() of one program's result as `prog run` writes it
+    (execute/results.py), @console: the boot's console."""
+    out = Outcome(res["name"], res["verdict"], res.get("reason") or "",
+                  res.get("findings") or [])
+    return signature(out, console, res["name"])
 
 
 def failure_class(sig, plant):
